@@ -1,0 +1,68 @@
+package org.cuvmm.internal.jni;
+
+import org.bytedeco.javacpp.annotation.ByRef;
+import org.bytedeco.javacpp.annotation.Cast;
+import org.bytedeco.javacpp.annotation.Const;
+import org.bytedeco.javacpp.annotation.CriticalRegion;
+import org.bytedeco.javacpp.annotation.Namespace;
+import org.bytedeco.javacpp.annotation.Properties;
+import org.bytedeco.javacpp.annotation.StdString;
+
+/**
+ * The free functions of {@code cuvmm::jni} (native/cuvmm/jni_api.hpp). None throws a C++
+ * exception; failures come back in the {@link NativeStatus} argument. {@code @ByRef}
+ * handle arguments that were deallocated arrive as a JavaCPP NullPointerException before
+ * any native code runs.
+ */
+@Properties(inherit = NativeLibrary.class)
+@Namespace("cuvmm::jni")
+public final class NativeApi {
+    static { NativeLibrary.load(); }
+
+    private NativeApi() {}
+
+    public static native int select_driver(int mode, int hostDevices, @Cast("long long") long hostGranularity,
+                                           @StdString String cudaLibrary, @ByRef NativeStatus status);
+    public static native @StdString String driver_kind_name();
+    public static native @StdString String driver_reason();
+    public static native int driver_version();
+    public static native int device_count(@ByRef NativeStatus status);
+    public static native void device_info(int ordinal, @ByRef NativeDeviceInfo out, @ByRef NativeStatus status);
+
+    public static native void build_spec(@ByRef NativeSpecHandle out, @Const @ByRef NativeSpecInput in,
+                                         @ByRef NativeStatus status);
+    public static native void allocate(@ByRef NativeRangeHandle out, @Const @ByRef NativeSpecHandle spec,
+                                       @Cast("long long") long size, @ByRef NativeStatus status);
+    public static native int grow(@ByRef NativeRangeHandle out, @Const @ByRef NativeRangeHandle in,
+                                  @Const @ByRef NativeSpecHandle spec, @Cast("long long") long newSize,
+                                  @ByRef NativeStatus status);
+    public static native void release(@ByRef NativeRangeHandle handle);
+
+    @CriticalRegion
+    public static native void write_array(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long offset,
+                                          @Cast("const signed char*") byte[] array, @Cast("long long") long arrayOffset,
+                                          @Cast("long long") long bytes, @ByRef NativeStatus status);
+    @CriticalRegion
+    public static native void read_array(@Const @ByRef NativeRangeHandle src, @Cast("long long") long offset,
+                                         @Cast("signed char*") byte[] array, @Cast("long long") long arrayOffset,
+                                         @Cast("long long") long bytes, @ByRef NativeStatus status);
+    public static native void write_address(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long offset,
+                                            @Cast("long long") long address, @Cast("long long") long bytes,
+                                            @ByRef NativeStatus status);
+    public static native void read_address(@Const @ByRef NativeRangeHandle src, @Cast("long long") long offset,
+                                           @Cast("long long") long address, @Cast("long long") long bytes,
+                                           @ByRef NativeStatus status);
+    public static native void copy_range(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long dstOffset,
+                                         @Const @ByRef NativeRangeHandle src, @Cast("long long") long srcOffset,
+                                         @Cast("long long") long bytes, @ByRef NativeStatus status);
+    public static native void fill(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long offset,
+                                   @Cast("long long") long bytes, int value, @ByRef NativeStatus status);
+
+    public static native int entry_count();
+    public static native @StdString String entry_name(int index);
+    public static native @Cast("long long") long call_count(int index);
+    public static native void reset_call_counts();
+    public static native @Cast("long long") long host_live(int what);
+    public static native @Cast("long long") long object_live(int what);
+    public static native @Cast("long long") long cleanup_failures();
+}

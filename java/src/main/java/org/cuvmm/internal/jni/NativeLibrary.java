@@ -1,0 +1,39 @@
+package org.cuvmm.internal.jni;
+
+import org.bytedeco.javacpp.Loader;
+import org.bytedeco.javacpp.annotation.Platform;
+import org.bytedeco.javacpp.annotation.Properties;
+
+/**
+ * Build and load configuration shared by every class in this package: one JNI library,
+ * {@code jnicuvmm}, compiled by the JavaCPP plugin from the generated glue plus
+ * {@code native/}'s static library. {@code libcuda} is not linked: the native code opens it
+ * with {@code dlopen} when the cuda driver is selected.
+ */
+@Properties(
+        target = "org.cuvmm.internal.jni.NativeLibrary",
+        value = @Platform(
+                include = {"cuvmm/jni_api.hpp"},
+                link = {"cuvmm_native", "dl"},
+                library = "jnicuvmm"))
+public final class NativeLibrary {
+    private static volatile boolean loaded;
+
+    private NativeLibrary() {}
+
+    /** Loads the JNI library once; later calls return at once. */
+    public static void load() {
+        if (loaded) return;
+        synchronized (NativeLibrary.class) {
+            if (loaded) return;
+            // JavaCPP triggers System.gc() when native memory it tracks grows; our mappings
+            // are not its business (they would count as physical bytes), so switch it off
+            // unless the application chose otherwise.
+            if (System.getProperty("org.bytedeco.javacpp.maxPhysicalBytes") == null) {
+                System.setProperty("org.bytedeco.javacpp.maxPhysicalBytes", "0");
+            }
+            Loader.load(NativeLibrary.class);
+            loaded = true;
+        }
+    }
+}

@@ -1,0 +1,133 @@
+// The surface the JavaCPP-generated JNI calls (Java: org.cuvmm.internal.jni).
+//
+// Rules at this boundary:
+//  - no C++ exception crosses it: every function catches, and reports through Status
+//    (code, call, step, message); Java turns a non-zero code into CudaException;
+//  - Java holds driver objects only through RangeHandle / SpecHandle, each a box around a
+//    shared_ptr<const ...>: copying a handle makes an alias, deleting it drops one
+//    reference. JavaCPP passes a closed handle as a null reference and throws before the
+//    call, so a stale Java object never reaches this code;
+//  - plain integers cross as long long (jlong); CUdeviceptr values are only ever read.
+#pragma once
+
+#include "cuvmm/vmm.hpp"
+
+#include <string>
+
+namespace cuvmm {
+namespace jni {
+
+// Outcome of one call: code 0 is success. Reused across calls by the Java side.
+struct Status {
+    int code = 0;
+    std::string call;     // the driver entry point or operation that failed
+    std::string step;     // "mapping chunk 2 of 3"
+    std::string message;  // the full sentence, CUresult name included
+};
+
+// The options of a resource as plain fields (filled by Java, validated by build_spec).
+struct SpecInput {
+    static constexpr int kMaxAccess = 17;  // self + up to 15 peers + host
+    int allocation_type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    int location_type = CU_MEM_LOCATION_TYPE_DEVICE;
+    int location_id = 0;
+    int handle_types = CU_MEM_HANDLE_TYPE_NONE;
+    int gpu_direct_rdma = 0;
+    int granularity_option = CU_MEM_ALLOC_GRANULARITY_RECOMMENDED;
+    int device = 0;
+    long long address_hint = 0;
+    long long alignment = 0;
+    int access_count = 0;
+    int access_location_type[kMaxAccess] = {};
+    int access_location_id[kMaxAccess] = {};
+    int access_flags[kMaxAccess] = {};
+
+    // Returns false when the table is full.
+    bool add_access(int location_type, int location_id, int flags);
+};
+
+// A built, immutable ChunkSpec (granularity resolved by the driver).
+class SpecHandle {
+public:
+    ChunkSpecRef spec;
+    long long granularity() const { return spec ? static_cast<long long>(spec->granularity) : 0; }
+};
+
+// One reference to a Range. Copy-constructing makes an alias of the same memory.
+class RangeHandle {
+public:
+    RangeHandle() = default;
+    RangeHandle(const RangeHandle& other) = default;
+
+    RangeRef range;
+
+    bool empty() const { return !range; }
+    long long address() const { return range ? static_cast<long long>(range->address()) : 0; }
+    long long size() const { return range ? static_cast<long long>(range->size()) : 0; }
+    long long mapped_size() const { return range ? static_cast<long long>(range->mapped_size()) : 0; }
+    int chunk_count() const { return range ? static_cast<int>(range->mappings().size()) : 0; }
+    long long chunk_size(int index) const;
+    long long chunk_address(int index) const;
+    bool any_imported() const { return range && range->any_imported(); }
+    bool chunk_imported(int index) const;
+    // The ordinal of the device whose context serves this range.
+    int device() const { return range ? range->spec()->device : -1; }
+    // True when both handles refer to the same Range object (the same alias group's view).
+    bool same_range(const RangeHandle& other) const { return range == other.range; }
+};
+
+struct DeviceInfo {
+    int ordinal = 0;
+    std::string name;
+    long long total_memory = 0;
+    int vmm = 0;
+    int posix_fd = 0;
+    int gpu_direct_rdma = 0;
+    int fabric = 0;
+    int host_vmm = 0;
+    int host_numa_vmm = 0;
+    int compute_major = 0;
+    int compute_minor = 0;
+};
+
+// ---- driver ----
+// mode: 0 auto, 1 cuda, 2 host. Returns the kind installed (1 cuda, 2 host), 0 on error.
+int select_driver(int mode, int host_devices, long long host_granularity, const std::string& cuda_library,
+                  Status& status);
+std::string driver_kind_name();  // "cuda", "host" or "none"
+std::string driver_reason();
+int driver_version();
+int device_count(Status& status);
+void device_info(int ordinal, DeviceInfo& out, Status& status);
+
+// ---- resources and buffers ----
+void build_spec(SpecHandle& out, const SpecInput& in, Status& status);
+void allocate(RangeHandle& out, const SpecHandle& spec, long long size, Status& status);
+// Returns the GrowOutcome (0 alias, 1 in place, 2 moved, 3 fresh), -1 on error.
+int grow(RangeHandle& out, const RangeHandle& in, const SpecHandle& spec, long long new_size, Status& status);
+void release(RangeHandle& handle);  // drops this reference now (the Java close path)
+
+// ---- data ----
+void write_array(const RangeHandle& dst, long long offset, const signed char* array, long long array_offset,
+                 long long bytes, Status& status);
+void read_array(const RangeHandle& src, long long offset, signed char* array, long long array_offset,
+                long long bytes, Status& status);
+void write_address(const RangeHandle& dst, long long offset, long long address, long long bytes, Status& status);
+void read_address(const RangeHandle& src, long long offset, long long address, long long bytes, Status& status);
+void copy_range(const RangeHandle& dst, long long dst_offset, const RangeHandle& src, long long src_offset,
+                long long bytes, Status& status);
+void fill(const RangeHandle& dst, long long offset, long long bytes, int value, Status& status);
+
+// ---- counters (tests, benchmarks, `cuvmm info`) ----
+int entry_count();
+std::string entry_name(int index);
+long long call_count(int index);
+void reset_call_counts();
+// what: 0 allocations, 1 reservations, 2 mappings, 3 memfds (host driver only; 0 on cuda)
+long long host_live(int what);
+// what: 0 allocations, 1 reservations, 2 mappings, 3 ranges (our boxes, either driver)
+long long object_live(int what);
+long long cleanup_failures();
+
+}  // namespace jni
+}  // namespace cuvmm

@@ -1,0 +1,17 @@
+// Copies and fills on ranges. Each checks its byte window against the range's logical
+// size (throws DriverError CUDA_ERROR_INVALID_VALUE naming the window), makes the range's
+// device current, and makes one driver call. The caller keeps the range alive.
+#pragma once
+
+#include "cuvmm/vmm.hpp"
+
+#include <cstdint>
+
+namespace cuvmm {
+
+void copy_host_to_range(const Range& dst, size_t offset, const void* src, size_t bytes);
+void copy_range_to_host(const Range& src, size_t offset, void* dst, size_t bytes);
+void copy_range_to_range(const Range& dst, size_t dst_offset, const Range& src, size_t src_offset, size_t bytes);
+void fill_range(const Range& dst, size_t offset, size_t bytes, uint8_t value);
+
+}  // namespace cuvmm

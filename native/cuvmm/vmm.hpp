@@ -1,0 +1,166 @@
+// The VMM object model: physical allocation, reservation, mapping, range.
+//
+// Each driver object is a small immutable box held by std::shared_ptr<const T>; its
+// destructor makes exactly one undo call (cuMemRelease, cuMemAddressFree, cuMemUnmap).
+// A Mapping holds its Reservation and its Allocation as members, so destroying the last
+// reference to a mapping unmaps, then releases the allocation (if no other mapping holds
+// it), then frees the address range (if no other mapping holds it): destruction order is
+// teardown order. A Range is an immutable list of mappings covering one contiguous
+// address range; a grow builds a new Range that shares the old mappings.
+//
+// Failure contract: factories throw DriverError and leave nothing behind (partially built
+// objects are released by their own destructors as the exception unwinds). Destructors
+// never throw; a failed undo call is reported through report_cleanup_failure.
+#pragma once
+
+#include "cuvmm/driver.hpp"
+
+#include <memory>
+#include <vector>
+
+namespace cuvmm {
+
+// What a resource asks of the driver for every chunk. Immutable once built; shared by
+// every range made from the same resource options.
+struct ChunkSpec {
+    CUmemAllocationProp prop{};              // type, requested handle types, location, RDMA flag
+    int device = 0;                          // ordinal whose primary context runs copies and fills
+    std::vector<CUmemAccessDesc> access;     // applied to every mapping (self, peers, host)
+    size_t granularity = 0;                  // every chunk size and reservation is a multiple
+    CUdeviceptr address_hint = 0;            // first reservation of an allocate() tries here
+    size_t alignment = 0;                    // reservation alignment; 0 = granularity
+};
+using ChunkSpecRef = std::shared_ptr<const ChunkSpec>;
+
+// Numbers of our own boxes alive right now (either driver).
+struct ObjectCounts {
+    long long allocations = 0;
+    long long reservations = 0;
+    long long mappings = 0;
+    long long ranges = 0;
+};
+ObjectCounts object_counts();
+
+// One physical allocation (cuMemCreate or cuMemImportFromShareableHandle).
+// Owns its handle; the destructor calls cuMemRelease once.
+class Allocation {
+public:
+    static std::shared_ptr<const Allocation> create(const ChunkSpec& spec, size_t size, const Step& step);
+    // Imports a shareable handle (a POSIX fd for POSIX_FILE_DESCRIPTOR). The caller keeps
+    // ownership of `fd`; the driver keeps what it needs.
+    static std::shared_ptr<const Allocation> import_fd(int fd, size_t size, const Step& step);
+
+    ~Allocation();
+    Allocation(const Allocation&) = delete;
+    Allocation& operator=(const Allocation&) = delete;
+
+    CUmemGenericAllocationHandle handle() const { return handle_; }
+    size_t size() const { return size_; }
+    // True when this memory came from another process: it may not be exported again.
+    bool imported() const { return imported_; }
+    CUmemAllocationHandleType handle_types() const { return handle_types_; }
+
+private:
+    Allocation(CUmemGenericAllocationHandle handle, size_t size, bool imported, CUmemAllocationHandleType types);
+
+    const CUmemGenericAllocationHandle handle_;
+    const size_t size_;
+    const bool imported_;
+    const CUmemAllocationHandleType handle_types_;
+};
+
+// One reserved virtual address range (cuMemAddressReserve). The destructor frees it.
+class Reservation {
+public:
+    // `hint` is a request, not a promise: check base() to see where the range landed.
+    static std::shared_ptr<const Reservation> reserve(size_t size, size_t alignment, CUdeviceptr hint,
+                                                      const Step& step);
+    ~Reservation();
+    Reservation(const Reservation&) = delete;
+    Reservation& operator=(const Reservation&) = delete;
+
+    CUdeviceptr base() const { return base_; }
+    size_t size() const { return size_; }
+
+private:
+    Reservation(CUdeviceptr base, size_t size);
+    const CUdeviceptr base_;
+    const size_t size_;
+};
+
+// One allocation mapped at one address inside a reservation, with access set.
+// Holds both; the destructor unmaps, then the members drop (allocation, then reservation).
+class Mapping {
+public:
+    // Maps `allocation` at `address` (inside `reservation`) and applies `access`. If
+    // setting access fails the chunk is unmapped again before the error propagates.
+    static std::shared_ptr<const Mapping> map(std::shared_ptr<const Reservation> reservation, CUdeviceptr address,
+                                              std::shared_ptr<const Allocation> allocation,
+                                              const std::vector<CUmemAccessDesc>& access, const Step& step);
+    ~Mapping();
+    Mapping(const Mapping&) = delete;
+    Mapping& operator=(const Mapping&) = delete;
+
+    CUdeviceptr address() const { return address_; }
+    size_t size() const { return allocation_->size(); }
+    const std::shared_ptr<const Allocation>& allocation() const { return allocation_; }
+
+private:
+    Mapping(std::shared_ptr<const Reservation> reservation, CUdeviceptr address,
+            std::shared_ptr<const Allocation> allocation);
+    // Declaration order is teardown order in reverse: allocation_ is destroyed first.
+    const std::shared_ptr<const Reservation> reservation_;
+    const std::shared_ptr<const Allocation> allocation_;
+    const CUdeviceptr address_;
+};
+
+// How modify/grow produced its result.
+enum class GrowOutcome : int { alias = 0, in_place = 1, moved = 2, fresh = 3 };
+
+class Range;
+using RangeRef = std::shared_ptr<const Range>;
+
+// An immutable, contiguous list of mappings plus the logical size the user asked for
+// (size() <= mapped_size()). Copies of a RangeRef are aliases of the same memory.
+class Range {
+public:
+    static RangeRef empty(ChunkSpecRef spec);
+    static RangeRef allocate(ChunkSpecRef spec, size_t size);
+    // Imports one allocation per fd (sizes in address order) into one new reservation.
+    static RangeRef import_fds(ChunkSpecRef spec, const std::vector<int>& fds, const std::vector<size_t>& sizes,
+                               size_t size);
+
+    // A new range of `new_size` bytes whose first bytes are this range's memory:
+    //  - new_size <= mapped_size(): same mappings, no driver call (alias);
+    //  - the range right after the last chunk can be reserved at exactly that address:
+    //    one new chunk mapped there (in_place);
+    //  - else a new reservation of the whole size, every existing allocation mapped again
+    //    at its offset (no byte copied), then the new chunk (moved).
+    // `spec` must have the same handle types and device as this range's.
+    RangeRef grow(ChunkSpecRef spec, size_t new_size, GrowOutcome& outcome) const;
+
+    ~Range();
+    Range(const Range&) = delete;
+    Range& operator=(const Range&) = delete;
+
+    CUdeviceptr address() const { return mappings_.empty() ? 0 : mappings_.front()->address(); }
+    size_t size() const { return size_; }
+    size_t mapped_size() const { return mapped_size_; }
+    const std::vector<std::shared_ptr<const Mapping>>& mappings() const { return mappings_; }
+    const ChunkSpecRef& spec() const { return spec_; }
+    // True when any chunk of this range was imported from another process.
+    bool any_imported() const;
+
+private:
+    Range(ChunkSpecRef spec, std::vector<std::shared_ptr<const Mapping>> mappings, size_t size);
+    const ChunkSpecRef spec_;
+    const std::vector<std::shared_ptr<const Mapping>> mappings_;
+    const size_t size_;
+    const size_t mapped_size_;
+};
+
+// Rounds `size` up to a multiple of `granularity` (a power of two); throws DriverError
+// (CUDA_ERROR_INVALID_VALUE) when that would overflow.
+size_t round_up_to_granularity(size_t size, size_t granularity);
+
+}  // namespace cuvmm

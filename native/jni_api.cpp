@@ -1,0 +1,300 @@
+// Implementation of the JNI-facing surface: argument checks that protect native code,
+// then the object model, with every exception turned into a Status.
+#include "cuvmm/jni_api.hpp"
+
+#include "cuvmm/cuda_errors.hpp"
+#include "cuvmm/transfer.hpp"
+
+#include <cstdint>
+#include <new>
+
+namespace cuvmm {
+namespace jni {
+namespace {
+
+void set_error(Status& status, CUresult code, std::string call, std::string step, std::string message) {
+    status.code = static_cast<int>(code);
+    status.call = std::move(call);
+    status.step = std::move(step);
+    status.message = std::move(message);
+}
+
+// Runs `body`, turning any exception into `status`. Returns true on success.
+template <class Body>
+bool guarded(Status& status, const char* operation, Body&& body) {
+    status.code = 0;
+    try {
+        body();
+        return true;
+    } catch (const DriverError& e) {
+        set_error(status, e.code(), e.call(), e.step(), e.what());
+    } catch (const std::bad_alloc&) {
+        set_error(status, CUDA_ERROR_OUT_OF_MEMORY, operation, "allocating native bookkeeping",
+                  std::string(operation) + " failed: out of native memory for bookkeeping");
+    } catch (const std::exception& e) {
+        set_error(status, CUDA_ERROR_UNKNOWN, operation, "", std::string(operation) + " failed: " + e.what());
+    } catch (...) {
+        set_error(status, CUDA_ERROR_UNKNOWN, operation, "", std::string(operation) + " failed: unknown exception");
+    }
+    return false;
+}
+
+DriverError invalid(const char* call, const std::string& detail) {
+    return DriverError(CUDA_ERROR_INVALID_VALUE, call, "checking the arguments", detail);
+}
+
+const Range& require_range(const RangeHandle& handle, const char* call) {
+    if (!handle.range) throw invalid(call, "the buffer handle is empty (closed)");
+    return *handle.range;
+}
+
+size_t require_non_negative(long long value, const char* call, const char* name) {
+    if (value < 0) throw invalid(call, std::string(name) + ": " + std::to_string(value) + " (expected: >= 0)");
+    return static_cast<size_t>(value);
+}
+
+}  // namespace
+
+bool SpecInput::add_access(int type, int id, int flags) {
+    if (access_count >= kMaxAccess) return false;
+    access_location_type[access_count] = type;
+    access_location_id[access_count] = id;
+    access_flags[access_count] = flags;
+    ++access_count;
+    return true;
+}
+
+long long RangeHandle::chunk_size(int index) const {
+    if (!range || index < 0 || index >= static_cast<int>(range->mappings().size())) return -1;
+    return static_cast<long long>(range->mappings()[index]->size());
+}
+
+long long RangeHandle::chunk_address(int index) const {
+    if (!range || index < 0 || index >= static_cast<int>(range->mappings().size())) return 0;
+    return static_cast<long long>(range->mappings()[index]->address());
+}
+
+bool RangeHandle::chunk_imported(int index) const {
+    if (!range || index < 0 || index >= static_cast<int>(range->mappings().size())) return false;
+    return range->mappings()[index]->allocation()->imported();
+}
+
+int select_driver(int mode, int host_devices, long long host_granularity, const std::string& cuda_library,
+                  Status& status) {
+    int kind = 0;
+    guarded(status, "select_driver", [&] {
+        if (mode < 0 || mode > 2) throw invalid("select_driver", "mode: " + std::to_string(mode) + " (expected: 0 auto, 1 cuda, 2 host)");
+        if (host_devices < 1 || host_devices > 8) {
+            throw invalid("select_driver", "host devices: " + std::to_string(host_devices) + " (expected: 1 to 8)");
+        }
+        if (host_granularity < 4096 || (host_granularity & (host_granularity - 1)) != 0) {
+            throw invalid("select_driver", "host granularity: " + std::to_string(host_granularity) +
+                                               " (expected: a power of two >= 4096)");
+        }
+        DriverSelection selection;
+        selection.mode = static_cast<DriverMode>(mode);
+        selection.host.device_count = host_devices;
+        selection.host.granularity = static_cast<size_t>(host_granularity);
+        selection.cuda_library = cuda_library;
+        kind = static_cast<int>(cuvmm::select_driver(selection));
+    });
+    return kind;
+}
+
+std::string driver_kind_name() {
+    switch (driver_kind()) {
+        case DriverKind::cuda: return "cuda";
+        case DriverKind::host: return "host";
+        default: return "none";
+    }
+}
+
+std::string driver_reason() { return cuvmm::driver_reason(); }
+int driver_version() { return cuvmm::driver_version(); }
+
+int device_count(Status& status) {
+    int count = 0;
+    guarded(status, "device_count", [&] { CUVMM_CALL(cuDeviceGetCount, Step{"counting devices"}, &count); });
+    return count;
+}
+
+void device_info(int ordinal, DeviceInfo& out, Status& status) {
+    guarded(status, "device_info", [&] {
+        CUdevice dev = 0;
+        CUVMM_CALL(cuDeviceGet, Step{"looking up the device"}, &dev, ordinal);
+        char name[256] = {};
+        CUVMM_CALL(cuDeviceGetName, Step{"reading the device name"}, name, static_cast<int>(sizeof(name) - 1), dev);
+        size_t total = 0;
+        CUVMM_CALL(cuDeviceTotalMem, Step{"reading the device memory size"}, &total, dev);
+        auto attr = [&](CUdevice_attribute a) {
+            int v = 0;
+            CUVMM_CALL(cuDeviceGetAttribute, Step{"reading a device attribute"}, &v, a, dev);
+            return v;
+        };
+        out.ordinal = ordinal;
+        out.name = name;
+        out.total_memory = static_cast<long long>(total);
+        out.vmm = attr(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
+        out.posix_fd = attr(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED);
+        out.gpu_direct_rdma = attr(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED);
+        out.fabric = attr(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED);
+        out.host_vmm = attr(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
+        out.host_numa_vmm = attr(CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
+        out.compute_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
+        out.compute_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+    });
+}
+
+void build_spec(SpecHandle& out, const SpecInput& in, Status& status) {
+    guarded(status, "build_spec", [&] {
+        if (in.access_count < 0 || in.access_count > SpecInput::kMaxAccess) {
+            throw invalid("build_spec", "access count: " + std::to_string(in.access_count));
+        }
+        if (in.address_hint < 0) throw invalid("build_spec", "address hint: " + std::to_string(in.address_hint));
+        if (in.alignment < 0) throw invalid("build_spec", "alignment: " + std::to_string(in.alignment));
+        auto spec = std::make_shared<ChunkSpec>();
+        spec->prop.type = static_cast<CUmemAllocationType>(in.allocation_type);
+        spec->prop.requestedHandleTypes = static_cast<CUmemAllocationHandleType>(in.handle_types);
+        spec->prop.location.type = static_cast<CUmemLocationType>(in.location_type);
+        spec->prop.location.id = in.location_id;
+        spec->prop.allocFlags.gpuDirectRDMACapable = in.gpu_direct_rdma ? 1 : 0;
+        spec->device = in.device;
+        spec->address_hint = static_cast<CUdeviceptr>(in.address_hint);
+        spec->alignment = static_cast<size_t>(in.alignment);
+        for (int i = 0; i < in.access_count; ++i) {
+            CUmemAccessDesc d{};
+            d.location.type = static_cast<CUmemLocationType>(in.access_location_type[i]);
+            d.location.id = in.access_location_id[i];
+            d.flags = static_cast<CUmemAccess_flags>(in.access_flags[i]);
+            spec->access.push_back(d);
+        }
+        use_device_context(in.device);
+        size_t granularity = 0;
+        CUVMM_CALL(cuMemGetAllocationGranularity, Step{"querying the allocation granularity"}, &granularity,
+                   &spec->prop, static_cast<CUmemAllocationGranularity_flags>(in.granularity_option));
+        spec->granularity = granularity;
+        out.spec = std::move(spec);
+    });
+}
+
+void allocate(RangeHandle& out, const SpecHandle& spec, long long size, Status& status) {
+    guarded(status, "allocate", [&] {
+        if (!spec.spec) throw invalid("allocate", "the resource options are not built");
+        size_t bytes = require_non_negative(size, "allocate", "size");
+        out.range = Range::allocate(spec.spec, bytes);
+    });
+}
+
+int grow(RangeHandle& out, const RangeHandle& in, const SpecHandle& spec, long long new_size, Status& status) {
+    int outcome = -1;
+    guarded(status, "modify_allocation", [&] {
+        const Range& range = require_range(in, "modify_allocation");
+        if (!spec.spec) throw invalid("modify_allocation", "the resource options are not built");
+        size_t bytes = require_non_negative(new_size, "modify_allocation", "new size");
+        GrowOutcome o = GrowOutcome::alias;
+        out.range = range.grow(spec.spec, bytes, o);
+        outcome = static_cast<int>(o);
+    });
+    return outcome;
+}
+
+void release(RangeHandle& handle) { handle.range.reset(); }
+
+void write_array(const RangeHandle& dst, long long offset, const signed char* array, long long array_offset,
+                 long long bytes, Status& status) {
+    guarded(status, "write", [&] {
+        const Range& r = require_range(dst, "write");
+        if (array == nullptr) throw invalid("write", "source array is null");
+        copy_host_to_range(r, require_non_negative(offset, "write", "offset"),
+                           array + require_non_negative(array_offset, "write", "array offset"),
+                           require_non_negative(bytes, "write", "length"));
+    });
+}
+
+void read_array(const RangeHandle& src, long long offset, signed char* array, long long array_offset,
+                long long bytes, Status& status) {
+    guarded(status, "read", [&] {
+        const Range& r = require_range(src, "read");
+        if (array == nullptr) throw invalid("read", "destination array is null");
+        copy_range_to_host(r, require_non_negative(offset, "read", "offset"),
+                           array + require_non_negative(array_offset, "read", "array offset"),
+                           require_non_negative(bytes, "read", "length"));
+    });
+}
+
+void write_address(const RangeHandle& dst, long long offset, long long address, long long bytes, Status& status) {
+    guarded(status, "write", [&] {
+        const Range& r = require_range(dst, "write");
+        if (address == 0) throw invalid("write", "source address is null");
+        copy_host_to_range(r, require_non_negative(offset, "write", "offset"),
+                           reinterpret_cast<const void*>(static_cast<uintptr_t>(address)),
+                           require_non_negative(bytes, "write", "length"));
+    });
+}
+
+void read_address(const RangeHandle& src, long long offset, long long address, long long bytes, Status& status) {
+    guarded(status, "read", [&] {
+        const Range& r = require_range(src, "read");
+        if (address == 0) throw invalid("read", "destination address is null");
+        copy_range_to_host(r, require_non_negative(offset, "read", "offset"),
+                           reinterpret_cast<void*>(static_cast<uintptr_t>(address)),
+                           require_non_negative(bytes, "read", "length"));
+    });
+}
+
+void copy_range(const RangeHandle& dst, long long dst_offset, const RangeHandle& src, long long src_offset,
+                long long bytes, Status& status) {
+    guarded(status, "copy", [&] {
+        copy_range_to_range(require_range(dst, "copy"), require_non_negative(dst_offset, "copy", "destination offset"),
+                            require_range(src, "copy"), require_non_negative(src_offset, "copy", "source offset"),
+                            require_non_negative(bytes, "copy", "length"));
+    });
+}
+
+void fill(const RangeHandle& dst, long long offset, long long bytes, int value, Status& status) {
+    guarded(status, "fill", [&] {
+        fill_range(require_range(dst, "fill"), require_non_negative(offset, "fill", "offset"),
+                   require_non_negative(bytes, "fill", "length"), static_cast<uint8_t>(value));
+    });
+}
+
+int entry_count() { return kEntryCount; }
+
+std::string entry_name(int index) {
+    const char* n = cuvmm::entry_name(index);
+    return n ? n : "";
+}
+
+long long call_count(int index) {
+    return index >= 0 && index < kEntryCount ? cuvmm::call_count(static_cast<Entry>(index)) : 0;
+}
+
+void reset_call_counts() { cuvmm::reset_call_counts(); }
+
+long long host_live(int what) {
+    if (driver_kind() != DriverKind::host) return 0;
+    HostLiveCounts c = host_live_counts();
+    switch (what) {
+        case 0: return c.allocations;
+        case 1: return c.reservations;
+        case 2: return c.mappings;
+        case 3: return c.memfds;
+        default: return -1;
+    }
+}
+
+long long object_live(int what) {
+    ObjectCounts c = object_counts();
+    switch (what) {
+        case 0: return c.allocations;
+        case 1: return c.reservations;
+        case 2: return c.mappings;
+        case 3: return c.ranges;
+        default: return -1;
+    }
+}
+
+long long cleanup_failures() { return cuvmm::cleanup_failure_count(); }
+
+}  // namespace jni
+}  // namespace cuvmm

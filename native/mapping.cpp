@@ -1,0 +1,37 @@
+// Mappings: cuMemMap + cuMemSetAccess, undone by cuMemUnmap in the destructor.
+#include "cuvmm/object_counts.hpp"
+
+namespace cuvmm {
+
+Mapping::Mapping(std::shared_ptr<const Reservation> reservation, CUdeviceptr address,
+                 std::shared_ptr<const Allocation> allocation)
+    : reservation_(std::move(reservation)), allocation_(std::move(allocation)), address_(address) {
+    g_live_mappings.fetch_add(1, std::memory_order_relaxed);
+}
+
+Mapping::~Mapping() {
+    CUresult rc = CUVMM_CALL_NOTHROW(cuMemUnmap, address_, allocation_->size());
+    if (rc != CUDA_SUCCESS) report_cleanup_failure("cuMemUnmap", rc, "unmapping a chunk");
+    g_live_mappings.fetch_sub(1, std::memory_order_relaxed);
+}
+
+std::shared_ptr<const Mapping> Mapping::map(std::shared_ptr<const Reservation> reservation, CUdeviceptr address,
+                                            std::shared_ptr<const Allocation> allocation,
+                                            const std::vector<CUmemAccessDesc>& access, const Step& step) {
+    const size_t size = allocation->size();
+    CUVMM_CALL(cuMemMap, step, address, size, 0, allocation->handle(), 0);
+    // The box owns the mapping from here, so any failure below unmaps through ~Mapping.
+    std::shared_ptr<const Mapping> mapping;
+    try {
+        mapping.reset(new Mapping(std::move(reservation), address, std::move(allocation)));
+    } catch (...) {
+        CUVMM_CALL_NOTHROW(cuMemUnmap, address, size);
+        throw;
+    }
+    if (!access.empty()) {
+        CUVMM_CALL(cuMemSetAccess, step, address, size, access.data(), access.size());
+    }
+    return mapping;
+}
+
+}  // namespace cuvmm

@@ -1,0 +1,28 @@
+// Virtual address reservations: cuMemAddressReserve, freed once by the destructor.
+#include "cuvmm/object_counts.hpp"
+
+namespace cuvmm {
+
+Reservation::Reservation(CUdeviceptr base, size_t size) : base_(base), size_(size) {
+    g_live_reservations.fetch_add(1, std::memory_order_relaxed);
+}
+
+Reservation::~Reservation() {
+    CUresult rc = CUVMM_CALL_NOTHROW(cuMemAddressFree, base_, size_);
+    if (rc != CUDA_SUCCESS) report_cleanup_failure("cuMemAddressFree", rc, "freeing a reserved address range");
+    g_live_reservations.fetch_sub(1, std::memory_order_relaxed);
+}
+
+std::shared_ptr<const Reservation> Reservation::reserve(size_t size, size_t alignment, CUdeviceptr hint,
+                                                        const Step& step) {
+    CUdeviceptr base = 0;
+    CUVMM_CALL(cuMemAddressReserve, step, &base, size, alignment, hint, 0);
+    try {
+        return std::shared_ptr<const Reservation>(new Reservation(base, size));
+    } catch (...) {
+        CUVMM_CALL_NOTHROW(cuMemAddressFree, base, size);
+        throw;
+    }
+}
+
+}  // namespace cuvmm
