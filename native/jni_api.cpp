@@ -14,6 +14,7 @@ namespace {
 
 void set_error(Status& status, CUresult code, std::string call, std::string step, std::string message) {
     status.code = static_cast<int>(code);
+    status.name = describe_result(code);
     status.call = std::move(call);
     status.step = std::move(step);
     status.message = std::move(message);
@@ -197,8 +198,6 @@ int grow(RangeHandle& out, const RangeHandle& in, const SpecHandle& spec, long l
     });
     return outcome;
 }
-
-void release(RangeHandle& handle) { handle.range.reset(); }
 
 void write_array(const RangeHandle& dst, long long offset, const signed char* array, long long array_offset,
                  long long bytes, Status& status) {

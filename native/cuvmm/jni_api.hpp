@@ -20,6 +20,7 @@ namespace jni {
 // Outcome of one call: code 0 is success. Reused across calls by the Java side.
 struct Status {
     int code = 0;
+    std::string name;     // the CUresult name, "CUDA_ERROR_INVALID_VALUE"
     std::string call;     // the driver entry point or operation that failed
     std::string step;     // "mapping chunk 2 of 3"
     std::string message;  // the full sentence, CUresult name included
@@ -105,7 +106,6 @@ void build_spec(SpecHandle& out, const SpecInput& in, Status& status);
 void allocate(RangeHandle& out, const SpecHandle& spec, long long size, Status& status);
 // Returns the GrowOutcome (0 alias, 1 in place, 2 moved, 3 fresh), -1 on error.
 int grow(RangeHandle& out, const RangeHandle& in, const SpecHandle& spec, long long new_size, Status& status);
-void release(RangeHandle& handle);  // drops this reference now (the Java close path)
 
 // ---- data ----
 void write_array(const RangeHandle& dst, long long offset, const signed char* array, long long array_offset,

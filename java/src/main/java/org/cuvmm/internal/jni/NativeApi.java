@@ -36,7 +36,6 @@ public final class NativeApi {
     public static native int grow(@ByRef NativeRangeHandle out, @Const @ByRef NativeRangeHandle in,
                                   @Const @ByRef NativeSpecHandle spec, @Cast("long long") long newSize,
                                   @ByRef NativeStatus status);
-    public static native void release(@ByRef NativeRangeHandle handle);
 
     @CriticalRegion
     public static native void write_array(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long offset,

@@ -16,6 +16,7 @@ public final class NativeStatus extends Pointer {
     private native void allocate();
 
     public native @MemberGetter int code();
+    public native @MemberGetter @StdString String name();
     public native @MemberGetter @StdString String call();
     public native @MemberGetter @StdString String step();
     public native @MemberGetter @StdString String message();

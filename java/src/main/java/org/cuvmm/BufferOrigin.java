@@ -1,0 +1,15 @@
+package org.cuvmm;
+
+/** How a {@link VirtualMemoryBuffer} came to be. */
+public enum BufferOrigin {
+    /** {@link VirtualMemoryResource#allocate(long)}, or a grow of an empty buffer. */
+    ALLOCATED,
+    /** A modify that needed no new memory: same mappings, no driver call. */
+    ALIAS,
+    /** A grow that mapped a new chunk right after the old range: same address. */
+    GROWN_IN_PLACE,
+    /** A grow that re-mapped every chunk into a new range (no bytes copied): new address. */
+    MOVED,
+    /** Imported from another process. */
+    IMPORTED
+}

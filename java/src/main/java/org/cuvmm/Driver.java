@@ -1,0 +1,164 @@
+package org.cuvmm;
+
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Locale;
+
+import org.cuvmm.internal.NativeCalls;
+import org.cuvmm.internal.jni.NativeApi;
+import org.cuvmm.internal.jni.NativeDeviceInfo;
+import org.cuvmm.internal.jni.NativeStatus;
+
+/**
+ * The driver this process runs on: the NVIDIA driver ({@link DriverKind#CUDA}) or cuvmm's
+ * strict host driver ({@link DriverKind#HOST}). Chosen once per process, on first use.
+ *
+ * <table class="striped">
+ * <caption>Configuration (system property, else environment variable)</caption>
+ * <tr><th>property</th><th>variable</th><th>values</th></tr>
+ * <tr><td>cuvmm.driver</td><td>CUVMM_DRIVER</td><td>auto (default): cuda when libcuda.so.1 loads and
+ *     reports a device, else host; cuda: fail if it cannot load; host</td></tr>
+ * <tr><td>cuvmm.host.devices</td><td>CUVMM_HOST_DEVICES</td><td>devices the host driver presents, 1 to 8
+ *     (default 1)</td></tr>
+ * <tr><td>cuvmm.host.granularity</td><td>CUVMM_HOST_GRANULARITY</td><td>host driver granularity in bytes,
+ *     a power of two (default 2097152, like a GPU)</td></tr>
+ * <tr><td>cuvmm.cuda.library</td><td>CUVMM_CUDA_LIBRARY</td><td>the library to dlopen (default
+ *     libcuda.so.1)</td></tr>
+ * </table>
+ *
+ * <p>Thread-safe. {@link #reason()} says why this driver runs (or why cuda did not load),
+ * which {@code cuvmm info} prints.
+ */
+public final class Driver {
+    private static volatile Driver instance;
+
+    private final DriverKind kind;
+    private final String reason;
+    private final int version;
+    private final List<Device> devices;
+
+    private Driver(DriverKind kind, String reason, int version, List<Device> devices) {
+        this.kind = kind;
+        this.reason = reason;
+        this.version = version;
+        this.devices = devices;
+    }
+
+    /**
+     * The driver of this process, selected from the configuration on first call.
+     *
+     * @throws CudaException when {@code cuvmm.driver=cuda} and the NVIDIA driver cannot be
+     *     loaded (the message says why)
+     */
+    public static Driver get() {
+        Driver d = instance;
+        if (d != null) return d;
+        return select(setting("cuvmm.driver", "CUVMM_DRIVER", "auto"));
+    }
+
+    /**
+     * Selects the driver explicitly: {@code "auto"}, {@code "cuda"} or {@code "host"}. Must
+     * come before anything else uses the driver; selecting the kind already running returns it.
+     *
+     * @throws IllegalArgumentException for an unknown mode or bad host settings
+     * @throws CudaException when cuda is forced and cannot load, or another kind already runs
+     */
+    public static synchronized Driver select(String mode) {
+        int modeCode;
+        switch (String.valueOf(mode).trim().toLowerCase(Locale.ROOT)) {
+            case "auto": modeCode = 0; break;
+            case "cuda": modeCode = 1; break;
+            case "host": modeCode = 2; break;
+            default:
+                throw new IllegalArgumentException("driver mode: " + mode + " (expected: auto, cuda or host; "
+                        + "set with -Dcuvmm.driver or CUVMM_DRIVER)");
+        }
+        int hostDevices = intSetting("cuvmm.host.devices", "CUVMM_HOST_DEVICES", 1);
+        long hostGranularity = longSetting("cuvmm.host.granularity", "CUVMM_HOST_GRANULARITY", 2L << 20);
+        String library = setting("cuvmm.cuda.library", "CUVMM_CUDA_LIBRARY", "");
+        NativeStatus st = NativeCalls.status();
+        int kindCode = NativeApi.select_driver(modeCode, hostDevices, hostGranularity, library, st);
+        NativeCalls.check(st);
+        if (instance != null && instance.kind.ordinal() + 1 == kindCode) return instance;
+        DriverKind kind = kindCode == 1 ? DriverKind.CUDA : DriverKind.HOST;
+        int count = NativeApi.device_count(st);
+        NativeCalls.check(st);
+        List<Device> list = new ArrayList<>(count);
+        NativeDeviceInfo info = new NativeDeviceInfo();
+        try {
+            for (int i = 0; i < count; i++) {
+                NativeApi.device_info(i, info, st);
+                NativeCalls.check(st);
+                list.add(new Device(i, info.name(), info.total_memory(), info.vmm() != 0, info.posix_fd() != 0,
+                        info.gpu_direct_rdma() != 0, info.fabric() != 0, info.host_vmm() != 0,
+                        info.host_numa_vmm() != 0, info.compute_major(), info.compute_minor()));
+            }
+        } finally {
+            info.close();
+        }
+        Driver d = new Driver(kind, NativeApi.driver_reason(), NativeApi.driver_version(),
+                Collections.unmodifiableList(list));
+        instance = d;
+        return d;
+    }
+
+    public DriverKind kind() { return kind; }
+
+    /** Why this driver runs, for example the dlopen error that made auto fall back to host. */
+    public String reason() { return reason; }
+
+    /** {@code cuDriverGetVersion}: 12040 for CUDA 12.4. */
+    public int version() { return version; }
+
+    /** {@link #version()} as "12.4". */
+    public String versionString() { return version / 1000 + "." + (version % 1000) / 10; }
+
+    public int deviceCount() { return devices.size(); }
+
+    public List<Device> devices() { return devices; }
+
+    /**
+     * @throws IllegalArgumentException when {@code ordinal} is not a device of this driver
+     */
+    public Device device(int ordinal) {
+        if (ordinal < 0 || ordinal >= devices.size()) {
+            throw new IllegalArgumentException("device: " + ordinal + " (expected: 0 to " + (devices.size() - 1)
+                    + " on the " + kind.name().toLowerCase(Locale.ROOT) + " driver"
+                    + (kind == DriverKind.HOST ? "; CUVMM_HOST_DEVICES sets how many host devices exist" : "") + ")");
+        }
+        return devices.get(ordinal);
+    }
+
+    /** Call counters and live-object counters, for tests, benchmarks and diagnostics. */
+    public DriverCounters counters() { return DriverCounters.INSTANCE; }
+
+    @Override
+    public String toString() {
+        return "Driver[" + kind + " " + versionString() + ", " + devices.size() + " device(s): " + reason + "]";
+    }
+
+    static String setting(String property, String variable, String fallback) {
+        String v = System.getProperty(property);
+        if (v == null || v.isBlank()) v = System.getenv(variable);
+        return v == null || v.isBlank() ? fallback : v.trim();
+    }
+
+    private static int intSetting(String property, String variable, int fallback) {
+        long v = longSetting(property, variable, fallback);
+        if (v < 1 || v > 8) {
+            throw new IllegalArgumentException(property + " / " + variable + ": " + v + " (expected: 1 to 8)");
+        }
+        return (int) v;
+    }
+
+    private static long longSetting(String property, String variable, long fallback) {
+        String v = setting(property, variable, null);
+        if (v == null) return fallback;
+        try {
+            return Long.parseLong(v);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException(property + " / " + variable + ": " + v + " (expected: a whole number)", e);
+        }
+    }
+}

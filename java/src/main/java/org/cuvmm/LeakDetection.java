@@ -1,0 +1,59 @@
+package org.cuvmm;
+
+import java.lang.ref.Cleaner;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
+
+/**
+ * Finds buffers that were never closed. Every buffer is registered with a {@link Cleaner};
+ * when the garbage collector finds one unreachable and still open, its memory is released
+ * and a warning is logged (logger {@code org.cuvmm}) naming its address and size.
+ *
+ * <p>Where it was allocated is recorded only when the system property
+ * {@value #CAPTURE_PROPERTY} is {@code true}, since capturing a stack trace on every
+ * allocation costs far more than the allocation itself on a pool's fast path.
+ */
+public final class LeakDetection {
+    /** System property that turns on allocation-site capture. */
+    public static final String CAPTURE_PROPERTY = "cuvmm.leakDetection.captureStack";
+
+    static final Cleaner CLEANER = Cleaner.create(runnable -> {
+        Thread t = new Thread(runnable, "cuvmm-cleaner");
+        t.setDaemon(true);
+        return t;
+    });
+
+    private static final System.Logger LOG = System.getLogger("org.cuvmm");
+    private static final AtomicLong LEAKS = new AtomicLong();
+    private static final AtomicReference<String> LAST = new AtomicReference<>();
+
+    private LeakDetection() {}
+
+    /** True when {@value #CAPTURE_PROPERTY} is set (read at each allocation). */
+    public static boolean capturingAllocationSites() { return Boolean.getBoolean(CAPTURE_PROPERTY); }
+
+    /** Leaks found and released by the cleaner since the process started. */
+    public static long reportedLeaks() { return LEAKS.get(); }
+
+    /** The text of the most recent leak report, or null. */
+    public static String lastReport() { return LAST.get(); }
+
+    static Throwable captureSite() {
+        return capturingAllocationSites() ? new Throwable("allocation site") : null;
+    }
+
+    static void report(String what, Throwable site) {
+        StringBuilder sb = new StringBuilder("LEAK: ").append(what)
+                .append(" was never closed; the garbage collector found it and cuvmm released its memory. ");
+        if (site == null) {
+            sb.append("Run with -D").append(CAPTURE_PROPERTY).append("=true to record where it was allocated.");
+        } else {
+            sb.append("It was allocated at:");
+            for (StackTraceElement e : site.getStackTrace()) sb.append("\n\tat ").append(e);
+        }
+        String text = sb.toString();
+        LAST.set(text);
+        LEAKS.incrementAndGet();
+        LOG.log(System.Logger.Level.WARNING, text);
+    }
+}

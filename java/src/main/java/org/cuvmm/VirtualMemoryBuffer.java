@@ -1,0 +1,354 @@
+package org.cuvmm;
+
+import java.lang.ref.Cleaner;
+import java.nio.ByteBuffer;
+import java.nio.ReadOnlyBufferException;
+
+import org.bytedeco.javacpp.Pointer;
+import org.cuvmm.internal.AcquireState;
+import org.cuvmm.internal.Checks;
+import org.cuvmm.internal.NativeCalls;
+import org.cuvmm.internal.jni.NativeApi;
+import org.cuvmm.internal.jni.NativeRangeHandle;
+import org.cuvmm.internal.jni.NativeSpecHandle;
+import org.cuvmm.internal.jni.NativeStatus;
+
+/**
+ * A contiguous range of virtual memory with physical allocations mapped into it, owned by
+ * one {@link VirtualMemoryResource}. {@link #address()} is a {@code CUdeviceptr}: pass it to
+ * kernels or other CUDA bindings.
+ *
+ * <h2>Lifecycle</h2>
+ * A buffer holds one reference to its memory. Aliases made by
+ * {@link VirtualMemoryResource#modifyAllocation} hold their own, so each chunk is unmapped
+ * and released exactly when its last holder is closed. Every method that touches memory
+ * registers a use for its duration; {@link #close()} while a use is in progress on another
+ * thread <em>refuses</em> with {@link IllegalStateException}, the buffer stays usable, and a
+ * later close succeeds. {@code close()} is idempotent; any other use after close throws
+ * {@link IllegalStateException}. A buffer that is never closed is released by a cleaner with
+ * a warning ({@link LeakDetection}).
+ *
+ * <p>Thread-safe.
+ */
+public final class VirtualMemoryBuffer implements AutoCloseable {
+    private final VirtualMemoryResource resource;
+    private final NativeRangeHandle range;
+    private final BufferOrigin origin;
+    private final long address;
+    private final long size;
+    private final AcquireState state = new AcquireState();
+    private final Release release;
+    private final Cleaner.Cleanable cleanable;
+
+    VirtualMemoryBuffer(VirtualMemoryResource resource, NativeRangeHandle range, BufferOrigin origin) {
+        this.resource = resource;
+        this.range = range;
+        this.origin = origin;
+        this.address = range.address();
+        this.size = range.size();
+        this.release = new Release(range, describe(address, size), LeakDetection.captureSite());
+        // Registered last: if registration failed, the caller still owns `range`.
+        this.cleanable = LeakDetection.CLEANER.register(this, release);
+    }
+
+    /**
+     * The cleaner action: drops the native reference exactly once, either from close()
+     * (explicit) or from the cleaner thread (a leak). Holds no reference to the buffer.
+     */
+    private static final class Release implements Runnable {
+        private final NativeRangeHandle range;
+        private final String description;
+        private final Throwable site;
+        volatile boolean explicit;
+
+        Release(NativeRangeHandle range, String description, Throwable site) {
+            this.range = range;
+            this.description = description;
+            this.site = site;
+        }
+
+        @Override
+        public void run() {
+            if (!explicit) LeakDetection.report(description, site);
+            range.deallocate();
+        }
+    }
+
+    private static String describe(long address, long size) {
+        return "VirtualMemoryBuffer[0x" + Long.toHexString(address) + ", " + size + " bytes]";
+    }
+
+    /** The base address, a {@code CUdeviceptr} (0 for an empty buffer). */
+    public long address() {
+        requireOpen();
+        return address;
+    }
+
+    /** The size in bytes asked for (the mapped extent may be larger, up to the granularity). */
+    public long size() { return size; }
+
+    /** Bytes mapped: the sum of the chunk sizes. */
+    public long mappedSize() { return use(() -> range.mapped_size()); }
+
+    /** Number of physical allocations (chunks) mapped into this buffer. */
+    public int chunkCount() { return useInt(range::chunk_count); }
+
+    /** Size of chunk {@code index} in address order. */
+    public long chunkSize(int index) {
+        return use(() -> {
+            long s = range.chunk_size(index);
+            if (s < 0) throw new IndexOutOfBoundsException("index: " + index + " (expected: 0 to " + (range.chunk_count() - 1) + ")");
+            return s;
+        });
+    }
+
+    /** True when any chunk was imported from another process (such memory cannot be exported again). */
+    public boolean isImported() { return use(() -> range.any_imported() ? 1L : 0L) != 0; }
+
+    public BufferOrigin origin() { return origin; }
+
+    public VirtualMemoryResource resource() { return resource; }
+
+    public boolean isClosed() { return state.isClosed(); }
+
+    /** Copies all of {@code src} to the start of this buffer. */
+    public void copyFrom(byte[] src) {
+        Checks.notNull("src", src);
+        copyFrom(0, src, 0, src.length);
+    }
+
+    /**
+     * Copies {@code length} bytes of {@code src} from {@code srcOffset} into this buffer at {@code offset}.
+     *
+     * @throws IndexOutOfBoundsException when either window is out of bounds
+     */
+    public void copyFrom(long offset, byte[] src, int srcOffset, int length) {
+        Checks.notNull("src", src);
+        Checks.arrayWindow("src", srcOffset, length, src.length);
+        Checks.window("copyFrom", offset, length, size);
+        acquire();
+        try {
+            NativeStatus st = NativeCalls.status();
+            NativeApi.write_array(range, offset, src, srcOffset, length, st);
+            NativeCalls.check(st);
+        } finally {
+            state.release();
+        }
+    }
+
+    /** Copies the start of this buffer into all of {@code dst}. */
+    public void copyTo(byte[] dst) {
+        Checks.notNull("dst", dst);
+        copyTo(0, dst, 0, dst.length);
+    }
+
+    /** Copies {@code length} bytes at {@code offset} into {@code dst} from {@code dstOffset}. */
+    public void copyTo(long offset, byte[] dst, int dstOffset, int length) {
+        Checks.notNull("dst", dst);
+        Checks.arrayWindow("dst", dstOffset, length, dst.length);
+        Checks.window("copyTo", offset, length, size);
+        acquire();
+        try {
+            NativeStatus st = NativeCalls.status();
+            NativeApi.read_array(range, offset, dst, dstOffset, length, st);
+            NativeCalls.check(st);
+        } finally {
+            state.release();
+        }
+    }
+
+    /**
+     * Copies {@code src.remaining()} bytes into this buffer at {@code offset}; advances
+     * {@code src}'s position. Works with direct and heap buffers.
+     */
+    public void copyFrom(long offset, ByteBuffer src) {
+        Checks.notNull("src", src);
+        int length = src.remaining();
+        Checks.window("copyFrom", offset, length, size);
+        if (src.hasArray()) {
+            copyFrom(offset, src.array(), src.arrayOffset() + src.position(), length);
+        } else if (src.isDirect()) {
+            acquire();
+            try {
+                NativeStatus st = NativeCalls.status();
+                NativeApi.write_address(range, offset, directAddress(src), length, st);
+                NativeCalls.check(st);
+            } finally {
+                state.release();
+            }
+        } else { // read-only heap buffer: its array is hidden
+            byte[] tmp = new byte[length];
+            src.duplicate().get(tmp);
+            copyFrom(offset, tmp, 0, length);
+        }
+        src.position(src.position() + length);
+    }
+
+    /** Fills {@code dst.remaining()} bytes from this buffer at {@code offset}; advances its position. */
+    public void copyTo(long offset, ByteBuffer dst) {
+        Checks.notNull("dst", dst);
+        if (dst.isReadOnly()) throw new ReadOnlyBufferException();
+        int length = dst.remaining();
+        Checks.window("copyTo", offset, length, size);
+        if (dst.hasArray()) {
+            copyTo(offset, dst.array(), dst.arrayOffset() + dst.position(), length);
+        } else {
+            acquire();
+            try {
+                NativeStatus st = NativeCalls.status();
+                NativeApi.read_address(range, offset, directAddress(dst), length, st);
+                NativeCalls.check(st);
+            } finally {
+                state.release();
+            }
+        }
+        dst.position(dst.position() + length);
+    }
+
+    private static long directAddress(ByteBuffer buffer) {
+        try (Pointer p = new Pointer(buffer)) {
+            return p.address() + buffer.position();
+        }
+    }
+
+    /** Copies {@code length} bytes from {@code src} at {@code srcOffset} into this buffer at {@code offset}. */
+    public void copyFrom(long offset, VirtualMemoryBuffer src, long srcOffset, long length) {
+        Checks.notNull("src", src);
+        Checks.window("copyFrom", offset, length, size);
+        Checks.window("src", srcOffset, length, src.size);
+        acquire();
+        try {
+            src.acquire();
+            try {
+                NativeStatus st = NativeCalls.status();
+                NativeApi.copy_range(range, offset, src.range, srcOffset, length, st);
+                NativeCalls.check(st);
+            } finally {
+                src.state.release();
+            }
+        } finally {
+            state.release();
+        }
+    }
+
+    /** Sets every byte to {@code value}. */
+    public void fill(byte value) { fill(0, size, value); }
+
+    /** Sets {@code length} bytes from {@code offset} to {@code value}. */
+    public void fill(long offset, long length, byte value) {
+        Checks.window("fill", offset, length, size);
+        acquire();
+        try {
+            NativeStatus st = NativeCalls.status();
+            NativeApi.fill(range, offset, length, value, st);
+            NativeCalls.check(st);
+        } finally {
+            state.release();
+        }
+    }
+
+    /**
+     * A direct {@link ByteBuffer} over this buffer's memory, for host-located memory only
+     * ({@link VirtualMemoryResource#isHostAccessible()}). The view holds its own reference
+     * to the memory: it stays valid, and the memory stays mapped, until the view (and every
+     * slice or duplicate of it) is unreachable, even after this buffer is closed.
+     *
+     * @throws UnsupportedOperationException when the memory is not host-accessible
+     * @throws IllegalStateException when the buffer is larger than 2 GiB - 1 (use a smaller
+     *     buffer) or closed
+     */
+    public ByteBuffer asByteBuffer() {
+        if (!resource.isHostAccessible()) {
+            throw new UnsupportedOperationException("asByteBuffer: the memory of " + this + " is on device "
+                    + resource.device() + " (expected: a resource with a host location type, HOST or HOST_NUMA; "
+                    + "copy with copyTo/copyFrom instead)");
+        }
+        if (size > Integer.MAX_VALUE) {
+            throw new IllegalStateException("asByteBuffer: size " + size + " (expected: at most " + Integer.MAX_VALUE
+                    + " bytes; a ByteBuffer cannot address more)");
+        }
+        acquire();
+        try {
+            NativeRangeHandle viewRange = new NativeRangeHandle(range);
+            final long base = address;
+            Pointer p = new Pointer() {
+                {
+                    address = base;
+                }
+            };
+            ByteBuffer view = p.capacity(size).asByteBuffer();
+            LeakDetection.CLEANER.register(view, viewRange::deallocate);
+            return view;
+        } finally {
+            state.release();
+        }
+    }
+
+    /**
+     * Closes this reference. The memory is unmapped and released when its last holder
+     * (this buffer, its aliases, grown buffers, ByteBuffer views) is closed. Idempotent.
+     *
+     * @throws IllegalStateException when another thread is inside a call on this buffer;
+     *     nothing is released and the buffer stays usable
+     */
+    @Override
+    public void close() {
+        if (state.tryClose(this, "") == AcquireState.CloseResult.CLOSED_NOW) {
+            release.explicit = true;
+            cleanable.clean();
+        }
+    }
+
+    VirtualMemoryBuffer grow(NativeSpecHandle spec, long newSize) {
+        acquire();
+        try {
+            NativeRangeHandle out = new NativeRangeHandle();
+            NativeStatus st = NativeCalls.status();
+            int outcome = NativeApi.grow(out, range, spec, newSize, st);
+            if (st.code() != 0) {
+                CudaException e = NativeCalls.toException(st);
+                out.close();
+                throw e;
+            }
+            BufferOrigin o;
+            switch (outcome) {
+                case 0: o = BufferOrigin.ALIAS; break;
+                case 1: o = BufferOrigin.GROWN_IN_PLACE; break;
+                case 2: o = BufferOrigin.MOVED; break;
+                default: o = BufferOrigin.ALLOCATED; break;
+            }
+            return new VirtualMemoryBuffer(resource, out, o);
+        } finally {
+            state.release();
+        }
+    }
+
+    private void acquire() { state.acquire(this); }
+
+    private void requireOpen() {
+        if (state.isClosed()) throw new IllegalStateException(this + " is closed; it cannot be used after close()");
+    }
+
+    private long use(java.util.function.LongSupplier body) {
+        acquire();
+        try {
+            return body.getAsLong();
+        } finally {
+            state.release();
+        }
+    }
+
+    private int useInt(java.util.function.IntSupplier body) {
+        acquire();
+        try {
+            return body.getAsInt();
+        } finally {
+            state.release();
+        }
+    }
+
+    @Override
+    public String toString() {
+        return describe(address, size) + (state.isClosed() ? " (closed)" : "");
+    }
+}

@@ -1,0 +1,246 @@
+package org.cuvmm;
+
+import org.cuvmm.internal.AcquireState;
+import org.cuvmm.internal.Checks;
+import org.cuvmm.internal.NativeCalls;
+import org.cuvmm.internal.jni.NativeApi;
+import org.cuvmm.internal.jni.NativeRangeHandle;
+import org.cuvmm.internal.jni.NativeSpecHandle;
+import org.cuvmm.internal.jni.NativeSpecInput;
+import org.cuvmm.internal.jni.NativeStatus;
+
+/**
+ * Allocates GPU memory with the driver's Virtual Memory Management API: every buffer is a
+ * reserved virtual range with physical allocations mapped into it, so it can grow without
+ * copying and be shared with other processes.
+ *
+ * <pre>{@code
+ * try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
+ *      VirtualMemoryBuffer small = resource.allocate(1 << 20);
+ *      VirtualMemoryBuffer large = resource.modifyAllocation(small, 64 << 20)) {
+ *     large.copyFrom(0, data, 0, data.length);
+ * }
+ * }</pre>
+ *
+ * <p>Thread-safe: any number of threads may allocate and modify concurrently; no lock is
+ * held across a driver call. Closing the resource only stops new allocations: buffers it
+ * made stay valid until they are closed.
+ */
+public final class VirtualMemoryResource implements AutoCloseable {
+    private final Driver driver;
+    private final int device;
+    private final VirtualMemoryResourceOptions options;
+    private final NativeSpecHandle spec;
+    private final long granularity;
+    private final AcquireState state = new AcquireState();
+
+    private VirtualMemoryResource(Driver driver, int device, VirtualMemoryResourceOptions options,
+                                  NativeSpecHandle spec) {
+        this.driver = driver;
+        this.device = device;
+        this.options = options;
+        this.spec = spec;
+        this.granularity = spec.granularity();
+    }
+
+    /** A resource on {@code device} with {@link VirtualMemoryResourceOptions#defaults()}. */
+    public static VirtualMemoryResource create(int device) {
+        return create(device, VirtualMemoryResourceOptions.defaults());
+    }
+
+    /**
+     * A resource on {@code device} with {@code options}.
+     *
+     * @throws IllegalArgumentException when the device does not exist, a peer is not another
+     *     existing device, or the device lacks a capability the options need
+     * @throws CudaException when the driver refuses the options (granularity query)
+     */
+    public static VirtualMemoryResource create(int device, VirtualMemoryResourceOptions options) {
+        Checks.notNull("options", options);
+        Driver driver = Driver.get();
+        Device dev = driver.device(device);
+        checkCapabilities(driver, dev, options);
+        NativeSpecHandle spec = buildSpec(device, options);
+        return new VirtualMemoryResource(driver, device, options, spec);
+    }
+
+    private static void checkCapabilities(Driver driver, Device dev, VirtualMemoryResourceOptions o) {
+        String where = " on device " + dev.ordinal() + " (" + dev.name() + ", " + driver.kind() + " driver)";
+        if (!dev.supportsVirtualMemoryManagement()) {
+            throw new IllegalArgumentException("device: " + dev.ordinal() + " (expected: a device with virtual memory "
+                    + "management support; this one has none" + where + ")");
+        }
+        if (o.handleType() == HandleType.POSIX_FD && !dev.supportsPosixFileDescriptorHandles()) {
+            throw new IllegalArgumentException("handleType: POSIX_FD (expected: NONE: POSIX fd export is not supported"
+                    + where + ")");
+        }
+        if (o.handleType() == HandleType.FABRIC && !dev.supportsFabricHandles()) {
+            throw new IllegalArgumentException("handleType: FABRIC (expected: POSIX_FD or NONE: fabric handles are not "
+                    + "supported" + where + ")");
+        }
+        if (o.gpuDirectRdma() && !dev.supportsGpuDirectRdma()) {
+            throw new IllegalArgumentException("gpuDirectRdma: true (expected: false: GPUDirect RDMA with VMM is not "
+                    + "supported" + where + ")");
+        }
+        if (o.locationType() == LocationType.HOST && !dev.supportsHostVirtualMemory()) {
+            throw new IllegalArgumentException("locationType: HOST (expected: DEVICE: host VMM allocations are not "
+                    + "supported" + where + ")");
+        }
+        if ((o.locationType() == LocationType.HOST_NUMA || o.locationType() == LocationType.HOST_NUMA_CURRENT)
+                && !dev.supportsHostNumaVirtualMemory()) {
+            throw new IllegalArgumentException("locationType: " + o.locationType() + " (expected: DEVICE: host NUMA "
+                    + "VMM allocations are not supported" + where + ")");
+        }
+        for (int peer : o.peers()) {
+            if (peer == dev.ordinal() || peer >= driver.deviceCount()) {
+                throw new IllegalArgumentException("peers: " + o.peers() + " (expected: ordinals of other devices, 0 to "
+                        + (driver.deviceCount() - 1) + ", not the resource's own device " + dev.ordinal() + ")");
+            }
+        }
+    }
+
+    private static NativeSpecHandle buildSpec(int device, VirtualMemoryResourceOptions o) {
+        NativeSpecInput in = new NativeSpecInput();
+        try {
+            in.allocation_type(o.allocationType().cuValue)
+                    .location_type(o.locationType().cuValue)
+                    .location_id(o.locationType() == LocationType.DEVICE ? device
+                            : o.locationType() == LocationType.HOST_NUMA ? o.locationId() : 0)
+                    .handle_types(o.handleType().cuValue)
+                    .gpu_direct_rdma(o.gpuDirectRdma() ? 1 : 0)
+                    .granularity_option(o.granularity().cuValue)
+                    .device(device)
+                    .address_hint(o.addressHint())
+                    .alignment(o.addressAlignment());
+            if (o.selfAccess() != AccessMode.NONE) in.add_access(LocationType.DEVICE.cuValue, device, o.selfAccess().cuValue);
+            for (int peer : o.peers()) {
+                if (!in.add_access(LocationType.DEVICE.cuValue, peer, o.peerAccess().cuValue)) {
+                    throw new IllegalArgumentException("peers: " + o.peers() + " (expected: at most 15 peers)");
+                }
+            }
+            // Host-located memory is what the CPU reads and writes directly: grant it access.
+            if (o.locationType().isHost()) in.add_access(LocationType.HOST.cuValue, 0, AccessMode.READ_WRITE.cuValue);
+            NativeSpecHandle spec = new NativeSpecHandle();
+            NativeStatus st = NativeCalls.status();
+            NativeApi.build_spec(spec, in, st);
+            if (st.code() != 0) {
+                CudaException e = NativeCalls.toException(st);
+                spec.close();
+                throw e;
+            }
+            return spec;
+        } finally {
+            in.close();
+        }
+    }
+
+    /**
+     * Allocates {@code size} bytes, rounded up to the {@link #granularity()}: reserve, create,
+     * map, set access. {@code allocate(0)} returns an empty buffer with no driver call.
+     *
+     * @throws IllegalArgumentException when {@code size} is negative
+     * @throws IllegalStateException when this resource is closed
+     * @throws CudaException when the driver fails; nothing stays reserved or mapped
+     */
+    public VirtualMemoryBuffer allocate(long size) {
+        Checks.nonNegative("size", size);
+        state.acquire(this);
+        try {
+            NativeRangeHandle range = new NativeRangeHandle();
+            NativeStatus st = NativeCalls.status();
+            NativeApi.allocate(range, spec, size, st);
+            if (st.code() != 0) {
+                CudaException e = NativeCalls.toException(st);
+                range.close();
+                throw e;
+            }
+            return new VirtualMemoryBuffer(this, range, BufferOrigin.ALLOCATED);
+        } finally {
+            state.release();
+        }
+    }
+
+    /** {@link #modifyAllocation(VirtualMemoryBuffer, long, VirtualMemoryResourceOptions)} with this resource's options. */
+    public VirtualMemoryBuffer modifyAllocation(VirtualMemoryBuffer buffer, long newSize) {
+        return modifyAllocation(buffer, newSize, null);
+    }
+
+    /**
+     * Returns a <em>new</em> buffer of {@code newSize} bytes whose first bytes are
+     * {@code buffer}'s memory; {@code buffer} stays valid and aliases it. Three outcomes
+     * ({@link VirtualMemoryBuffer#origin()}):
+     * <ul>
+     * <li>{@link BufferOrigin#ALIAS}: {@code newSize} fits in what is already mapped: no driver call;</li>
+     * <li>{@link BufferOrigin#GROWN_IN_PLACE}: the range right after the buffer was free: one
+     *     new chunk mapped there, same address;</li>
+     * <li>{@link BufferOrigin#MOVED}: a new range was reserved and every existing chunk
+     *     re-mapped at its offset (no byte copied), then the new chunk; new address.</li>
+     * </ul>
+     *
+     * @param options options for the new chunk, or null for this resource's; they may not
+     *     change the handle type, device or location
+     * @throws IllegalArgumentException for a negative size, a buffer of another resource, or
+     *     options that change the handle type or location
+     * @throws IllegalStateException when {@code buffer} or this resource is closed
+     * @throws CudaException when the driver fails; nothing new stays reserved or mapped
+     */
+    public VirtualMemoryBuffer modifyAllocation(VirtualMemoryBuffer buffer, long newSize,
+                                                VirtualMemoryResourceOptions options) {
+        Checks.notNull("buffer", buffer);
+        Checks.nonNegative("newSize", newSize);
+        if (buffer.resource() != this) {
+            throw new IllegalArgumentException("buffer: " + buffer + " (expected: a buffer of this resource; grow it "
+                    + "with the resource that allocated or imported it)");
+        }
+        if (options != null && options.handleType() != this.options.handleType()) {
+            throw new IllegalArgumentException("options.handleType: " + options.handleType() + " (expected: "
+                    + this.options.handleType() + ", the buffer's handle type: a grow may not change it)");
+        }
+        if (options != null && (options.locationType() != this.options.locationType()
+                || options.locationId() != this.options.locationId())) {
+            throw new IllegalArgumentException("options.locationType: " + options.locationType() + " (expected: "
+                    + this.options.locationType() + ", the buffer's location: a grow may not move memory elsewhere)");
+        }
+        state.acquire(this);
+        try {
+            NativeSpecHandle growSpec = options == null || options.equals(this.options) ? spec : buildSpec(device, options);
+            try {
+                return buffer.grow(growSpec, newSize);
+            } finally {
+                if (growSpec != spec) growSpec.close();
+            }
+        } finally {
+            state.release();
+        }
+    }
+
+    public Driver driver() { return driver; }
+    public int device() { return device; }
+    public VirtualMemoryResourceOptions options() { return options; }
+
+    /** Every size is rounded up to a multiple of this (bytes). */
+    public long granularity() { return granularity; }
+
+    /** True when buffers can be exported to other processes (handle type POSIX_FD). */
+    public boolean isIpcEnabled() { return options.handleType() == HandleType.POSIX_FD; }
+
+    /** True when the resource's device can access its buffers (self access not NONE). */
+    public boolean isDeviceAccessible() { return options.selfAccess() != AccessMode.NONE; }
+
+    /** True when the CPU can read and write its buffers directly (a host location). */
+    public boolean isHostAccessible() { return options.locationType().isHost(); }
+
+    /** Stops new allocations. Buffers already made stay valid. Idempotent. */
+    @Override
+    public void close() {
+        if (state.tryClose(this, "") == AcquireState.CloseResult.CLOSED_NOW) spec.close();
+    }
+
+    public boolean isClosed() { return state.isClosed(); }
+
+    @Override
+    public String toString() {
+        return "VirtualMemoryResource[device " + device + ", " + driver.kind() + " driver, granularity " + granularity
+                + ", " + options + "]";
+    }
+}
