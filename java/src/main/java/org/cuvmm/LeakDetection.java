@@ -2,7 +2,9 @@ package org.cuvmm;
 
 import java.lang.ref.Cleaner;
 import java.util.concurrent.atomic.AtomicLong;
-import java.util.concurrent.atomic.AtomicReference;
+import java.util.ArrayDeque;
+import java.util.Deque;
+import java.util.List;
 
 /**
  * Finds buffers that were never closed. Every buffer is registered with a {@link Cleaner};
@@ -25,7 +27,8 @@ public final class LeakDetection {
 
     private static final System.Logger LOG = System.getLogger("org.cuvmm");
     private static final AtomicLong LEAKS = new AtomicLong();
-    private static final AtomicReference<String> LAST = new AtomicReference<>();
+    private static final int RECENT_LIMIT = 16;
+    private static final Deque<String> RECENT = new ArrayDeque<>();
 
     private LeakDetection() {}
 
@@ -36,7 +39,18 @@ public final class LeakDetection {
     public static long reportedLeaks() { return LEAKS.get(); }
 
     /** The text of the most recent leak report, or null. */
-    public static String lastReport() { return LAST.get(); }
+    public static String lastReport() {
+        synchronized (RECENT) {
+            return RECENT.peekLast();
+        }
+    }
+
+    /** The most recent leak reports (at most 16), oldest first. */
+    public static List<String> recentReports() {
+        synchronized (RECENT) {
+            return List.copyOf(RECENT);
+        }
+    }
 
     static Throwable captureSite() {
         return capturingAllocationSites() ? new Throwable("allocation site") : null;
@@ -52,7 +66,10 @@ public final class LeakDetection {
             for (StackTraceElement e : site.getStackTrace()) sb.append("\n\tat ").append(e);
         }
         String text = sb.toString();
-        LAST.set(text);
+        synchronized (RECENT) {
+            if (RECENT.size() == RECENT_LIMIT) RECENT.removeFirst();
+            RECENT.addLast(text);
+        }
         LEAKS.incrementAndGet();
         LOG.log(System.Logger.Level.WARNING, text);
     }

@@ -4,6 +4,7 @@ import java.lang.ref.Cleaner;
 import java.nio.ByteBuffer;
 import java.nio.ReadOnlyBufferException;
 
+import org.bytedeco.javacpp.BytePointer;
 import org.bytedeco.javacpp.Pointer;
 import org.cuvmm.internal.AcquireState;
 import org.cuvmm.internal.Checks;
@@ -271,7 +272,8 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         try {
             NativeRangeHandle viewRange = new NativeRangeHandle(range);
             final long base = address;
-            Pointer p = new Pointer() {
+            // BytePointer: element size 1, so capacity is in bytes (a plain Pointer counts 8-byte elements).
+            BytePointer p = new BytePointer() {
                 {
                     address = base;
                 }
@@ -283,6 +285,26 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             state.release();
         }
     }
+
+    /**
+     * Runs {@code action} with this buffer's address while holding a use: until it returns,
+     * {@link #close()} from any thread refuses and the memory stays mapped. Use it around
+     * work that reads the raw address, such as a kernel launch through another binding.
+     *
+     * @throws IllegalStateException when the buffer is closed
+     */
+    public void withAddress(java.util.function.LongConsumer action) {
+        Checks.notNull("action", action);
+        acquire();
+        try {
+            action.accept(address);
+        } finally {
+            state.release();
+        }
+    }
+
+    /** Calls in progress on this buffer right now, from any thread. */
+    int activeUses() { return state.activeUses(); }
 
     /**
      * Closes this reference. The memory is unmapped and released when its last holder

@@ -1,0 +1,45 @@
+package org.cuvmm;
+
+import static org.cuvmm.TestSupport.MiB;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.ByteBuffer;
+
+import org.junit.jupiter.api.Test;
+
+/** Host-located memory: CPU access through a ByteBuffer view that pins the memory. */
+class HostMemoryTest {
+    private static VirtualMemoryResource hostResource() {
+        return VirtualMemoryResource.create(0, VirtualMemoryResourceOptions.builder()
+                .locationType(LocationType.HOST).handleType(HandleType.NONE).build());
+    }
+
+    @Test
+    void byteBufferViewSeesCopiesAndOutlivesClose() throws Exception {
+        long[] before = TestSupport.live();
+        try (VirtualMemoryResource r = hostResource()) {
+            assertTrue(r.isHostAccessible());
+            VirtualMemoryBuffer b = r.allocate(MiB);
+            b.fill((byte) 7);
+            ByteBuffer view = b.asByteBuffer();
+            assertEquals(MiB, view.capacity());
+            assertEquals(7, view.get(12345));
+            view.put(0, (byte) 9);
+            byte[] one = new byte[1];
+            b.copyTo(0, one, 0, 1);
+            assertEquals(9, one[0]);
+            b.close();
+            // The view holds its own reference: still mapped, still readable.
+            assertEquals(7, view.get((int) MiB - 1));
+            assertTrue(TestSupport.counters().liveMappings() > before[2]);
+            view = null;
+        }
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (TestSupport.counters().liveMappings() > before[2] && System.nanoTime() < deadline) {
+            System.gc();
+            Thread.sleep(20);
+        }
+        TestSupport.assertLive(before, "after the view became unreachable");
+    }
+}

@@ -1,0 +1,63 @@
+package org.cuvmm;
+
+import static org.cuvmm.TestSupport.MiB;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import org.junit.jupiter.api.Test;
+
+/** Brief section 6, rule 7: a buffer never closed is released by the cleaner with a warning. */
+class LeakTest {
+    @Test
+    void unreachableOpenBufferIsReleasedAndReportedWithItsSite() throws Exception {
+        long[] before = TestSupport.live();
+        long leaks = LeakDetection.reportedLeaks();
+        long address;
+        String previous = System.getProperty(LeakDetection.CAPTURE_PROPERTY);
+        System.setProperty(LeakDetection.CAPTURE_PROPERTY, "true");
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            address = leakOne(r);
+        } finally {
+            if (previous == null) System.clearProperty(LeakDetection.CAPTURE_PROPERTY);
+            else System.setProperty(LeakDetection.CAPTURE_PROPERTY, previous);
+        }
+        long deadline = System.nanoTime() + 20_000_000_000L;
+        while (LeakDetection.reportedLeaks() == leaks && System.nanoTime() < deadline) {
+            System.gc();
+            Thread.sleep(20);
+        }
+        assertTrue(LeakDetection.reportedLeaks() > leaks, "the cleaner reported the leak within 20 s");
+        String tag = "0x" + Long.toHexString(address);
+        while (LeakDetection.recentReports().stream().noneMatch(t -> t.contains(tag)) && System.nanoTime() < deadline) {
+            System.gc();
+            Thread.sleep(20);
+        }
+        String report = LeakDetection.recentReports().stream().filter(t -> t.contains(tag)).findFirst()
+                .orElseThrow(() -> new AssertionError("no leak report names " + tag + ": " + LeakDetection.recentReports()));
+        assertTrue(report.contains("was never closed"), report);
+        assertTrue(report.contains("leakOne"), "report names the allocation site: " + report);
+        // The report is written just before the release: wait for the counters too.
+        while (!java.util.Arrays.equals(before, TestSupport.live()) && System.nanoTime() < deadline) Thread.sleep(10);
+        TestSupport.assertLive(before, "after the cleaner released the leaked buffer");
+    }
+
+    private static long leakOne(VirtualMemoryResource r) {
+        VirtualMemoryBuffer b = r.allocate(2 * MiB);
+        b.fill((byte) 1);
+        return b.address(); // not closed: dropped on return
+    }
+
+    @Test
+    void withoutCaptureTheReportNamesTheProperty() throws Exception {
+        long leaks = LeakDetection.reportedLeaks();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            r.allocate(MiB);
+        }
+        long deadline = System.nanoTime() + 20_000_000_000L;
+        while (LeakDetection.reportedLeaks() == leaks && System.nanoTime() < deadline) {
+            System.gc();
+            Thread.sleep(20);
+        }
+        assertTrue(LeakDetection.reportedLeaks() > leaks);
+        assertTrue(LeakDetection.lastReport().contains(LeakDetection.CAPTURE_PROPERTY), LeakDetection.lastReport());
+    }
+}

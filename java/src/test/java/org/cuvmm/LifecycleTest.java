@@ -1,0 +1,106 @@
+package org.cuvmm;
+
+import static org.cuvmm.TestSupport.MiB;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+
+import org.junit.jupiter.api.Test;
+
+/** Brief section 6, rules 2, 3 and 4: refuse while in use, atomic check, idempotent close. */
+class LifecycleTest {
+    @Test
+    void useAfterCloseThrowsAndCloseIsIdempotent() {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            VirtualMemoryBuffer b = r.allocate(MiB);
+            b.close();
+            b.close();
+            assertTrue(b.isClosed());
+            IllegalStateException e = assertThrows(IllegalStateException.class, () -> b.fill((byte) 1));
+            assertTrue(e.getMessage().contains("closed"), e.getMessage());
+            assertThrows(IllegalStateException.class, b::address);
+            assertThrows(IllegalStateException.class, () -> b.copyTo(new byte[1]));
+            assertThrows(IllegalStateException.class, () -> b.copyFrom(new byte[1]));
+            assertThrows(IllegalStateException.class, () -> r.modifyAllocation(b, 4 * MiB));
+            assertThrows(IllegalStateException.class, b::chunkCount);
+            assertEquals(MiB, b.size(), "size stays readable");
+        }
+    }
+
+    @Test
+    void closeWhileAnotherThreadIsInsideACallRefusesThenSucceeds() throws Exception {
+        ExecutorService pool = Executors.newSingleThreadExecutor();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            VirtualMemoryBuffer b = r.allocate(MiB);
+            CountDownLatch inside = new CountDownLatch(1);
+            CountDownLatch leave = new CountDownLatch(1);
+            Future<?> user = pool.submit(() -> b.withAddress(addr -> {
+                inside.countDown();
+                try {
+                    leave.await();
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            }));
+            assertTrue(inside.await(10, TimeUnit.SECONDS));
+            IllegalStateException refused = assertThrows(IllegalStateException.class, b::close);
+            assertTrue(refused.getMessage().contains("in use by 1 call"), refused.getMessage());
+            assertFalse(b.isClosed(), "a refused close leaves the buffer open");
+            b.fill((byte) 4); // still fully usable
+            leave.countDown();
+            user.get(10, TimeUnit.SECONDS);
+            b.close();
+            assertTrue(b.isClosed());
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    @Test
+    void closeRacingCopiesEitherRefusesOrWinsNeverBoth() throws Exception {
+        ExecutorService pool = Executors.newFixedThreadPool(2);
+        long[] before = TestSupport.live();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            byte[] chunk = new byte[256 * 1024];
+            for (int round = 0; round < 200; round++) {
+                VirtualMemoryBuffer b = r.allocate(MiB);
+                CountDownLatch go = new CountDownLatch(1);
+                Future<Integer> copier = pool.submit(() -> {
+                    go.await();
+                    int done = 0;
+                    try {
+                        for (int i = 0; i < 50; i++) {
+                            b.copyTo(0, chunk, 0, chunk.length);
+                            done++;
+                        }
+                    } catch (IllegalStateException closed) {
+                        assertTrue(closed.getMessage().contains("closed"), closed.getMessage());
+                    }
+                    return done;
+                });
+                go.countDown();
+                for (;;) {
+                    try {
+                        b.close();
+                        break;
+                    } catch (IllegalStateException inUse) {
+                        assertTrue(inUse.getMessage().contains("in use"), inUse.getMessage());
+                        Thread.onSpinWait();
+                    }
+                }
+                copier.get(30, TimeUnit.SECONDS);
+                assertTrue(b.isClosed());
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+        TestSupport.assertLive(before, "after 200 close/copy races");
+    }
+}

@@ -1,0 +1,55 @@
+package org.cuvmm;
+
+import static org.cuvmm.TestSupport.MiB;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.util.ArrayList;
+import java.util.List;
+
+import org.junit.jupiter.api.Test;
+
+/** fds (/proc/self/fd), host memfd mappings (/proc/self/maps) and live counters return to baseline. */
+class ResourceAccountingTest {
+    @Test
+    void fdsAndMappingsReturnToBaselineAfterManyBuffers() throws Exception {
+        cycle(null); // warm-up: classes and lazily opened JVM files are in place before the baseline
+        cycle(this::checkWhileHeld);
+    }
+
+    private long memfds;
+
+    private void checkWhileHeld(long[] before) throws Exception {
+        if (TestSupport.onHostDriver()) {
+            assertEquals(memfds + 40, TestSupport.memfdFds(), "one memfd per live host allocation");
+            assertEquals(TestSupport.counters().hostMemfds() - before[7], TestSupport.memfdFds() - memfds);
+        }
+    }
+
+    private interface Check {
+        void run(long[] before) throws Exception;
+    }
+
+    private void cycle(Check whileHeld) throws Exception {
+        long[] before = TestSupport.live();
+        int fds = TestSupport.openFds();
+        long maps = TestSupport.memfdMappings();
+        memfds = TestSupport.memfdFds();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            List<VirtualMemoryBuffer> held = new ArrayList<>();
+            for (int i = 0; i < 20; i++) {
+                VirtualMemoryBuffer b = r.allocate((i + 1) * MiB);
+                held.add(b);
+                held.add(r.modifyAllocation(b, (i + 5) * MiB));
+            }
+            try {
+                if (whileHeld != null) whileHeld.run(before);
+            } finally {
+                for (VirtualMemoryBuffer b : held) b.close();
+            }
+        }
+        TestSupport.assertLive(before, "after closing every buffer");
+        assertEquals(memfds, TestSupport.memfdFds(), "memfds back to baseline");
+        assertEquals(fds, TestSupport.openFds(), () -> "open fds back to baseline: " + TestSupport.fdTargets());
+        assertEquals(maps, TestSupport.memfdMappings(), "memfd mappings back to baseline");
+    }
+}

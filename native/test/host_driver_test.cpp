@@ -1,0 +1,939 @@
+// Tests of the host driver (native/host_driver.cpp): every misuse rule returns its
+// documented CUresult, the happy path works end to end, per-device access is enforced in
+// the bookkeeping, foreign fds are refused on import, nothing leaks (fds, live counts),
+// and copies racing unmap/map never crash. Plain main(): prints one line per failed
+// check and last "N passed, M failed"; exits non-zero on any failure.
+#include "cuvmm/cuda_errors.hpp"
+#include "cuvmm/driver_table.hpp"
+
+#include <dirent.h>
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <csignal>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+using namespace cuvmm;
+
+namespace {
+
+int g_passed = 0;
+int g_failed = 0;
+DriverTable T;
+size_t G = 0;  // granularity
+
+const char* name_of(CUresult r) {
+    const char* n = result_name(r);
+    return n ? n : "(unknown CUresult)";
+}
+
+void check_rc(CUresult got, CUresult want, const char* expr, int line) {
+    if (got == want) {
+        ++g_passed;
+    } else {
+        ++g_failed;
+        std::printf("FAIL line %d: %s returned %s (%d), expected %s (%d)\n", line, expr, name_of(got),
+                    static_cast<int>(got), name_of(want), static_cast<int>(want));
+    }
+}
+
+void check_true(bool ok, const char* expr, int line) {
+    if (ok) {
+        ++g_passed;
+    } else {
+        ++g_failed;
+        std::printf("FAIL line %d: %s\n", line, expr);
+    }
+}
+
+#define EXPECT_RC(want, expr) check_rc((expr), (want), #expr, __LINE__)
+#define OK(expr) check_rc((expr), CUDA_SUCCESS, #expr, __LINE__)
+#define CHECK(cond) check_true((cond), #cond, __LINE__)
+
+int open_fd_count() {
+    int n = 0;
+    DIR* d = opendir("/proc/self/fd");
+    if (!d) return -1;
+    while (dirent* e = readdir(d)) {
+        if (e->d_name[0] != '.') ++n;
+    }
+    closedir(d);
+    return n;
+}
+
+bool fd_is_open(int fd) { return fcntl(fd, F_GETFD) >= 0; }
+
+CUmemAllocationProp prop_on(CUmemLocationType type, int id, unsigned handle_types) {
+    CUmemAllocationProp p{};
+    p.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    p.location.type = type;
+    p.location.id = id;
+    p.requestedHandleTypes = static_cast<CUmemAllocationHandleType>(handle_types);
+    return p;
+}
+
+CUmemAllocationProp dev_prop(int dev, unsigned handle_types = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {
+    return prop_on(CU_MEM_LOCATION_TYPE_DEVICE, dev, handle_types);
+}
+
+CUmemAccessDesc access(CUmemLocationType type, int id, CUmemAccess_flags flags) {
+    CUmemAccessDesc d{};
+    d.location.type = type;
+    d.location.id = id;
+    d.flags = flags;
+    return d;
+}
+
+CUmemAccessDesc dev_access(int dev, CUmemAccess_flags flags) {
+    return access(CU_MEM_LOCATION_TYPE_DEVICE, dev, flags);
+}
+
+unsigned long long get_access(int dev, CUdeviceptr p) {
+    CUmemLocation loc{CU_MEM_LOCATION_TYPE_DEVICE, dev};
+    unsigned long long f = 99;
+    CUresult r = T.cuMemGetAccess(&f, &loc, p);
+    return r == CUDA_SUCCESS ? f : 1000 + static_cast<unsigned long long>(r);
+}
+
+// A memfd created outside the driver, with a chosen name/size/seals, to feed import.
+int make_memfd(const char* name, size_t size, bool seal) {
+    int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (fd < 0) return -1;
+    if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+        close(fd);
+        return -1;
+    }
+    if (seal) fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
+    return fd;
+}
+
+void* os_handle(int fd) { return reinterpret_cast<void*>(static_cast<intptr_t>(fd)); }
+
+constexpr CUmemAllocationHandleType kPosix = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+
+// ---------------------------------------------------------------------------------------
+
+void test_table_and_init() {
+#define CUVMM_TEST_NONNULL(name, version, params) check_true(T.name != nullptr, "table." #name " set", __LINE__);
+    CUVMM_DRIVER_ENTRY_POINTS(CUVMM_TEST_NONNULL)
+#undef CUVMM_TEST_NONNULL
+
+    int count = 0;
+    CUmemGenericAllocationHandle h = 0;
+    CUmemAllocationProp p = dev_prop(0);
+    char byte = 0;
+    CUdeviceptr ptr = 0;
+    EXPECT_RC(CUDA_ERROR_NOT_INITIALIZED, T.cuDeviceGetCount(&count));
+    EXPECT_RC(CUDA_ERROR_NOT_INITIALIZED, T.cuMemCreate(&h, G, &p, 0));
+    EXPECT_RC(CUDA_ERROR_NOT_INITIALIZED, T.cuMemAddressReserve(&ptr, G, 0, 0, 0));
+    EXPECT_RC(CUDA_ERROR_NOT_INITIALIZED, T.cuMemcpyHtoD(0x1000, &byte, 0));
+    EXPECT_RC(CUDA_ERROR_NOT_INITIALIZED, T.cuCtxSynchronize());
+    EXPECT_RC(CUDA_ERROR_NOT_INITIALIZED, T.cuStreamSynchronize(nullptr));
+    EXPECT_RC(CUDA_ERROR_NOT_INITIALIZED, T.cuMemRelease(0x10000));
+
+    int version = 0;
+    OK(T.cuDriverGetVersion(&version));
+    CHECK(version == CUDA_VERSION);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuDriverGetVersion(nullptr));
+
+    const char* s = nullptr;
+    OK(T.cuGetErrorName(CUDA_ERROR_INVALID_VALUE, &s));
+    CHECK(s != nullptr && std::strcmp(s, "CUDA_ERROR_INVALID_VALUE") == 0);
+    OK(T.cuGetErrorString(CUDA_ERROR_OUT_OF_MEMORY, &s));
+    CHECK(s != nullptr && s[0] != '\0');
+    s = "sentinel";
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuGetErrorName(static_cast<CUresult>(123456), &s));
+    CHECK(s == nullptr);
+    s = "sentinel";
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuGetErrorString(static_cast<CUresult>(123456), &s));
+    CHECK(s == nullptr);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuGetErrorName(CUDA_SUCCESS, nullptr));
+
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuInit(1));
+    EXPECT_RC(CUDA_ERROR_NOT_INITIALIZED, T.cuDeviceGetCount(&count));
+    OK(T.cuInit(0));
+    OK(T.cuInit(0));  // idempotent
+}
+
+void test_devices() {
+    int count = 0;
+    OK(T.cuDeviceGetCount(&count));
+    CHECK(count == 2);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuDeviceGetCount(nullptr));
+
+    CUdevice d = -1;
+    OK(T.cuDeviceGet(&d, 1));
+    CHECK(d == 1);
+    EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, T.cuDeviceGet(&d, 2));
+    EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, T.cuDeviceGet(&d, -1));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuDeviceGet(nullptr, 0));
+
+    char name[64];
+    OK(T.cuDeviceGetName(name, sizeof name, 1));
+    CHECK(std::strcmp(name, "cuvmm host device 1") == 0);
+    char small[5];
+    OK(T.cuDeviceGetName(small, sizeof small, 0));
+    CHECK(std::strcmp(small, "cuvm") == 0);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuDeviceGetName(name, 0, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuDeviceGetName(name, -3, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuDeviceGetName(nullptr, 10, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, T.cuDeviceGetName(name, sizeof name, 7));
+
+    size_t mem = 0;
+    OK(T.cuDeviceTotalMem(&mem, 0));
+    CHECK(mem > 0);
+    EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, T.cuDeviceTotalMem(&mem, 2));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuDeviceTotalMem(nullptr, 0));
+
+    struct {
+        CUdevice_attribute a;
+        int want;
+    } attrs[] = {
+            {CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1},
+            {CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, 1},
+            {CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, 0},
+            {CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, 0},
+            {CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1},
+            {CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, 1},
+            {CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 1},
+            {CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_HANDLE_SUPPORTED, 0},
+            {CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_WIN32_KMT_HANDLE_SUPPORTED, 0},
+            {CU_DEVICE_ATTRIBUTE_MAX_THREADS_PER_BLOCK, 0},
+    };
+    for (auto& at : attrs) {
+        int v = -1;
+        OK(T.cuDeviceGetAttribute(&v, at.a, 1));
+        if (v != at.want) {
+            ++g_failed;
+            std::printf("FAIL: attribute %d = %d, expected %d\n", static_cast<int>(at.a), v, at.want);
+        } else {
+            ++g_passed;
+        }
+    }
+    int v = 0;
+    EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, T.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 2));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuDeviceGetAttribute(nullptr, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 0));
+}
+
+CUcontext g_ctx[2] = {nullptr, nullptr};
+
+void test_contexts() {
+    CUcontext c = nullptr;
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuDevicePrimaryCtxRetain(nullptr, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, T.cuDevicePrimaryCtxRetain(&c, 2));
+    EXPECT_RC(CUDA_ERROR_INVALID_CONTEXT, T.cuDevicePrimaryCtxRelease(0));  // never retained
+    EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, T.cuDevicePrimaryCtxRelease(5));
+
+    OK(T.cuDevicePrimaryCtxRetain(&g_ctx[0], 0));
+    OK(T.cuDevicePrimaryCtxRetain(&g_ctx[1], 1));
+    CHECK(g_ctx[0] != nullptr && g_ctx[1] != nullptr && g_ctx[0] != g_ctx[1]);
+    OK(T.cuDevicePrimaryCtxRetain(&c, 0));
+    CHECK(c == g_ctx[0]);
+    OK(T.cuDevicePrimaryCtxRelease(0));  // back to one retain
+
+    EXPECT_RC(CUDA_ERROR_INVALID_CONTEXT, T.cuCtxSynchronize());
+    EXPECT_RC(CUDA_ERROR_INVALID_CONTEXT, T.cuCtxSetCurrent(reinterpret_cast<CUcontext>(uintptr_t(0xdeadbeef))));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuCtxGetCurrent(nullptr));
+    OK(T.cuCtxGetCurrent(&c));
+    CHECK(c == nullptr);
+    OK(T.cuCtxSetCurrent(g_ctx[1]));
+    OK(T.cuCtxGetCurrent(&c));
+    CHECK(c == g_ctx[1]);
+    OK(T.cuCtxSynchronize());
+    OK(T.cuCtxSetCurrent(nullptr));
+    EXPECT_RC(CUDA_ERROR_INVALID_CONTEXT, T.cuCtxSynchronize());
+    OK(T.cuCtxSetCurrent(g_ctx[0]));
+    OK(T.cuCtxSynchronize());
+
+    // A context whose primary context was released is gone: the thread's current
+    // context no longer works, and it cannot be made current again.
+    CUcontext extra = nullptr;
+    std::thread([&] {
+        OK(T.cuDevicePrimaryCtxRetain(&extra, 1));
+        OK(T.cuDevicePrimaryCtxRetain(&extra, 1));  // now 3 retains on device 1
+        OK(T.cuCtxSetCurrent(extra));
+        OK(T.cuDevicePrimaryCtxRelease(1));
+        OK(T.cuDevicePrimaryCtxRelease(1));
+        OK(T.cuDevicePrimaryCtxRelease(1));  // 0 retains
+        EXPECT_RC(CUDA_ERROR_INVALID_CONTEXT, T.cuCtxSynchronize());
+        EXPECT_RC(CUDA_ERROR_INVALID_CONTEXT, T.cuCtxSetCurrent(extra));
+        EXPECT_RC(CUDA_ERROR_INVALID_CONTEXT, T.cuDevicePrimaryCtxRelease(1));
+        OK(T.cuDevicePrimaryCtxRetain(&g_ctx[1], 1));  // keep one for later tests
+    }).join();
+}
+
+void test_streams() {
+    CUstream s = nullptr, s2 = nullptr;
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuStreamCreate(nullptr, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuStreamCreate(&s, 7));
+    OK(T.cuStreamCreate(&s, 0));
+    OK(T.cuStreamCreate(&s2, CU_STREAM_NON_BLOCKING));
+    CHECK(s != nullptr && s2 != nullptr && s != s2);
+    OK(T.cuStreamSynchronize(s));
+    OK(T.cuStreamSynchronize(nullptr));
+    OK(T.cuStreamSynchronize(CU_STREAM_LEGACY));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuStreamSynchronize(reinterpret_cast<CUstream>(uintptr_t(0x4242))));
+    OK(T.cuStreamDestroy(s));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuStreamDestroy(s));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuStreamSynchronize(s));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuStreamDestroy(nullptr));
+    OK(T.cuStreamDestroy(s2));
+    std::thread([&] {  // no current context on a fresh thread
+        CUstream t = nullptr;
+        EXPECT_RC(CUDA_ERROR_INVALID_CONTEXT, T.cuStreamCreate(&t, 0));
+    }).join();
+}
+
+void test_props_and_granularity() {
+    size_t g = 0;
+    CUmemAllocationProp p = dev_prop(0);
+    OK(T.cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    CHECK(g == G);
+    OK(T.cuMemGetAllocationGranularity(&g, &p, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+    CHECK(g == G);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE,
+              T.cuMemGetAllocationGranularity(&g, &p, static_cast<CUmemAllocationGranularity_flags>(2)));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemGetAllocationGranularity(nullptr, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemGetAllocationGranularity(&g, nullptr, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+
+    auto gran = [&](CUmemAllocationProp q) { return T.cuMemGetAllocationGranularity(&g, &q, CU_MEM_ALLOC_GRANULARITY_MINIMUM); };
+    CUmemAllocationProp q = dev_prop(0);
+    q.type = CU_MEM_ALLOCATION_TYPE_MANAGED;
+    EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, gran(q));
+    q.type = CU_MEM_ALLOCATION_TYPE_INVALID;
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, gran(q));
+    q.type = static_cast<CUmemAllocationType>(77);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, gran(q));
+    EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, gran(dev_prop(2)));
+    EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, gran(dev_prop(-1)));
+    OK(gran(dev_prop(1)));
+    OK(gran(prop_on(CU_MEM_LOCATION_TYPE_HOST, 0, 0)));
+    OK(gran(prop_on(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, kPosix)));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, gran(prop_on(CU_MEM_LOCATION_TYPE_HOST_NUMA, 1, kPosix)));
+    OK(gran(prop_on(CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT, 0, kPosix)));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, gran(prop_on(CU_MEM_LOCATION_TYPE_INVALID, 0, 0)));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, gran(prop_on(static_cast<CUmemLocationType>(9), 0, 0)));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, gran(prop_on(CU_MEM_LOCATION_TYPE_HOST, 0, kPosix)));  // HOST + fd
+    EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, gran(dev_prop(0, CU_MEM_HANDLE_TYPE_FABRIC)));
+    EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, gran(dev_prop(0, CU_MEM_HANDLE_TYPE_WIN32)));
+    EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, gran(dev_prop(0, CU_MEM_HANDLE_TYPE_WIN32_KMT)));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, gran(dev_prop(0, 0x10)));
+    OK(gran(dev_prop(0, CU_MEM_HANDLE_TYPE_NONE)));
+    q = dev_prop(0);
+    q.allocFlags.gpuDirectRDMACapable = 1;
+    EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, gran(q));
+    q = dev_prop(0);
+    q.allocFlags.compressionType = CU_MEM_ALLOCATION_COMP_GENERIC;
+    EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, gran(q));
+}
+
+void test_create_release() {
+    CUmemGenericAllocationHandle h = 0;
+    CUmemAllocationProp p = dev_prop(1);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemCreate(nullptr, G, &p, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemCreate(&h, G, &p, 1));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemCreate(&h, 0, &p, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemCreate(&h, G + 4096, &p, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemCreate(&h, G, nullptr, 0));
+    CUmemAllocationProp bad = dev_prop(3);
+    EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, T.cuMemCreate(&h, G, &bad, 0));
+    bad = dev_prop(0, CU_MEM_HANDLE_TYPE_FABRIC);
+    EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, T.cuMemCreate(&h, G, &bad, 0));
+    CHECK(host_live_counts().allocations == 0);
+
+    OK(T.cuMemCreate(&h, 4 * G, &p, 0));
+    CHECK(h != 0);
+    CUmemAllocationProp got{};
+    OK(T.cuMemGetAllocationPropertiesFromHandle(&got, h));
+    CHECK(got.type == CU_MEM_ALLOCATION_TYPE_PINNED && got.location.type == CU_MEM_LOCATION_TYPE_DEVICE &&
+          got.location.id == 1 && got.requestedHandleTypes == kPosix);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemGetAllocationPropertiesFromHandle(nullptr, h));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemGetAllocationPropertiesFromHandle(&got, h + 1));
+    CHECK(host_live_counts().allocations == 1 && host_live_counts().memfds == 1);
+
+    CUmemGenericAllocationHandle h2 = 0;
+    CUmemAllocationProp hp = prop_on(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, kPosix);
+    OK(T.cuMemCreate(&h2, G, &hp, 0));
+    CHECK(h2 != h);
+    OK(T.cuMemGetAllocationPropertiesFromHandle(&got, h2));
+    CHECK(got.location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA && got.location.id == 0);
+
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemRelease(0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemRelease(0xdeadbeefcafeULL));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemRelease(h + 1));
+    OK(T.cuMemRelease(h));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemRelease(h));  // double release
+    OK(T.cuMemRelease(h2));
+    CHECK(host_live_counts().allocations == 0 && host_live_counts().memfds == 0);
+}
+
+void test_reserve_free() {
+    CUdeviceptr p = 0;
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemAddressReserve(nullptr, G, 0, 0, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemAddressReserve(&p, G, 0, 0, 1));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemAddressReserve(&p, 0, 0, 0, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemAddressReserve(&p, G / 2, 0, 0, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemAddressReserve(&p, G, 3 * G, 0, 0));  // not a power of two
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemAddressReserve(&p, G, 0, G + 4096, 0));
+    size_t huge = (SIZE_MAX / G) * G;
+    EXPECT_RC(CUDA_ERROR_OUT_OF_MEMORY, T.cuMemAddressReserve(&p, huge, 0, 0, 0));
+    EXPECT_RC(CUDA_ERROR_OUT_OF_MEMORY, T.cuMemAddressReserve(&p, size_t(1) << 62, 0, 0, 0));
+    CHECK(host_live_counts().reservations == 0);
+
+    OK(T.cuMemAddressReserve(&p, 4 * G, 4096, 0, 0));  // alignment below granularity
+    CHECK(p != 0 && p % G == 0);
+    CUdeviceptr q = 0;
+    OK(T.cuMemAddressReserve(&q, G, 16 * G, 0, 0));
+    CHECK(q % (16 * G) == 0);
+    CHECK(host_live_counts().reservations == 2);
+
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemAddressFree(p, 2 * G));  // size mismatch
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemAddressFree(p + G, 3 * G));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemAddressFree(0x12345000, G));
+    OK(T.cuMemAddressFree(p, 4 * G));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemAddressFree(p, 4 * G));  // double free
+
+    // The hint: a free, aligned address is honoured exactly.
+    CUdeviceptr r = 0;
+    OK(T.cuMemAddressReserve(&r, 2 * G, 0, p, 0));
+    CHECK(r == p);
+    // A hint on an occupied range is best effort: placed elsewhere, not an error.
+    CUdeviceptr s = 0;
+    OK(T.cuMemAddressReserve(&s, 2 * G, 0, p, 0));
+    CHECK(s != 0 && s != p && s % G == 0 && (s + 2 * G <= p || s >= p + 2 * G));
+    OK(T.cuMemAddressFree(r, 2 * G));
+    OK(T.cuMemAddressFree(s, 2 * G));
+    OK(T.cuMemAddressFree(q, G));
+    CHECK(host_live_counts().reservations == 0);
+}
+
+void test_map_unmap_access() {
+    CUmemGenericAllocationHandle h = 0, h2 = 0;
+    CUmemAllocationProp p = dev_prop(0);
+    OK(T.cuMemCreate(&h, 2 * G, &p, 0));
+    OK(T.cuMemCreate(&h2, G, &p, 0));
+    CUdeviceptr va = 0;
+    OK(T.cuMemAddressReserve(&va, 8 * G, 0, 0, 0));
+    CUdeviceptr other = 0;
+    OK(T.cuMemAddressReserve(&other, 2 * G, 0, 0, 0));
+
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemMap(va, 2 * G, 0, h, 1));         // flags
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemMap(va, 2 * G, G, h, 0));         // offset
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemMap(va, 2 * G, 0, h + 1, 0));     // handle
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemMap(va, 0, 0, h, 0));             // size 0
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemMap(va, G + 4096, 0, h, 0));      // not granular
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemMap(va, 4 * G, 0, h, 0));         // > allocation
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemMap(va + 4096, G, 0, h, 0));      // ptr not granular
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemMap(va + 7 * G, 2 * G, 0, h, 0)); // past reservation end
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemMap(0x200000, G, 0, h, 0));       // no reservation
+    CHECK(host_live_counts().mappings == 0);
+
+    OK(T.cuMemMap(va, 2 * G, 0, h, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemMap(va, G, 0, h2, 0));           // same start
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemMap(va + G, G, 0, h2, 0));       // inside
+    OK(T.cuMemMap(va + 2 * G, G, 0, h2, 0));                                     // adjacent
+    OK(T.cuMemMap(va + 4 * G, G, 0, h, 0));                                      // a handle may map twice
+    CHECK(host_live_counts().mappings == 3);
+
+    // New mappings have no access for anyone.
+    CHECK(get_access(0, va) == 0 && get_access(1, va + G) == 0);
+    unsigned long long f = 0;
+    CUmemLocation loc{CU_MEM_LOCATION_TYPE_DEVICE, 0};
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemGetAccess(&f, &loc, va + 3 * G));  // hole
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemGetAccess(nullptr, &loc, va));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemGetAccess(&f, nullptr, va));
+    CUmemLocation badloc{CU_MEM_LOCATION_TYPE_DEVICE, 2};
+    EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, T.cuMemGetAccess(&f, &badloc, va));
+
+    CUmemAccessDesc rw0 = dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va, G, nullptr, 1));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va, G, &rw0, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va, 0, &rw0, 1));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va + 4096, G, &rw0, 1));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va, G + 4096, &rw0, 1));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va, 4 * G, &rw0, 1));  // hole at 3G
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(other, G, &rw0, 1));   // unmapped
+    CUmemAccessDesc bad = dev_access(2, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, T.cuMemSetAccess(va, G, &bad, 1));
+    bad = dev_access(0, static_cast<CUmemAccess_flags>(2));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va, G, &bad, 1));
+    bad = access(CU_MEM_LOCATION_TYPE_INVALID, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va, G, &bad, 1));
+    // All descriptors are validated before anything changes.
+    CUmemAccessDesc mixed[2] = {rw0, dev_access(9, CU_MEM_ACCESS_FLAGS_PROT_READ)};
+    EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, T.cuMemSetAccess(va, G, mixed, 2));
+    CHECK(get_access(0, va) == 0);
+
+    // Sub-range of a mapping, then a range spanning two mappings.
+    OK(T.cuMemSetAccess(va + G, G, &rw0, 1));
+    CHECK(get_access(0, va) == 0 && get_access(0, va + G) == 3 && get_access(0, va + 2 * G) == 0);
+    CUmemAccessDesc both[2] = {rw0, dev_access(1, CU_MEM_ACCESS_FLAGS_PROT_READ)};
+    OK(T.cuMemSetAccess(va, 3 * G, both, 2));
+    CHECK(get_access(0, va + 2 * G + 100) == 3 && get_access(1, va) == 1);
+    CUmemAccessDesc host = access(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    OK(T.cuMemSetAccess(va, G, &host, 1));
+    CUmemLocation hl{CU_MEM_LOCATION_TYPE_HOST, 0};
+    OK(T.cuMemGetAccess(&f, &hl, va));
+    CHECK(f == 1);
+    // The CPU may now really read and write it (union of all locations: READWRITE).
+    volatile unsigned char* cpu = reinterpret_cast<volatile unsigned char*>(static_cast<uintptr_t>(va));
+    cpu[0] = 0x5a;
+    CHECK(cpu[0] == 0x5a);
+
+    // Unmap must be exactly whole, contiguous mappings.
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemUnmap(va, G));            // part of a mapping
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemUnmap(va + G, 2 * G));    // starts mid-mapping
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemUnmap(va, 5 * G));        // hole at 3G
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemUnmap(va + 3 * G, G));    // nothing mapped
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemUnmap(va, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemUnmap(0x200000, G));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemAddressFree(va, 8 * G));  // still mapped
+    CHECK(host_live_counts().reservations == 2);
+    OK(T.cuMemUnmap(va, 3 * G));                                          // two whole mappings
+    CHECK(host_live_counts().mappings == 1);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemGetAccess(&f, &loc, va));
+    OK(T.cuMemUnmap(va + 4 * G, G));
+    // The VA stays reserved: it can be mapped again.
+    OK(T.cuMemMap(va + G, 2 * G, 0, h, 0));
+    OK(T.cuMemUnmap(va + G, 2 * G));
+    OK(T.cuMemAddressFree(va, 8 * G));
+    OK(T.cuMemAddressFree(other, 2 * G));
+    OK(T.cuMemRelease(h));
+    OK(T.cuMemRelease(h2));
+    HostLiveCounts c = host_live_counts();
+    CHECK(c.allocations == 0 && c.reservations == 0 && c.mappings == 0 && c.memfds == 0);
+}
+
+void test_copies() {
+    OK(T.cuCtxSetCurrent(g_ctx[0]));
+    CUmemGenericAllocationHandle h = 0;
+    CUmemAllocationProp p = dev_prop(0);
+    OK(T.cuMemCreate(&h, 2 * G, &p, 0));
+    CUdeviceptr va = 0;
+    OK(T.cuMemAddressReserve(&va, 4 * G, 0, 0, 0));
+    OK(T.cuMemMap(va, 2 * G, 0, h, 0));
+
+    std::vector<unsigned char> src(3 * G / 2), dst(3 * G / 2);
+    for (size_t i = 0; i < src.size(); ++i) src[i] = static_cast<unsigned char>(i * 7 + 3);
+
+    // No access yet: refused, memory untouched, no crash.
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyHtoD(va, src.data(), 64));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoH(dst.data(), va, 64));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemsetD8(va, 1, 64));
+
+    CUmemAccessDesc d[2] = {dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE),
+                            dev_access(1, CU_MEM_ACCESS_FLAGS_PROT_READ)};
+    OK(T.cuMemSetAccess(va, 2 * G, d, 2));
+
+    OK(T.cuMemcpyHtoD(va + 100, src.data(), src.size()));
+    OK(T.cuMemcpyDtoH(dst.data(), va + 100, dst.size()));
+    CHECK(std::memcmp(src.data(), dst.data(), src.size()) == 0);
+    // DtoD, overlapping (memmove semantics).
+    OK(T.cuMemcpyDtoD(va + 200, va + 100, 1000));
+    std::vector<unsigned char> back(1000);
+    OK(T.cuMemcpyDtoH(back.data(), va + 200, back.size()));
+    CHECK(std::memcmp(back.data(), src.data(), back.size()) == 0);
+    OK(T.cuMemsetD8(va + G - 10, 0xab, 20));
+    OK(T.cuMemcpyDtoH(back.data(), va + G - 12, 24));
+    CHECK(back[2] == 0xab && back[21] == 0xab);
+
+    // Zero-byte copies succeed without any checks.
+    OK(T.cuMemcpyHtoD(0, nullptr, 0));
+    OK(T.cuMemcpyDtoD(0, 0, 0));
+    OK(T.cuMemsetD8(0x1234, 0, 0));
+
+    // Ranges: outside any mapping, running off the end, wrapping, null host pointers.
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyHtoD(va + 2 * G - 8, src.data(), 16));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoH(dst.data(), va + 3 * G, 16));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoH(dst.data(), 0x1000, 16));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoH(dst.data(), ~0ULL - 4, 16));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoD(va + 2 * G, va, 16));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoD(va, va + 2 * G, 16));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemsetD8(va + 2 * G, 0, 1));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyHtoD(va, nullptr, 16));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoH(nullptr, va, 16));
+    // Device memory passed as host memory is refused (would fault on unmapped VA).
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE,
+              T.cuMemcpyHtoD(va, reinterpret_cast<const void*>(static_cast<uintptr_t>(va + 3 * G)), 16));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE,
+              T.cuMemcpyDtoH(reinterpret_cast<void*>(static_cast<uintptr_t>(va + 3 * G)), va, 16));
+
+    // Per-device access: device 1 has READ only (the CPU mapping is READWRITE because
+    // of device 0, so this must be enforced by the bookkeeping).
+    OK(T.cuCtxSetCurrent(g_ctx[1]));
+    OK(T.cuMemcpyDtoH(dst.data(), va + 100, 100));
+    CHECK(std::memcmp(dst.data(), src.data(), 100) == 0);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyHtoD(va, src.data(), 16));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemsetD8(va, 0, 16));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoD(va + G, va, 16));
+    // Device 1 loses access to the second granule: a copy spanning it is refused.
+    CUmemAccessDesc none1 = dev_access(1, CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    OK(T.cuMemSetAccess(va + G, G, &none1, 1));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoH(dst.data(), va + G - 8, 16));
+    OK(T.cuMemcpyDtoH(dst.data(), va + G - 16, 16));
+    CHECK(get_access(0, va + G) == 3);
+
+    // No current context.
+    OK(T.cuCtxSetCurrent(nullptr));
+    EXPECT_RC(CUDA_ERROR_INVALID_CONTEXT, T.cuMemcpyDtoH(dst.data(), va, 16));
+    EXPECT_RC(CUDA_ERROR_INVALID_CONTEXT, T.cuMemsetD8(va, 0, 16));
+    OK(T.cuCtxSetCurrent(g_ctx[0]));
+
+    // Revoking everything makes the CPU mapping PROT_NONE; copies are refused, not faults.
+    CUmemAccessDesc none[2] = {dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_NONE), dev_access(1, CU_MEM_ACCESS_FLAGS_PROT_NONE)};
+    OK(T.cuMemSetAccess(va, 2 * G, none, 2));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoH(dst.data(), va, 16));
+    OK(T.cuMemUnmap(va, 2 * G));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoH(dst.data(), va, 16));
+    OK(T.cuMemAddressFree(va, 4 * G));
+    OK(T.cuMemRelease(h));
+}
+
+void test_export_import_retain() {
+    OK(T.cuCtxSetCurrent(g_ctx[0]));
+    const int fds_before = open_fd_count();
+    CUmemGenericAllocationHandle h = 0, hnone = 0;
+    CUmemAllocationProp p = dev_prop(1);
+    OK(T.cuMemCreate(&h, 2 * G, &p, 0));
+    CUmemAllocationProp pn = dev_prop(0, CU_MEM_HANDLE_TYPE_NONE);
+    OK(T.cuMemCreate(&hnone, G, &pn, 0));
+
+    int fd = -1;
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemExportToShareableHandle(nullptr, h, kPosix, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemExportToShareableHandle(&fd, h, kPosix, 1));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemExportToShareableHandle(&fd, h + 1, kPosix, 0));
+    EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, T.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_FABRIC, 0));
+    EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, T.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_WIN32, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemExportToShareableHandle(&fd, h, CU_MEM_HANDLE_TYPE_NONE, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemExportToShareableHandle(&fd, hnone, kPosix, 0));  // not requested
+    CHECK(fd == -1);
+    OK(T.cuMemExportToShareableHandle(&fd, h, kPosix, 0));
+    CHECK(fd >= 0 && (fcntl(fd, F_GETFD) & FD_CLOEXEC));
+
+    // Import in the same process; the driver keeps its own dup, our fd stays ours.
+    CUmemGenericAllocationHandle imp = 0;
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemImportFromShareableHandle(nullptr, os_handle(fd), kPosix));
+    EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED,
+              T.cuMemImportFromShareableHandle(&imp, os_handle(fd), CU_MEM_HANDLE_TYPE_FABRIC));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE,
+              T.cuMemImportFromShareableHandle(&imp, os_handle(fd), CU_MEM_HANDLE_TYPE_NONE));
+    OK(T.cuMemImportFromShareableHandle(&imp, os_handle(fd), kPosix));
+    CHECK(imp != 0 && imp != h);
+    CHECK(fd_is_open(fd));
+    CUmemAllocationProp ip{};
+    OK(T.cuMemGetAllocationPropertiesFromHandle(&ip, imp));
+    CHECK(ip.location.type == CU_MEM_LOCATION_TYPE_DEVICE && ip.location.id == 1 && ip.requestedHandleTypes == kPosix);
+    int fd2 = -1;
+    EXPECT_RC(CUDA_ERROR_NOT_PERMITTED, T.cuMemExportToShareableHandle(&fd2, imp, kPosix, 0));
+    CHECK(fd2 == -1);
+    close(fd);  // the import does not depend on the caller's fd
+
+    // Both views see the same bytes.
+    CUdeviceptr a = 0, b = 0;
+    OK(T.cuMemAddressReserve(&a, 2 * G, 0, 0, 0));
+    OK(T.cuMemAddressReserve(&b, 2 * G, 0, 0, 0));
+    OK(T.cuMemMap(a, 2 * G, 0, h, 0));
+    OK(T.cuMemMap(b, 2 * G, 0, imp, 0));
+    CUmemAccessDesc rw = dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    OK(T.cuMemSetAccess(a, 2 * G, &rw, 1));
+    OK(T.cuMemSetAccess(b, 2 * G, &rw, 1));
+    const char msg[] = "shared through a memfd";
+    char out[sizeof msg] = {};
+    OK(T.cuMemcpyHtoD(a + G + 5, msg, sizeof msg));
+    OK(T.cuMemcpyDtoH(out, b + G + 5, sizeof msg));
+    CHECK(std::memcmp(out, msg, sizeof msg) == 0);
+    OK(T.cuMemsetD8(b, 0x11, 4));
+    unsigned char four[4] = {};
+    OK(T.cuMemcpyDtoH(four, a, 4));
+    CHECK(four[0] == 0x11 && four[3] == 0x11);
+
+    // Retain from an address: same handle, one more reference.
+    CUmemGenericAllocationHandle r = 0;
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemRetainAllocationHandle(nullptr, reinterpret_cast<void*>(a)));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemRetainAllocationHandle(&r, reinterpret_cast<void*>(0x1000)));
+    OK(T.cuMemRetainAllocationHandle(&r, reinterpret_cast<void*>(static_cast<uintptr_t>(a + G + 17))));
+    CHECK(r == h);
+    OK(T.cuMemRelease(r));
+    OK(T.cuMemGetAllocationPropertiesFromHandle(&ip, h));  // still alive: one reference left
+
+    // Release while mapped: the handle dies, the memory lives until unmapped.
+    OK(T.cuMemRelease(h));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemGetAllocationPropertiesFromHandle(&ip, h));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemRelease(h));
+    std::memset(out, 0, sizeof out);
+    OK(T.cuMemcpyDtoH(out, a + G + 5, sizeof msg));
+    CHECK(std::memcmp(out, msg, sizeof msg) == 0);
+    CHECK(host_live_counts().allocations == 3);  // h (mapped), hnone, imp
+    // Retain after full release: a new handle value with one reference.
+    OK(T.cuMemRetainAllocationHandle(&r, reinterpret_cast<void*>(static_cast<uintptr_t>(a))));
+    CHECK(r != 0 && r != h);
+    OK(T.cuMemGetAllocationPropertiesFromHandle(&ip, r));
+    OK(T.cuMemRelease(r));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemRelease(r));
+    OK(T.cuMemUnmap(a, 2 * G));  // now the memfd closes
+    CHECK(host_live_counts().allocations == 2 && host_live_counts().memfds == 2);
+    // The imported copy still has the bytes.
+    OK(T.cuMemcpyDtoH(out, b + G + 5, sizeof msg));
+    CHECK(std::memcmp(out, msg, sizeof msg) == 0);
+    OK(T.cuMemUnmap(b, 2 * G));
+    OK(T.cuMemRelease(imp));
+    OK(T.cuMemRelease(hnone));
+    OK(T.cuMemAddressFree(a, 2 * G));
+    OK(T.cuMemAddressFree(b, 2 * G));
+    CHECK(host_live_counts().allocations == 0 && host_live_counts().memfds == 0);
+    CHECK(open_fd_count() == fds_before);
+}
+
+void test_import_refusals() {
+    const int fds_before = open_fd_count();
+    CUmemGenericAllocationHandle h = 0;
+    auto import = [&](int fd) { return T.cuMemImportFromShareableHandle(&h, os_handle(fd), kPosix); };
+
+    int pipefd[2];
+    CHECK(pipe2(pipefd, O_CLOEXEC) == 0);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, import(pipefd[0]));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, import(pipefd[1]));
+    int closed = pipefd[0];
+    close(pipefd[0]);
+    close(pipefd[1]);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, import(closed));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, import(-1));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(intptr_t(1) << 40), kPosix));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, import(100000));
+    int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, import(devnull));
+    close(devnull);
+    char path[] = "/tmp/cuvmm-host-test-XXXXXX";
+    int file = mkostemp(path, O_CLOEXEC);
+    if (file >= 0) {
+        unlink(path);
+        CHECK(ftruncate(file, static_cast<off_t>(G)) == 0);
+        EXPECT_RC(CUDA_ERROR_INVALID_VALUE, import(file));
+        close(file);
+    }
+    // Memfds that are not ours, or are malformed.
+    struct {
+        const char* name;
+        size_t size;
+        bool seal;
+        CUresult want;
+    } cases[] = {
+            {"somebody-else", G, true, CUDA_ERROR_INVALID_VALUE},
+            {"cuvmm-host:d0:h1:l1", G, true, CUDA_ERROR_INVALID_VALUE},          // truncated name
+            {"cuvmm-host:d0:h1:l1:n0x", G, true, CUDA_ERROR_INVALID_VALUE},      // trailing junk
+            {"cuvmm-host:d0:h1:l1:n1", G, true, CUDA_ERROR_INVALID_VALUE},       // d != n
+            {"cuvmm-host:d0:h8:l1:n0", G, true, CUDA_ERROR_INVALID_VALUE},       // bad handle types
+            {"cuvmm-host:d0:h1:l7:n0", G, true, CUDA_ERROR_INVALID_VALUE},       // bad location type
+            {"cuvmm-host:d-1:h1:l1:n-1", G, true, CUDA_ERROR_INVALID_VALUE},     // negative
+            {"cuvmm-host:d0:h1:l1:n0", G + 4096, true, CUDA_ERROR_INVALID_VALUE},  // size not granular
+            {"cuvmm-host:d0:h1:l1:n0", 0, true, CUDA_ERROR_INVALID_VALUE},       // empty
+            {"cuvmm-host:d0:h1:l1:n0", G, false, CUDA_ERROR_INVALID_VALUE},      // not sealed
+            {"cuvmm-host:d5:h1:l1:n5", G, true, CUDA_ERROR_INVALID_DEVICE},      // no device 5 here
+            {"cuvmm-host:d0:h1:l3:n0", G, true, CUDA_SUCCESS},                   // HOST_NUMA, fine
+    };
+    for (auto& c : cases) {
+        int fd = make_memfd(c.name, c.size, c.seal);
+        if (fd < 0) {
+            ++g_failed;
+            std::printf("FAIL: could not create memfd %s\n", c.name);
+            continue;
+        }
+        CUresult r = import(fd);
+        if (r != c.want) {
+            ++g_failed;
+            std::printf("FAIL: import of memfd \"%s\" (size %zu%s) returned %s, expected %s\n", c.name, c.size,
+                        c.seal ? "" : ", unsealed", name_of(r), name_of(c.want));
+        } else {
+            ++g_passed;
+        }
+        if (r == CUDA_SUCCESS) OK(T.cuMemRelease(h));
+        close(fd);
+    }
+    // A read-only reopen of one of ours is refused (it could never be made writable).
+    CUmemGenericAllocationHandle mine = 0;
+    CUmemAllocationProp p = dev_prop(0);
+    OK(T.cuMemCreate(&mine, G, &p, 0));
+    int fd = -1;
+    OK(T.cuMemExportToShareableHandle(&fd, mine, kPosix, 0));
+    char link[64];
+    std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    int ro = open(link, O_RDONLY | O_CLOEXEC);
+    CHECK(ro >= 0);
+    if (ro >= 0) {
+        EXPECT_RC(CUDA_ERROR_INVALID_VALUE, import(ro));
+        close(ro);
+    }
+    close(fd);
+    OK(T.cuMemRelease(mine));
+    CHECK(host_live_counts().allocations == 0 && host_live_counts().memfds == 0);
+    CHECK(open_fd_count() == fds_before);
+}
+
+void test_fd_exhaustion() {
+    const int fds_before = open_fd_count();
+    CUmemGenericAllocationHandle h = 0;
+    CUmemAllocationProp p = dev_prop(0);
+    OK(T.cuMemCreate(&h, G, &p, 0));
+    int fd = -1;
+    OK(T.cuMemExportToShareableHandle(&fd, h, kPosix, 0));
+
+    // Lower RLIMIT_NOFILE to the lowest free descriptor: every new fd now fails EMFILE.
+    rlimit old{};
+    CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
+    int probe = fcntl(0, F_DUPFD_CLOEXEC, 0);
+    CHECK(probe >= 0);
+    close(probe);
+    rlimit low = old;
+    low.rlim_cur = static_cast<rlim_t>(probe);
+    CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+    int fd2 = -1;
+    CUresult r_export = T.cuMemExportToShareableHandle(&fd2, h, kPosix, 0);
+    CUmemGenericAllocationHandle imp = 0;
+    CUresult r_import = T.cuMemImportFromShareableHandle(&imp, os_handle(fd), kPosix);
+    CUmemGenericAllocationHandle h2 = 0;
+    CUresult r_create = T.cuMemCreate(&h2, G, &p, 0);
+    setrlimit(RLIMIT_NOFILE, &old);
+    EXPECT_RC(CUDA_ERROR_OPERATING_SYSTEM, r_export);
+    CHECK(fd2 == -1);
+    EXPECT_RC(CUDA_ERROR_OPERATING_SYSTEM, r_import);
+    EXPECT_RC(CUDA_ERROR_OUT_OF_MEMORY, r_create);
+    CHECK(host_live_counts().allocations == 1 && host_live_counts().memfds == 1);
+    close(fd);
+    OK(T.cuMemRelease(h));
+    CHECK(open_fd_count() == fds_before);
+}
+
+// Copies on several threads while another thread unmaps, remaps and changes access.
+// Every call must return SUCCESS or INVALID_VALUE; nothing may fault.
+void test_races() {
+    CUmemGenericAllocationHandle h = 0;
+    CUmemAllocationProp p = dev_prop(0);
+    OK(T.cuMemCreate(&h, 2 * G, &p, 0));
+    CUdeviceptr va = 0;
+    OK(T.cuMemAddressReserve(&va, 4 * G, 0, 0, 0));
+    std::atomic<bool> stop{false};
+    std::atomic<long> unexpected{0}, ok_copies{0}, refused{0};
+    auto count = [&](CUresult r) {
+        if (r == CUDA_SUCCESS) ++ok_copies;
+        else if (r == CUDA_ERROR_INVALID_VALUE) ++refused;
+        else ++unexpected;
+    };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&, t] {
+            if (T.cuCtxSetCurrent(g_ctx[t % 2]) != CUDA_SUCCESS) ++unexpected;
+            std::vector<unsigned char> buf(64 * 1024, static_cast<unsigned char>(t));
+            unsigned seed = 1234u + static_cast<unsigned>(t);
+            while (!stop.load()) {
+                seed = seed * 1103515245u + 12345u;
+                size_t off = (seed >> 4) % (4 * G - buf.size());
+                switch (seed % 4) {
+                    case 0: count(T.cuMemcpyHtoD(va + off, buf.data(), buf.size())); break;
+                    case 1: count(T.cuMemcpyDtoH(buf.data(), va + off, buf.size())); break;
+                    case 2: count(T.cuMemcpyDtoD(va + (off ^ 4096) % (4 * G - buf.size()), va + off, buf.size())); break;
+                    default: count(T.cuMemsetD8(va + off, 0x77, buf.size())); break;
+                }
+            }
+        });
+    }
+    threads.emplace_back([&] {
+        CUmemAccessDesc rw[2] = {dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE),
+                                 dev_access(1, CU_MEM_ACCESS_FLAGS_PROT_READWRITE)};
+        CUmemAccessDesc ro[2] = {dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_READ),
+                                 dev_access(1, CU_MEM_ACCESS_FLAGS_PROT_NONE)};
+        for (int i = 0; i < 300; ++i) {
+            CUdeviceptr at = va + static_cast<CUdeviceptr>((i % 3) * G);
+            if (T.cuMemMap(at, 2 * G, 0, h, 0) != CUDA_SUCCESS) ++unexpected;
+            if (T.cuMemSetAccess(at, 2 * G, rw, 2) != CUDA_SUCCESS) ++unexpected;
+            std::this_thread::sleep_for(std::chrono::microseconds(50));
+            if (T.cuMemSetAccess(at + (i % 2) * G, G, ro, 2) != CUDA_SUCCESS) ++unexpected;
+            std::this_thread::yield();
+            if (T.cuMemUnmap(at, 2 * G) != CUDA_SUCCESS) ++unexpected;
+        }
+        stop.store(true);
+    });
+    for (auto& th : threads) th.join();
+    CHECK(unexpected.load() == 0);
+    CHECK(ok_copies.load() > 0);
+    CHECK(refused.load() > 0);
+    CHECK(host_live_counts().mappings == 0);
+    OK(T.cuMemAddressFree(va, 4 * G));
+    OK(T.cuMemRelease(h));
+}
+
+}  // namespace
+
+void on_timeout(int) {
+    static const char msg[] = "FAIL: timed out (a deadlock or a starved writer?)\n";
+    ssize_t w = write(STDOUT_FILENO, msg, sizeof msg - 1);
+    (void)w;
+    _exit(3);
+}
+
+int main() {
+    std::signal(SIGALRM, on_timeout);
+    alarm(300);  // a hang must fail the run, not stall CI
+    HostLiveCounts c0 = host_live_counts();
+    CHECK(c0.allocations == 0 && c0.reservations == 0 && c0.mappings == 0 && c0.memfds == 0);
+
+    HostDriverConfig cfg;
+    cfg.device_count = 2;
+    install_host_driver(T, cfg);
+    G = cfg.granularity;
+    // A second install keeps the first configuration.
+    DriverTable again;
+    HostDriverConfig other;
+    other.device_count = 5;
+    install_host_driver(again, other);
+    CHECK(again.cuMemCreate == T.cuMemCreate);
+
+    test_table_and_init();
+    const int fds_baseline = open_fd_count();
+    test_devices();
+    int count = 0;
+    OK(T.cuDeviceGetCount(&count));
+    CHECK(count == 2);  // not 5: the first config stays
+    test_contexts();
+    test_streams();
+    test_props_and_granularity();
+    test_create_release();
+    test_reserve_free();
+    test_map_unmap_access();
+    test_copies();
+    test_export_import_retain();
+    test_import_refusals();
+    test_fd_exhaustion();
+    test_races();
+
+    OK(T.cuCtxSetCurrent(nullptr));
+    OK(T.cuDevicePrimaryCtxRelease(0));
+    OK(T.cuDevicePrimaryCtxRelease(1));
+    EXPECT_RC(CUDA_ERROR_INVALID_CONTEXT, T.cuDevicePrimaryCtxRelease(0));
+
+    HostLiveCounts c = host_live_counts();
+    if (c.allocations || c.reservations || c.mappings || c.memfds) {
+        ++g_failed;
+        std::printf("FAIL: live counts at end: allocations=%lld reservations=%lld mappings=%lld memfds=%lld\n",
+                    c.allocations, c.reservations, c.mappings, c.memfds);
+    } else {
+        ++g_passed;
+    }
+    int fds_end = open_fd_count();
+    if (fds_end != fds_baseline) {
+        ++g_failed;
+        std::printf("FAIL: /proc/self/fd has %d entries at the end, %d at the start\n", fds_end, fds_baseline);
+    } else {
+        ++g_passed;
+    }
+    std::printf("%d passed, %d failed\n", g_passed, g_failed);
+    return g_failed == 0 ? 0 : 1;
+}
