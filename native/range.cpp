@@ -115,8 +115,24 @@ RangeRef Range::grow(ChunkSpecRef spec, size_t new_size, GrowOutcome& outcome) c
 
 RangeRef Range::import_fds(ChunkSpecRef spec, const std::vector<int>& fds, const std::vector<size_t>& sizes,
                            size_t size) {
+    if (fds.size() != sizes.size()) {
+        throw DriverError(CUDA_ERROR_INVALID_VALUE, "import", "checking the descriptor",
+                          std::to_string(fds.size()) + " handles but " + std::to_string(sizes.size()) +
+                              " sizes; a descriptor has one size per handle");
+    }
     size_t total = 0;
-    for (size_t s : sizes) total += s;
+    for (size_t s : sizes) {
+        if (s == 0 || s % spec->granularity != 0 || total > std::numeric_limits<size_t>::max() - s) {
+            throw DriverError(CUDA_ERROR_INVALID_VALUE, "import", "checking the descriptor",
+                              "chunk size " + std::to_string(s) + " is not a positive multiple of the granularity " +
+                                  std::to_string(spec->granularity) + " or the total overflows");
+        }
+        total += s;
+    }
+    if (size > total) {
+        throw DriverError(CUDA_ERROR_INVALID_VALUE, "import", "checking the descriptor",
+                          "buffer size " + std::to_string(size) + " exceeds the chunks' total " + std::to_string(total));
+    }
     if (fds.empty()) return empty(std::move(spec));
     use_device_context(spec->device);
     const int chunks = static_cast<int>(fds.size());

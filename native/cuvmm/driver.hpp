@@ -51,8 +51,7 @@ private:
 // Installs a driver according to `selection`. The first successful selection wins for
 // the life of the process; later calls return the kind already installed unless they
 // ask for a different forced kind, which throws. Forcing cuda when it cannot load throws
-// a DriverError (CUDA_ERROR_NO_DEVICE / CUDA_ERROR_SHARED_OBJECT_INIT_FAILED) whose
-// detail is the reason.
+// a DriverError (CUDA_ERROR_NO_DEVICE, whatever the cause) whose detail is the reason.
 DriverKind select_driver(const DriverSelection& selection);
 
 DriverKind driver_kind();             // none before select_driver

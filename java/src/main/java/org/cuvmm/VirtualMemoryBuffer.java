@@ -315,7 +315,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      */
     @Override
     public void close() {
-        if (state.tryClose(this, "") == AcquireState.CloseResult.CLOSED_NOW) {
+        if (state.tryClose(release.description, "") == AcquireState.CloseResult.CLOSED_NOW) {
             release.explicit = true;
             cleanable.clean();
         }
@@ -345,10 +345,12 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         }
     }
 
-    private void acquire() { state.acquire(this); }
+    private void acquire() { state.acquire(release.description); }
 
     private void requireOpen() {
-        if (state.isClosed()) throw new IllegalStateException(this + " is closed; it cannot be used after close()");
+        if (state.isClosed()) {
+            throw new IllegalStateException(release.description + " is closed; it cannot be used after close()");
+        }
     }
 
     private long use(java.util.function.LongSupplier body) {
