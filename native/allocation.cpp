@@ -31,7 +31,8 @@ std::shared_ptr<const Allocation> Allocation::create(const ChunkSpec& spec, size
     }
 }
 
-std::shared_ptr<const Allocation> Allocation::import_fd(int fd, size_t size, const Step& step) {
+std::shared_ptr<const Allocation> Allocation::import_fd(int fd, size_t size, const CUmemLocation& expected,
+                                                        const Step& step) {
     CUmemGenericAllocationHandle handle = 0;
     CUVMM_CALL(cuMemImportFromShareableHandle, step, &handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
@@ -41,6 +42,16 @@ std::shared_ptr<const Allocation> Allocation::import_fd(int fd, size_t size, con
     } catch (...) {
         CUVMM_CALL_NOTHROW(cuMemRelease, handle);
         throw;
+    }
+    // From here `owned` releases the handle if anything below throws.
+    CUmemAllocationProp prop{};
+    CUVMM_CALL(cuMemGetAllocationPropertiesFromHandle, step, &prop, handle);
+    if (prop.location.type != expected.type || prop.location.id != expected.id) {
+        throw DriverError(CUDA_ERROR_INVALID_DEVICE, "import", step.describe(),
+                          "the memory lives at location type " + std::to_string(prop.location.type) + " id " +
+                              std::to_string(prop.location.id) + " but this resource allocates at location type " +
+                              std::to_string(expected.type) + " id " + std::to_string(expected.id) +
+                              "; import with a resource on the device that owns the memory");
     }
     return owned;
 }

@@ -79,8 +79,8 @@
 //   cuStreamDestroy / cuStreamSynchronize of a stream that is not live         CUDA_ERROR_INVALID_HANDLE
 //     (cuStreamDestroy of the null / legacy / per-thread stream included)
 //
-// Threading: all registry state sits behind one shared mutex (a std::shared_mutex behind
-// a writer turnstile, see RegistryMutex). Structural changes
+// Threading: all registry state sits behind one shared mutex (a writer-preferring pthread
+// rwlock, see RegistryMutex: std::shared_mutex would let copies starve unmap). Structural changes
 // (create, release, reserve, free, map, unmap, set access, import) take it exclusively,
 // including the mmap/munmap/mprotect/close they do, so the kernel's view and the registry
 // never disagree to another thread. Copies and memset take it shared for the whole
@@ -97,6 +97,7 @@
 #include "cuvmm/cuda_errors.hpp"
 
 #include <fcntl.h>
+#include <pthread.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -111,7 +112,7 @@
 #include <memory>
 #include <mutex>
 #include <set>
-#include <shared_mutex>
+#include <shared_mutex>  // std::shared_lock
 #include <string>
 #include <unordered_map>
 
@@ -168,27 +169,32 @@ struct Mapping {
     std::map<size_t, Access> segments;
 };
 
-// A std::shared_mutex that does not starve writers. glibc's rwlock (under
-// std::shared_mutex) prefers readers, so a steady stream of copies on a few threads would
-// keep cuMemUnmap waiting forever. A writer first takes the turnstile, which every new
-// reader must pass, so a waiting writer only waits for the copies already running.
-// No one holding the lock ever takes it again, so the turnstile cannot deadlock.
+// A shared mutex that does not starve writers. std::shared_mutex is glibc's default
+// rwlock, which prefers readers: a steady stream of copies on a few threads keeps
+// cuMemUnmap waiting forever. This is the same pthread rwlock set to prefer writers
+// (PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP): once a writer waits, new readers
+// queue behind it. Nobody holding it ever takes it again, which that kind requires.
+// Meets the SharedMutex requirements used here (std::unique_lock / std::shared_lock).
 class RegistryMutex {
 public:
-    void lock() {
-        std::lock_guard<std::mutex> gate(turnstile_);
-        rw_.lock();
+    RegistryMutex() {
+        pthread_rwlockattr_t attr;
+        pthread_rwlockattr_init(&attr);
+        pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+        pthread_rwlock_init(&rw_, &attr);
+        pthread_rwlockattr_destroy(&attr);
     }
-    void unlock() { rw_.unlock(); }
-    void lock_shared() {
-        std::lock_guard<std::mutex> gate(turnstile_);
-        rw_.lock_shared();
-    }
-    void unlock_shared() { rw_.unlock_shared(); }
+    ~RegistryMutex() { pthread_rwlock_destroy(&rw_); }
+    RegistryMutex(const RegistryMutex&) = delete;
+    RegistryMutex& operator=(const RegistryMutex&) = delete;
+
+    void lock() { pthread_rwlock_wrlock(&rw_); }
+    void unlock() { pthread_rwlock_unlock(&rw_); }
+    void lock_shared() { pthread_rwlock_rdlock(&rw_); }
+    void unlock_shared() { pthread_rwlock_unlock(&rw_); }
 
 private:
-    std::mutex turnstile_;
-    std::shared_mutex rw_;
+    pthread_rwlock_t rw_;
 };
 
 struct State {
@@ -349,12 +355,13 @@ bool parse_memfd_target(const std::string& target, int* device, CUmemAllocationP
     if (!parse_field(&s, 'h', &h) || *s++ != ':') return false;
     if (!parse_field(&s, 'l', &l) || *s++ != ':') return false;
     if (!parse_field(&s, 'n', &n) || *s != '\0') return false;
-    if (h != CU_MEM_HANDLE_TYPE_NONE && h != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return false;
+    // Only an allocation created with POSIX_FILE_DESCRIPTOR requested can be exported,
+    // and never from a plain HOST location, so any other combination is not a real export.
+    if (h != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) return false;
     switch (l) {
         case CU_MEM_LOCATION_TYPE_DEVICE:
             if (n != d) return false;
             break;
-        case CU_MEM_LOCATION_TYPE_HOST:
         case CU_MEM_LOCATION_TYPE_HOST_NUMA:
         case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
             if (d != 0 || n != 0) return false;

@@ -3,9 +3,13 @@
 #include "cuvmm/jni_api.hpp"
 
 #include "cuvmm/cuda_errors.hpp"
+#include "cuvmm/fd_utils.hpp"
+#include "cuvmm/sharing.hpp"
 #include "cuvmm/transfer.hpp"
 
+#include <cerrno>
 #include <cstdint>
+#include <cstring>
 #include <new>
 
 namespace cuvmm {
@@ -198,6 +202,61 @@ int grow(RangeHandle& out, const RangeHandle& in, const SpecHandle& spec, long l
     });
     return outcome;
 }
+
+int export_chunk_count(const RangeHandle& range) {
+    return range.range ? static_cast<int>(exported_chunk_count(*range.range)) : 0;
+}
+
+int export_fds(const RangeHandle& range, int* out_fds, long long* out_sizes, int capacity, Status& status) {
+    int count = -1;
+    guarded(status, "export", [&] {
+        const Range& r = require_range(range, "export");
+        if (out_fds == nullptr || out_sizes == nullptr) throw invalid("export", "output arrays are null");
+        if (static_cast<size_t>(capacity) < exported_chunk_count(r)) {
+            throw invalid("export", "capacity " + std::to_string(capacity) + " is below the chunk count " +
+                                        std::to_string(exported_chunk_count(r)));
+        }
+        std::vector<int> fds = export_range_fds(r);
+        for (size_t i = 0; i < fds.size(); ++i) {
+            out_fds[i] = fds[i];
+            out_sizes[i] = static_cast<long long>(r.mappings()[i]->size());
+        }
+        count = static_cast<int>(fds.size());
+    });
+    return count;
+}
+
+void import_fds(RangeHandle& out, const SpecHandle& spec, const int* fds, const long long* sizes, int count,
+                long long size, Status& status) {
+    guarded(status, "import", [&] {
+        if (!spec.spec) throw invalid("import", "the resource options are not built");
+        if (count < 0 || (count > 0 && (fds == nullptr || sizes == nullptr))) {
+            throw invalid("import", "count: " + std::to_string(count));
+        }
+        std::vector<int> fd_list(fds, fds + count);
+        std::vector<size_t> size_list;
+        for (int i = 0; i < count; ++i) size_list.push_back(require_non_negative(sizes[i], "import", "chunk size"));
+        out.range = Range::import_fds(spec.spec, fd_list, size_list, require_non_negative(size, "import", "size"));
+    });
+}
+
+int fd_dup(int fd, Status& status) {
+    int result = -1;
+    guarded(status, "fromFds", [&] {
+        result = dup_cloexec(fd);
+        if (result < 0) {
+            int err = errno;
+            std::string hint = fd_limit_hint();
+            throw DriverError(CUDA_ERROR_OPERATING_SYSTEM, "fcntl(F_DUPFD_CLOEXEC)", "duplicating fd " + std::to_string(fd),
+                              std::string(std::strerror(err)) + (hint.empty() ? "" : "; " + hint));
+        }
+    });
+    return result;
+}
+
+bool fd_valid(int fd) { return fd_is_open(fd); }
+
+int fd_close(int fd) { return close_fd(fd); }
 
 void write_array(const RangeHandle& dst, long long offset, const signed char* array, long long array_offset,
                  long long bytes, Status& status) {

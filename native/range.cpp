@@ -141,7 +141,8 @@ RangeRef Range::import_fds(ChunkSpecRef spec, const std::vector<int>& fds, const
     mappings.reserve(fds.size());
     CUdeviceptr at = reservation->base();
     for (int i = 0; i < chunks; ++i) {
-        auto allocation = Allocation::import_fd(fds[i], sizes[i], Step{"importing chunk", i + 1, chunks});
+        auto allocation = Allocation::import_fd(fds[i], sizes[i], spec->prop.location,
+                                              Step{"importing chunk", i + 1, chunks});
         mappings.push_back(Mapping::map(reservation, at, std::move(allocation), spec->access,
                                         Step{"mapping imported chunk", i + 1, chunks}));
         at += sizes[i];

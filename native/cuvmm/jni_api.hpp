@@ -107,6 +107,20 @@ void allocate(RangeHandle& out, const SpecHandle& spec, long long size, Status& 
 // Returns the GrowOutcome (0 alias, 1 in place, 2 moved, 3 fresh), -1 on error.
 int grow(RangeHandle& out, const RangeHandle& in, const SpecHandle& spec, long long new_size, Status& status);
 
+// ---- sharing ----
+// Number of chunks export_fds will write (chunks overlapping the buffer's size).
+int export_chunk_count(const RangeHandle& range);
+// Exports one fd per chunk into out_fds (capacity entries) and their sizes into out_sizes;
+// returns the count, or -1 on error (no fd left open). The caller owns the fds.
+int export_fds(const RangeHandle& range, int* out_fds, long long* out_sizes, int capacity, Status& status);
+// Imports `count` fds (the caller keeps them) into one new range of `size` bytes.
+void import_fds(RangeHandle& out, const SpecHandle& spec, const int* fds, const long long* sizes, int count,
+                long long size, Status& status);
+// fcntl(F_DUPFD_CLOEXEC); -1 and status set (naming errno and the fd limit) on failure.
+int fd_dup(int fd, Status& status);
+bool fd_valid(int fd);
+int fd_close(int fd);
+
 // ---- data ----
 void write_array(const RangeHandle& dst, long long offset, const signed char* array, long long array_offset,
                  long long bytes, Status& status);

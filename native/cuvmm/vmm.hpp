@@ -47,8 +47,10 @@ class Allocation {
 public:
     static std::shared_ptr<const Allocation> create(const ChunkSpec& spec, size_t size, const Step& step);
     // Imports a shareable handle (a POSIX fd for POSIX_FILE_DESCRIPTOR). The caller keeps
-    // ownership of `fd`; the driver keeps what it needs.
-    static std::shared_ptr<const Allocation> import_fd(int fd, size_t size, const Step& step);
+    // ownership of `fd`; the driver keeps what it needs. Throws CUDA_ERROR_INVALID_DEVICE
+    // (after releasing the import) when the memory is not at `expected`.
+    static std::shared_ptr<const Allocation> import_fd(int fd, size_t size, const CUmemLocation& expected,
+                                                       const Step& step);
 
     ~Allocation();
     Allocation(const Allocation&) = delete;

@@ -732,6 +732,9 @@ void test_import_refusals() {
             {"cuvmm-host:d0:h1:l1:n0x", G, true, CUDA_ERROR_INVALID_VALUE},      // trailing junk
             {"cuvmm-host:d0:h1:l1:n1", G, true, CUDA_ERROR_INVALID_VALUE},       // d != n
             {"cuvmm-host:d0:h8:l1:n0", G, true, CUDA_ERROR_INVALID_VALUE},       // bad handle types
+            {"cuvmm-host:d0:h0:l1:n0", G, true, CUDA_ERROR_INVALID_VALUE},       // never exportable
+            {"cuvmm-host:d0:h1:l2:n0", G, true, CUDA_ERROR_INVALID_VALUE},       // HOST + fd
+            {"cuvmm-host:d1:h1:l4:n0", G, true, CUDA_ERROR_INVALID_VALUE},       // host with d != 0
             {"cuvmm-host:d0:h1:l7:n0", G, true, CUDA_ERROR_INVALID_VALUE},       // bad location type
             {"cuvmm-host:d-1:h1:l1:n-1", G, true, CUDA_ERROR_INVALID_VALUE},     // negative
             {"cuvmm-host:d0:h1:l1:n0", G + 4096, true, CUDA_ERROR_INVALID_VALUE},  // size not granular
@@ -739,6 +742,7 @@ void test_import_refusals() {
             {"cuvmm-host:d0:h1:l1:n0", G, false, CUDA_ERROR_INVALID_VALUE},      // not sealed
             {"cuvmm-host:d5:h1:l1:n5", G, true, CUDA_ERROR_INVALID_DEVICE},      // no device 5 here
             {"cuvmm-host:d0:h1:l3:n0", G, true, CUDA_SUCCESS},                   // HOST_NUMA, fine
+            {"cuvmm-host:d1:h1:l1:n1", 2 * G, true, CUDA_SUCCESS},               // device 1, fine
     };
     for (auto& c : cases) {
         int fd = make_memfd(c.name, c.size, c.seal);
@@ -821,7 +825,7 @@ void test_races() {
     CUdeviceptr va = 0;
     OK(T.cuMemAddressReserve(&va, 4 * G, 0, 0, 0));
     std::atomic<bool> stop{false};
-    std::atomic<long> unexpected{0}, ok_copies{0}, refused{0};
+    std::atomic<long> unexpected{0}, ok_copies{0}, refused{0}, rounds{0};
     auto count = [&](CUresult r) {
         if (r == CUDA_SUCCESS) ++ok_copies;
         else if (r == CUDA_ERROR_INVALID_VALUE) ++refused;
@@ -835,12 +839,15 @@ void test_races() {
             unsigned seed = 1234u + static_cast<unsigned>(t);
             while (!stop.load()) {
                 seed = seed * 1103515245u + 12345u;
-                size_t off = (seed >> 4) % (4 * G - buf.size());
+                // Each thread stays in its own granule of the VA, so the device bytes
+                // themselves are never raced (keeps ThreadSanitizer runs clean).
+                CUdeviceptr slice = va + static_cast<CUdeviceptr>(t) * G;
+                size_t off = (seed >> 4) % (G - 2 * buf.size());
                 switch (seed % 4) {
-                    case 0: count(T.cuMemcpyHtoD(va + off, buf.data(), buf.size())); break;
-                    case 1: count(T.cuMemcpyDtoH(buf.data(), va + off, buf.size())); break;
-                    case 2: count(T.cuMemcpyDtoD(va + (off ^ 4096) % (4 * G - buf.size()), va + off, buf.size())); break;
-                    default: count(T.cuMemsetD8(va + off, 0x77, buf.size())); break;
+                    case 0: count(T.cuMemcpyHtoD(slice + off, buf.data(), buf.size())); break;
+                    case 1: count(T.cuMemcpyDtoH(buf.data(), slice + off, buf.size())); break;
+                    case 2: count(T.cuMemcpyDtoD(slice + off + 4096, slice + off, buf.size())); break;
+                    default: count(T.cuMemsetD8(slice + off, 0x77, buf.size())); break;
                 }
             }
         });
@@ -850,7 +857,10 @@ void test_races() {
                                  dev_access(1, CU_MEM_ACCESS_FLAGS_PROT_READWRITE)};
         CUmemAccessDesc ro[2] = {dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_READ),
                                  dev_access(1, CU_MEM_ACCESS_FLAGS_PROT_NONE)};
-        for (int i = 0; i < 300; ++i) {
+        // At least 20 rounds; then up to 300 while under 2 s (sanitizer builds are slow).
+        auto t0 = std::chrono::steady_clock::now();
+        for (int i = 0; i < 20 || (i < 300 && std::chrono::steady_clock::now() - t0 < std::chrono::seconds(2)); ++i) {
+            ++rounds;
             CUdeviceptr at = va + static_cast<CUdeviceptr>((i % 3) * G);
             if (T.cuMemMap(at, 2 * G, 0, h, 0) != CUDA_SUCCESS) ++unexpected;
             if (T.cuMemSetAccess(at, 2 * G, rw, 2) != CUDA_SUCCESS) ++unexpected;
@@ -863,6 +873,7 @@ void test_races() {
     });
     for (auto& th : threads) th.join();
     CHECK(unexpected.load() == 0);
+    CHECK(rounds.load() >= 20);
     CHECK(ok_copies.load() > 0);
     CHECK(refused.load() > 0);
     CHECK(host_live_counts().mappings == 0);

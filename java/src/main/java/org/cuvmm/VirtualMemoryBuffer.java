@@ -287,6 +287,46 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     }
 
     /**
+     * Exports this buffer for another process: one fd per physical allocation that covers
+     * it, in address order. Exports on every call (nothing is cached; this buffer holds no
+     * fds); the returned descriptor owns the fds.
+     *
+     * @throws IllegalStateException when the resource is not IPC-enabled (handle type not
+     *     POSIX_FD), when the buffer covers memory imported from another process (which
+     *     cannot be exported again), or when the buffer is closed
+     * @throws CudaException when the driver fails (at the fd limit the message says so);
+     *     no fd stays open
+     */
+    public BufferDescriptor exportDescriptor() {
+        if (!resource.isIpcEnabled()) {
+            throw new IllegalStateException("exportDescriptor: " + release.description + " was allocated with handle type "
+                    + resource.options().handleType() + " (expected: POSIX_FD; create the resource with "
+                    + "VirtualMemoryResourceOptions.builder().handleType(HandleType.POSIX_FD))");
+        }
+        acquire();
+        try {
+            int chunks = NativeApi.export_chunk_count(range);
+            for (int i = 0; i < chunks; i++) {
+                if (range.chunk_imported(i)) {
+                    throw new IllegalStateException("exportDescriptor: " + release.description + " covers memory imported "
+                            + "from another process (chunk " + (i + 1) + " of " + chunks + "); imported memory cannot be "
+                            + "exported again. Forward the BufferDescriptor you imported it from, or copy the data into "
+                            + "a buffer this process owns (resource.allocate + copyFrom) and export that.");
+                }
+            }
+            int[] fds = new int[chunks];
+            long[] sizes = new long[chunks];
+            NativeStatus st = NativeCalls.status();
+            int n = NativeApi.export_fds(range, fds, sizes, chunks, st);
+            NativeCalls.check(st);
+            if (n != chunks) throw new IllegalStateException("export returned " + n + " fds for " + chunks + " chunks");
+            return new BufferDescriptor(fds, sizes, size, HandleType.POSIX_FD);
+        } finally {
+            state.release();
+        }
+    }
+
+    /**
      * Runs {@code action} with this buffer's address while holding a use: until it returns,
      * {@link #close()} from any thread refuses and the memory stays mapped. Use it around
      * work that reads the raw address, such as a kernel launch through another binding.

@@ -214,6 +214,57 @@ public final class VirtualMemoryResource implements AutoCloseable {
         }
     }
 
+    /**
+     * Maps memory exported by another process (or this one): reserves exactly the
+     * descriptor's extent, imports and maps each allocation with this resource's access
+     * settings. The descriptor keeps its fds (close it after import); the buffer keeps no fd.
+     * The result is {@link VirtualMemoryBuffer#isImported() imported}: it cannot be exported
+     * again, nor can any alias or grow of it.
+     *
+     * @throws IllegalStateException when this resource is not IPC-enabled, or the descriptor
+     *     or resource is closed
+     * @throws IllegalArgumentException when the handle type differs, or a size is not a
+     *     positive multiple of the granularity
+     * @throws CudaException when the driver refuses (an fd that is not a memory handle, memory
+     *     on another device); nothing stays reserved or mapped
+     */
+    public VirtualMemoryBuffer importBuffer(BufferDescriptor descriptor) {
+        Checks.notNull("descriptor", descriptor);
+        if (!isIpcEnabled()) {
+            throw new IllegalStateException("importBuffer: this resource has handle type " + options.handleType()
+                    + " (expected: POSIX_FD; import with a resource created with handleType(HandleType.POSIX_FD))");
+        }
+        if (descriptor.handleType() != options.handleType()) {
+            throw new IllegalArgumentException("descriptor.handleType: " + descriptor.handleType() + " (expected: "
+                    + options.handleType() + ", this resource's handle type)");
+        }
+        long[] sizes = descriptor.sizes();
+        for (int i = 0; i < sizes.length; i++) {
+            if (sizes[i] <= 0 || sizes[i] % granularity != 0) {
+                throw new IllegalArgumentException("descriptor.sizes[" + i + "]: " + sizes[i] + " (expected: a positive "
+                        + "multiple of this resource's granularity " + granularity + ")");
+            }
+        }
+        if (descriptor.size() > descriptor.mappedSize()) {
+            throw new IllegalArgumentException("descriptor.size: " + descriptor.size() + " (expected: at most "
+                    + descriptor.mappedSize() + ", the sum of its sizes)");
+        }
+        state.acquire(this);
+        try {
+            NativeRangeHandle range = new NativeRangeHandle();
+            NativeStatus st = NativeCalls.status();
+            NativeApi.import_fds(range, spec, descriptor.fdsForImport(), sizes, sizes.length, descriptor.size(), st);
+            if (st.code() != 0) {
+                CudaException e = NativeCalls.toException(st);
+                range.close();
+                throw e;
+            }
+            return new VirtualMemoryBuffer(this, range, BufferOrigin.IMPORTED);
+        } finally {
+            state.release();
+        }
+    }
+
     public Driver driver() { return driver; }
     public int device() { return device; }
     public VirtualMemoryResourceOptions options() { return options; }

@@ -31,7 +31,7 @@ class ResourceAccountingTest {
 
     private void cycle(Check whileHeld) throws Exception {
         long[] before = TestSupport.live();
-        int fds = TestSupport.openFds();
+        java.util.Map<String, String> fds = TestSupport.fdTargets();
         long maps = TestSupport.memfdMappings();
         memfds = TestSupport.memfdFds();
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
@@ -49,7 +49,7 @@ class ResourceAccountingTest {
         }
         TestSupport.assertLive(before, "after closing every buffer");
         assertEquals(memfds, TestSupport.memfdFds(), "memfds back to baseline");
-        assertEquals(fds, TestSupport.openFds(), () -> "open fds back to baseline: " + TestSupport.fdTargets());
+        TestSupport.assertNoNewFds(fds, "after closing every buffer");
         assertEquals(maps, TestSupport.memfdMappings(), "memfd mappings back to baseline");
     }
 }

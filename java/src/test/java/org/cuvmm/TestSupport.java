@@ -65,6 +65,20 @@ final class TestSupport {
         return m;
     }
 
+    /** Fails listing the fds (other than /proc files and sockets) open now that were not in {@code before}. */
+    static void assertNoNewFds(java.util.Map<String, String> before, String when) {
+        java.util.Map<String, String> now = fdTargets();
+        java.util.Map<String, String> added = new java.util.TreeMap<>();
+        for (java.util.Map.Entry<String, String> e : now.entrySet()) {
+            String t = e.getValue();
+            // The JDK keeps /dev/random and /dev/urandom open once SecureRandom (temp files) is used.
+            if (t.startsWith("/proc/") || t.startsWith("socket:") || t.startsWith("/dev/random")
+                    || t.startsWith("/dev/urandom")) continue;
+            if (!t.equals(before.get(e.getKey()))) added.put(e.getKey(), t);
+        }
+        if (!added.isEmpty()) throw new AssertionError("fds opened and not closed " + when + ": " + added);
+    }
+
     /** Open fds that are cuvmm host-driver memfds. */
     static long memfdFds() throws IOException {
         long n = 0;

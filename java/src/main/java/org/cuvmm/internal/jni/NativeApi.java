@@ -37,6 +37,16 @@ public final class NativeApi {
                                   @Const @ByRef NativeSpecHandle spec, @Cast("long long") long newSize,
                                   @ByRef NativeStatus status);
 
+    public static native int export_chunk_count(@Const @ByRef NativeRangeHandle range);
+    public static native int export_fds(@Const @ByRef NativeRangeHandle range, int[] outFds,
+                                        @Cast("long long*") long[] outSizes, int capacity, @ByRef NativeStatus status);
+    public static native void import_fds(@ByRef NativeRangeHandle out, @Const @ByRef NativeSpecHandle spec,
+                                         @Cast("const int*") int[] fds, @Cast("const long long*") long[] sizes, int count,
+                                         @Cast("long long") long size, @ByRef NativeStatus status);
+    public static native int fd_dup(int fd, @ByRef NativeStatus status);
+    public static native @Cast("bool") boolean fd_valid(int fd);
+    public static native int fd_close(int fd);
+
     @CriticalRegion
     public static native void write_array(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long offset,
                                           @Cast("const signed char*") byte[] array, @Cast("long long") long arrayOffset,

@@ -1,0 +1,152 @@
+package org.cuvmm;
+
+import java.util.Arrays;
+import java.util.concurrent.atomic.AtomicBoolean;
+
+import org.cuvmm.internal.Checks;
+import org.cuvmm.internal.NativeCalls;
+import org.cuvmm.internal.jni.NativeApi;
+import org.cuvmm.internal.jni.NativeStatus;
+
+/**
+ * What another process needs to map a buffer: one shareable handle (a POSIX fd) per
+ * physical allocation in address order, each allocation's size, the buffer's size (which
+ * may be less than their sum) and the handle type.
+ *
+ * <p>A descriptor <em>owns</em> its fds and closes them in {@link #close()}. Send the fds by
+ * any means (the vmm-ipc sharing protocol, or your own {@code SCM_RIGHTS} code), then close
+ * the descriptor: the receiver gets its own copies. On the receiving side,
+ * {@link #fromFds} duplicates the ints it is given, so the caller keeps (and closes) its
+ * originals.
+ *
+ * <pre>{@code
+ * try (BufferDescriptor d = buffer.exportDescriptor()) {
+ *     send(socket, d.fds(), d.sizes(), d.size());   // your transport
+ * }
+ * // other process:
+ * try (BufferDescriptor d = BufferDescriptor.fromFds(fds, sizes, HandleType.POSIX_FD, size);
+ *      VirtualMemoryBuffer view = resource.importBuffer(d)) { ... }
+ * }</pre>
+ *
+ * <p>Thread-safe; {@code close()} is idempotent.
+ */
+public final class BufferDescriptor implements AutoCloseable {
+    private final int[] fds;
+    private final long[] sizes;
+    private final long size;
+    private final HandleType handleType;
+    private final AtomicBoolean closed = new AtomicBoolean();
+
+    /** Takes ownership of {@code fds} (already duplicated or freshly exported). */
+    BufferDescriptor(int[] fds, long[] sizes, long size, HandleType handleType) {
+        this.fds = fds;
+        this.sizes = sizes;
+        this.size = size;
+        this.handleType = handleType;
+    }
+
+    /**
+     * Builds a descriptor from fds received by the caller's own means. Each fd is
+     * <em>duplicated</em>: the caller keeps and closes its originals.
+     *
+     * @param fds one open fd per physical allocation, address order
+     * @param sizes the size of each allocation in bytes (positive)
+     * @param handleType how the fds were exported ({@link HandleType#POSIX_FD})
+     * @param size the buffer's size: at most the sum of {@code sizes}
+     * @throws IllegalArgumentException naming the argument and value for any bad input,
+     *     including an int that is not an open fd; nothing stays open
+     * @throws CudaException when duplicating fails (for example at the fd limit)
+     */
+    public static BufferDescriptor fromFds(int[] fds, long[] sizes, HandleType handleType, long size) {
+        Checks.notNull("fds", fds);
+        Checks.notNull("sizes", sizes);
+        Checks.notNull("handleType", handleType);
+        if (handleType != HandleType.POSIX_FD) {
+            throw new IllegalArgumentException("handleType: " + handleType + " (expected: POSIX_FD; only POSIX fds "
+                    + "travel as ints)");
+        }
+        if (fds.length != sizes.length) {
+            throw new IllegalArgumentException("fds: " + fds.length + " entries, sizes: " + sizes.length
+                    + " entries (expected: one size per fd)");
+        }
+        long total = 0;
+        for (int i = 0; i < sizes.length; i++) {
+            if (sizes[i] <= 0) {
+                throw new IllegalArgumentException("sizes[" + i + "]: " + sizes[i] + " (expected: > 0, the allocation's size in bytes)");
+            }
+            if (total > Long.MAX_VALUE - sizes[i]) {
+                throw new IllegalArgumentException("sizes: " + Arrays.toString(sizes) + " (expected: a sum that fits in a long)");
+            }
+            total += sizes[i];
+        }
+        if (size < 0 || size > total) {
+            throw new IllegalArgumentException("size: " + size + " (expected: 0 to " + total + ", the sum of sizes)");
+        }
+        for (int i = 0; i < fds.length; i++) {
+            if (!NativeApi.fd_valid(fds[i])) {
+                throw new IllegalArgumentException("fds[" + i + "]: " + fds[i] + " (expected: an open file descriptor "
+                        + "of this process)");
+            }
+        }
+        int[] owned = new int[fds.length];
+        int made = 0;
+        try {
+            NativeStatus st = NativeCalls.status();
+            for (; made < fds.length; made++) {
+                owned[made] = NativeApi.fd_dup(fds[made], st);
+                NativeCalls.check(st);
+            }
+        } catch (RuntimeException e) {
+            for (int i = 0; i < made; i++) NativeApi.fd_close(owned[i]);
+            throw e;
+        }
+        return new BufferDescriptor(owned, sizes.clone(), size, handleType);
+    }
+
+    /** The fds, address order: still owned by this descriptor (do not close them yourself). */
+    public int[] fds() {
+        requireOpen();
+        return fds.clone();
+    }
+
+    public long[] sizes() { return sizes.clone(); }
+
+    public long size() { return size; }
+
+    public HandleType handleType() { return handleType; }
+
+    public int chunkCount() { return fds.length; }
+
+    /** Sum of the allocation sizes: the extent an importer reserves. */
+    public long mappedSize() {
+        long total = 0;
+        for (long s : sizes) total += s;
+        return total;
+    }
+
+    /** Closes every fd this descriptor owns. Idempotent; never throws. */
+    @Override
+    public void close() {
+        if (closed.compareAndSet(false, true)) {
+            for (int fd : fds) NativeApi.fd_close(fd);
+        }
+    }
+
+    public boolean isClosed() { return closed.get(); }
+
+    /** The owned fds for import: checked open, not copied. */
+    int[] fdsForImport() {
+        requireOpen();
+        return fds;
+    }
+
+    private void requireOpen() {
+        if (closed.get()) throw new IllegalStateException(this + " is closed; its fds are gone");
+    }
+
+    @Override
+    public String toString() {
+        return "BufferDescriptor[" + handleType + ", size " + size + ", chunks " + Arrays.toString(sizes)
+                + (closed.get() ? ", closed" : "") + "]";
+    }
+}

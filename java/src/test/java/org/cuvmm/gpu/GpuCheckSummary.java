@@ -1,0 +1,185 @@
+package org.cuvmm.gpu;
+
+import java.io.IOException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.DirectoryStream;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+
+import javax.xml.parsers.DocumentBuilderFactory;
+
+import org.w3c.dom.Document;
+import org.w3c.dom.Element;
+import org.w3c.dom.Node;
+import org.w3c.dom.NodeList;
+
+/**
+ * Last step of {@code scripts/gpu-check}'s run: reads the JUnit console launcher's legacy
+ * XML reports and the facts {@link GpuCheckPreflight} wrote, and prints which tests ran on
+ * which driver (the real NVIDIA driver or the host driver), which failed, and which were
+ * skipped and why. Arguments: reports folder, preflight facts file, launcher exit status.
+ *
+ * <p>Exit status: 0 when every test that ran passed, the launcher succeeded, and (on cuda)
+ * at least one gpu-tagged test ran; 1 otherwise.
+ */
+public final class GpuCheckSummary {
+    private GpuCheckSummary() {}
+
+    private static final class Result {
+        final String className;
+        final String name;
+        final String status; // passed, failed, skipped
+        final String detail;
+        final double seconds;
+
+        Result(String className, String name, String status, String detail, double seconds) {
+            this.className = className;
+            this.name = name;
+            this.status = status;
+            this.detail = detail;
+            this.seconds = seconds;
+        }
+
+        boolean gpu() { return className.startsWith("org.cuvmm.gpu."); }
+
+        String label() {
+            String simple = className.substring(className.lastIndexOf('.') + 1);
+            return (gpu() ? "[gpu] " : "      ") + simple + "." + name;
+        }
+    }
+
+    public static void main(String[] args) throws Exception {
+        Path reports = Path.of(args[0]);
+        Map<String, List<String>> facts = readFacts(Path.of(args[1]));
+        int launcherStatus = args.length > 2 ? Integer.parseInt(args[2].trim()) : 0;
+        List<Result> results = new ArrayList<>();
+        try (DirectoryStream<Path> files = Files.newDirectoryStream(reports, "TEST-*.xml")) {
+            for (Path f : files) results.addAll(parse(f));
+        }
+        String driver = first(facts, "driver", "unknown");
+        boolean cuda = driver.equals("CUDA");
+        String where = cuda ? "the real NVIDIA driver (cuda " + first(facts, "version", "?") + ")"
+                : "the " + driver.toLowerCase(Locale.ROOT) + " driver";
+
+        results.sort(java.util.Comparator.comparing((Result r) -> !r.gpu()).thenComparing(r -> r.className)
+                .thenComparing(r -> r.name));
+        List<Result> passed = new ArrayList<>();
+        List<Result> failed = new ArrayList<>();
+        List<Result> skipped = new ArrayList<>();
+        for (Result r : results) {
+            (r.status.equals("passed") ? passed : r.status.equals("failed") ? failed : skipped).add(r);
+        }
+        long gpuRan = results.stream().filter(r -> r.gpu() && !r.status.equals("skipped")).count();
+
+        StringBuilder out = new StringBuilder();
+        out.append("\n==================== gpu-check summary ====================\n");
+        out.append("driver:   ").append(driver).append(cuda ? " (real NVIDIA driver, " + first(facts, "version", "?") + ")"
+                : driver.equals("HOST") ? " (cuvmm's host driver: memfd/mmap simulation, NO GPU involved)" : "").append('\n');
+        out.append("why:      ").append(first(facts, "reason", "")).append('\n');
+        for (String d : facts.getOrDefault("device", List.of())) out.append("device:   ").append(d).append('\n');
+        if (facts.containsKey("presets")) out.append("presets:  ").append(first(facts, "presets", "")).append('\n');
+        out.append('\n');
+        out.append("Ran on ").append(where).append(": ").append(passed.size() + failed.size()).append(" test(s), ")
+                .append(gpuRan).append(" of them gpu-tagged\n");
+        for (Result r : passed) out.append(String.format(Locale.ROOT, "  PASS  %-90s %7.3f s%n", r.label(), r.seconds));
+        for (Result r : failed) {
+            out.append(String.format(Locale.ROOT, "  FAIL  %-90s %7.3f s%n", r.label(), r.seconds));
+            out.append("        ").append(r.detail).append('\n');
+        }
+        out.append('\n').append("Skipped (did not run), with the reason:\n");
+        if (skipped.isEmpty()) out.append("  none\n");
+        for (Result r : skipped) out.append("  SKIP  ").append(r.label()).append("\n        ").append(r.detail).append('\n');
+        out.append('\n');
+        if (!cuda) {
+            out.append("NOTE: no test ran on the NVIDIA driver in this run");
+            out.append(driver.equals("HOST") ? " (host driver selected; gpu-tagged tests skip).\n" : ".\n");
+        }
+        if (launcherStatus != 0 && failed.isEmpty()) {
+            out.append("NOTE: the JUnit console launcher exited with ").append(launcherStatus)
+                    .append(" (see its output above: a container or the engine may have failed).\n");
+        }
+        if (results.isEmpty()) out.append("NOTE: no test results were found in ").append(reports).append('\n');
+        out.append(String.format(Locale.ROOT, "gpu-check (%s driver): %d passed, %d failed, %d skipped%n",
+                driver.toLowerCase(Locale.ROOT), passed.size(), failed.size(), skipped.size()));
+        System.out.print(out);
+        System.out.flush();
+
+        boolean ok = failed.isEmpty() && launcherStatus == 0 && !results.isEmpty() && (!cuda || gpuRan > 0);
+        if (cuda && gpuRan == 0) System.out.println("gpu-check: FAILED: the cuda driver ran but no gpu-tagged test ran");
+        System.exit(ok ? 0 : 1);
+    }
+
+    private static Map<String, List<String>> readFacts(Path file) throws IOException {
+        Map<String, List<String>> facts = new LinkedHashMap<>();
+        if (!Files.exists(file)) return facts;
+        for (String line : Files.readAllLines(file, StandardCharsets.UTF_8)) {
+            int eq = line.indexOf('=');
+            if (eq > 0) facts.computeIfAbsent(line.substring(0, eq), k -> new ArrayList<>()).add(line.substring(eq + 1));
+        }
+        return facts;
+    }
+
+    private static String first(Map<String, List<String>> facts, String key, String fallback) {
+        List<String> v = facts.get(key);
+        return v == null || v.isEmpty() ? fallback : v.get(0);
+    }
+
+    private static List<Result> parse(Path file) throws Exception {
+        DocumentBuilderFactory f = DocumentBuilderFactory.newInstance();
+        f.setExpandEntityReferences(false);
+        Document doc = f.newDocumentBuilder().parse(file.toFile());
+        NodeList cases = doc.getElementsByTagName("testcase");
+        List<Result> out = new ArrayList<>();
+        for (int i = 0; i < cases.getLength(); i++) {
+            Element c = (Element) cases.item(i);
+            String status = "passed";
+            String detail = "";
+            for (Node n = c.getFirstChild(); n != null; n = n.getNextSibling()) {
+                if (!(n instanceof Element)) continue;
+                String tag = ((Element) n).getTagName();
+                if (tag.equals("failure") || tag.equals("error")) {
+                    status = "failed";
+                    detail = describe((Element) n);
+                    break;
+                }
+                if (tag.equals("skipped")) {
+                    status = "skipped";
+                    detail = describe((Element) n);
+                }
+            }
+            double seconds = 0;
+            try {
+                seconds = Double.parseDouble(c.getAttribute("time"));
+            } catch (NumberFormatException e) {
+                // keep 0
+            }
+            out.add(new Result(c.getAttribute("classname"), c.getAttribute("name"), status, detail, seconds));
+        }
+        return out;
+    }
+
+    /** The message attribute, else the first meaningful line of the element's text. */
+    private static String describe(Element e) {
+        String message = e.getAttribute("message");
+        if (message.isBlank()) {
+            for (String line : e.getTextContent().split("\n")) {
+                String t = line.trim();
+                if (!t.isEmpty()) {
+                    message = t;
+                    break;
+                }
+            }
+        }
+        message = message.replace('\n', ' ').trim();
+        String type = e.getAttribute("type");
+        if (!type.isBlank() && !message.startsWith(type)) message = type + ": " + message;
+        // A skip's reason is what matters, not the exception that carried it.
+        message = message.replaceFirst("^org\\.opentest4j\\.TestAbortedException: (Assumption failed: )?", "");
+        return message.length() > 600 ? message.substring(0, 600) + " ..." : message;
+    }
+}

@@ -1,0 +1,94 @@
+package org.cuvmm.gpu;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.util.Arrays;
+import java.util.Locale;
+
+import org.cuvmm.Driver;
+import org.cuvmm.DriverCounters;
+import org.cuvmm.DriverKind;
+import org.cuvmm.VirtualMemoryBuffer;
+import org.cuvmm.VirtualMemoryResource;
+import org.cuvmm.VirtualMemoryResourceOptions;
+import org.junit.jupiter.api.Assumptions;
+
+/**
+ * Helpers of the gpu-tagged tests: they run only where the selected driver is the NVIDIA
+ * driver, and skip with the driver's own reason everywhere else.
+ */
+final class GpuSupport {
+    private GpuSupport() {}
+
+    /**
+     * The running driver when it is CUDA; otherwise aborts the calling test with the reason.
+     * When cuda is forced and cannot load, {@link Driver#get()} throws: that is a failure,
+     * not a skip (the run asked for the real driver and did not get it).
+     */
+    static Driver assumeCuda() {
+        Driver d = Driver.get();
+        Assumptions.assumeTrue(d.kind() == DriverKind.CUDA, () -> "needs the NVIDIA driver (cuda); this JVM runs the "
+                + d.kind().name().toLowerCase(Locale.ROOT) + " driver: " + d.reason());
+        return d;
+    }
+
+    /** Aborts the calling test unless the driver has at least {@code n} devices. */
+    static void assumeDevices(Driver d, int n) {
+        Assumptions.assumeTrue(d.deviceCount() >= n, () -> "needs " + n + " or more devices; the "
+                + d.kind().name().toLowerCase(Locale.ROOT) + " driver reports " + d.deviceCount() + ": " + d.devices());
+    }
+
+    /** Live objects of cuvmm's object model: allocations, reservations, mappings, ranges. */
+    static long[] live() {
+        DriverCounters c = Driver.get().counters();
+        return new long[] {c.liveAllocations(), c.liveReservations(), c.liveMappings(), c.liveRanges()};
+    }
+
+    static void assertLive(long[] expected, String when) {
+        assertEquals(Arrays.toString(expected), Arrays.toString(live()),
+                "live [allocations, reservations, mappings, ranges] " + when);
+    }
+
+    /** The host driver's own counters stay 0 while the cuda driver runs. */
+    static void assertHostCountersZero() {
+        DriverCounters c = Driver.get().counters();
+        assertEquals("[0, 0, 0, 0]", Arrays.toString(new long[] {c.hostAllocations(), c.hostReservations(),
+                c.hostMappings(), c.hostMemfds()}), "host-driver counters [allocations, reservations, mappings, memfds] "
+                + "on the cuda driver");
+    }
+
+    static byte[] pattern(int length, int seed) {
+        byte[] b = new byte[length];
+        int x = seed * 0x9E3779B9 + 1;
+        for (int i = 0; i < length; i++) {
+            x ^= x << 13;
+            x ^= x >>> 17;
+            x ^= x << 5;
+            b[i] = (byte) x;
+        }
+        return b;
+    }
+
+    static void assertContent(VirtualMemoryBuffer b, long offset, byte[] expected) {
+        byte[] back = new byte[expected.length];
+        b.copyTo(offset, back, 0, back.length);
+        assertArrayEquals(expected, back, "content at offset " + offset + " of " + b);
+    }
+
+    /**
+     * A granularity-aligned address with at least {@code bytes} free after it: a probe
+     * allocation's address, released again. A resource with this address hint places its
+     * first reservation there, so the range after it is free for an in-place grow.
+     */
+    static long freeRegion(long bytes) {
+        try (VirtualMemoryResource probe = VirtualMemoryResource.create(0);
+             VirtualMemoryBuffer b = probe.allocate(bytes)) {
+            return b.address();
+        }
+    }
+
+    static VirtualMemoryResource resourceAt(long hint) {
+        return VirtualMemoryResource.create(0, VirtualMemoryResourceOptions.builder().addressHint(hint).build());
+    }
+}
