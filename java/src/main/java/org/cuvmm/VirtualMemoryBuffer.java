@@ -38,6 +38,8 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     private final long address;
     private final long size;
     private final AcquireState state = new AcquireState();
+    // Informational: the leases counted in `state`, so a refused close can name them.
+    private final java.util.Set<BufferLease> leases = java.util.concurrent.ConcurrentHashMap.newKeySet();
     private final Release release;
     private final Cleaner.Cleanable cleanable;
 
@@ -343,8 +345,44 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         }
     }
 
-    /** Calls in progress on this buffer right now, from any thread. */
+    /** Calls in progress on this buffer right now, from any thread, leases included. */
     int activeUses() { return state.activeUses(); }
+
+    /**
+     * Registers a lease for {@code holder} (for example "consumer pid 4242 on
+     * /run/app.sock"): until the lease is closed, {@link #close()} refuses and names it.
+     * Registering is atomic with close: either the lease is registered and close refuses, or
+     * close won and this throws.
+     *
+     * @throws IllegalStateException when the buffer is closed
+     */
+    public BufferLease lease(String holder) {
+        Checks.notNull("holder", holder);
+        acquire();
+        BufferLease lease = new BufferLease(this, holder);
+        leases.add(lease);
+        return lease;
+    }
+
+    /** Leases held right now. */
+    public int leaseCount() { return leases.size(); }
+
+    void endLease(BufferLease lease) {
+        if (leases.remove(lease)) state.release();
+    }
+
+    private String holders() {
+        StringBuilder sb = new StringBuilder();
+        int n = 0;
+        for (BufferLease l : leases) {
+            sb.append(n == 0 ? "; leases: " : ", ").append(l.holder());
+            if (++n == 8) {
+                sb.append(", ...");
+                break;
+            }
+        }
+        return sb.toString();
+    }
 
     /**
      * Closes this reference. The memory is unmapped and released when its last holder
@@ -355,7 +393,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      */
     @Override
     public void close() {
-        if (state.tryClose(release.description, "") == AcquireState.CloseResult.CLOSED_NOW) {
+        if (state.tryClose(release.description, leases.isEmpty() ? "" : holders()) == AcquireState.CloseResult.CLOSED_NOW) {
             release.explicit = true;
             cleanable.clean();
         }

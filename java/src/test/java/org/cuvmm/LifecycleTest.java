@@ -51,13 +51,70 @@ class LifecycleTest {
             }));
             assertTrue(inside.await(10, TimeUnit.SECONDS));
             IllegalStateException refused = assertThrows(IllegalStateException.class, b::close);
-            assertTrue(refused.getMessage().contains("in use by 1 call"), refused.getMessage());
+            assertTrue(refused.getMessage().contains("in use by 1 holder"), refused.getMessage());
             assertFalse(b.isClosed(), "a refused close leaves the buffer open");
             b.fill((byte) 4); // still fully usable
             leave.countDown();
             user.get(10, TimeUnit.SECONDS);
             b.close();
             assertTrue(b.isClosed());
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    @Test
+    void aLeaseMakesCloseRefuseAndNamesItsHolder() {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            VirtualMemoryBuffer b = r.allocate(MiB);
+            BufferLease lease = b.lease("consumer pid 4242");
+            assertEquals(1, b.leaseCount());
+            IllegalStateException e = assertThrows(IllegalStateException.class, b::close);
+            assertTrue(e.getMessage().contains("consumer pid 4242"), e.getMessage());
+            b.fill((byte) 1);
+            lease.close();
+            lease.close();
+            assertEquals(0, b.leaseCount());
+            b.close();
+            assertThrows(IllegalStateException.class, () -> b.lease("late"));
+        }
+    }
+
+    @Test
+    void leaseAndCloseRaceAtomically() throws Exception {
+        ExecutorService pool = Executors.newFixedThreadPool(2);
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            for (int round = 0; round < 300; round++) {
+                VirtualMemoryBuffer b = r.allocate(MiB);
+                CountDownLatch go = new CountDownLatch(1);
+                Future<BufferLease> leaser = pool.submit(() -> {
+                    go.await();
+                    try {
+                        return b.lease("racer");
+                    } catch (IllegalStateException closed) {
+                        return null;
+                    }
+                });
+                Future<Boolean> closer = pool.submit(() -> {
+                    go.await();
+                    try {
+                        b.close();
+                        return true;
+                    } catch (IllegalStateException inUse) {
+                        return false;
+                    }
+                });
+                go.countDown();
+                BufferLease lease = leaser.get(10, TimeUnit.SECONDS);
+                boolean closed = closer.get(10, TimeUnit.SECONDS);
+                // Exactly one wins: a registered lease means the close refused, and vice versa.
+                assertTrue(closed != (lease != null), "lease " + lease + ", closed " + closed);
+                if (lease != null) {
+                    lease.close();
+                    b.close();
+                }
+                assertTrue(b.isClosed());
+            }
         } finally {
             pool.shutdownNow();
         }

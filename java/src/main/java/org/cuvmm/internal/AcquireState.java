@@ -60,16 +60,16 @@ public final class AcquireState {
      * Closes if idle. Idempotent: a second close reports {@link CloseResult#ALREADY_CLOSED}.
      *
      * @param what describes the object for the error message
-     * @param holders describes what else may hold it (appended to the message), may be empty
+     * @param holders names the leases among the uses ("; leases: consumer pid 7"), may be empty
      * @throws IllegalStateException when uses are in progress; the object stays fully usable
      */
     public CloseResult tryClose(Object what, String holders) {
         int witness = (int) STATE.compareAndExchange(this, OPEN, CLOSED);
         if (witness == OPEN) return CloseResult.CLOSED_NOW;
         if (witness == CLOSED) return CloseResult.ALREADY_CLOSED;
-        throw new IllegalStateException(what + " is in use by " + witness + " call" + (witness == 1 ? "" : "s")
-                + " in progress" + holders + "; it stays open and usable: close it again after "
-                + (witness == 1 ? "that call returns" : "those calls return"));
+        throw new IllegalStateException(what + " is in use by " + witness + " holder" + (witness == 1 ? "" : "s")
+                + " (calls in progress and leases)" + holders + "; it stays open and usable: close it again after "
+                + (witness == 1 ? "it is released" : "they are released"));
     }
 
     public boolean isClosed() { return (int) STATE.getVolatile(this) == CLOSED; }
