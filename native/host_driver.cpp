@@ -8,6 +8,11 @@
 // anonymous mapping; cuMemMap maps the memfd MAP_SHARED|MAP_FIXED over the reservation;
 // cuMemSetAccess mprotects. All operations are synchronous.
 //
+// Cross-process sharing: a memfd is named "cuvmm-host:d<device>:h<requestedHandleTypes>:
+// l<locationType>:n<locationId>" so an importer (another process, its own host driver)
+// recovers the properties from /proc/self/fd/<fd>, and is sealed against shrinking and
+// growing so that no holder can truncate it under someone else's mapping (SIGBUS).
+//
 // Misuse rules and what they return (one code per rule; this table is the documentation):
 //
 //   rule                                                                       CUresult
@@ -65,8 +70,9 @@
 //   export of an allocation that was itself imported                           CUDA_ERROR_NOT_PERMITTED
 //   export/import: duplicating the fd failed (EMFILE)                          CUDA_ERROR_OPERATING_SYSTEM
 //   import of an fd that is closed, not a cuvmm host memfd (pipe, file,        CUDA_ERROR_INVALID_VALUE
-//     /dev/null, foreign memfd), not open read-write, not sealed against
-//     shrinking, or whose size is not a positive multiple of granularity
+//     /dev/null, foreign memfd, malformed or never-exportable name), not open
+//     read-write, not sealed against shrinking, or whose size is not a
+//     positive multiple of granularity
 //   import of a memfd whose device does not exist in this process              CUDA_ERROR_INVALID_DEVICE
 //   copies/memset: n == 0                                                      CUDA_SUCCESS (nothing checked
 //                                                                                but cuInit)
@@ -79,9 +85,10 @@
 //   cuStreamDestroy / cuStreamSynchronize of a stream that is not live         CUDA_ERROR_INVALID_HANDLE
 //     (cuStreamDestroy of the null / legacy / per-thread stream included)
 //
-// Threading: all registry state sits behind one shared mutex (a writer-preferring pthread
-// rwlock, see RegistryMutex: std::shared_mutex would let copies starve unmap). Structural changes
-// (create, release, reserve, free, map, unmap, set access, import) take it exclusively,
+// Threading: all registry state sits behind one shared mutex (a writer-preferring
+// pthread rwlock, see RegistryMutex: a std::shared_mutex would let copies starve unmap).
+// Structural changes (create, release, reserve, free, map, unmap, set access, import,
+// context retain/release, streams) take it exclusively,
 // including the mmap/munmap/mprotect/close they do, so the kernel's view and the registry
 // never disagree to another thread. Copies and memset take it shared for the whole
 // memcpy, so a concurrent unmap or mprotect waits until the copy is done and a copy can

@@ -305,7 +305,9 @@ void test_props_and_granularity() {
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemGetAllocationGranularity(nullptr, &p, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemGetAllocationGranularity(&g, nullptr, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
 
-    auto gran = [&](CUmemAllocationProp q) { return T.cuMemGetAllocationGranularity(&g, &q, CU_MEM_ALLOC_GRANULARITY_MINIMUM); };
+    auto gran = [&](CUmemAllocationProp q) {
+        return T.cuMemGetAllocationGranularity(&g, &q, CU_MEM_ALLOC_GRANULARITY_MINIMUM);
+    };
     CUmemAllocationProp q = dev_prop(0);
     q.type = CU_MEM_ALLOCATION_TYPE_MANAGED;
     EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, gran(q));
@@ -589,7 +591,8 @@ void test_copies() {
     OK(T.cuCtxSetCurrent(g_ctx[0]));
 
     // Revoking everything makes the CPU mapping PROT_NONE; copies are refused, not faults.
-    CUmemAccessDesc none[2] = {dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_NONE), dev_access(1, CU_MEM_ACCESS_FLAGS_PROT_NONE)};
+    CUmemAccessDesc none[2] = {dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_NONE),
+                               dev_access(1, CU_MEM_ACCESS_FLAGS_PROT_NONE)};
     OK(T.cuMemSetAccess(va, 2 * G, none, 2));
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoH(dst.data(), va, 16));
     OK(T.cuMemUnmap(va, 2 * G));
@@ -707,7 +710,8 @@ void test_import_refusals() {
     close(pipefd[1]);
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, import(closed));
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, import(-1));
-    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemImportFromShareableHandle(&h, reinterpret_cast<void*>(intptr_t(1) << 40), kPosix));
+    void* too_big = reinterpret_cast<void*>(intptr_t(1) << 40);  // not an int: not an fd
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemImportFromShareableHandle(&h, too_big, kPosix));
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, import(100000));
     int devnull = open("/dev/null", O_RDWR | O_CLOEXEC);
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, import(devnull));
