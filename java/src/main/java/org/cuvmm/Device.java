@@ -48,6 +48,14 @@ public final class Device {
     public boolean supportsHostVirtualMemory() { return hostVirtualMemory; }
     /** Host NUMA-located VMM allocations ({@link LocationType#HOST_NUMA}) are available. */
     public boolean supportsHostNumaVirtualMemory() { return hostNumaVirtualMemory; }
+    /** Handle types allocations on this device can be created with: NONE always, then what it supports. */
+    public java.util.Set<HandleType> supportedHandleTypes() {
+        java.util.Set<HandleType> types = java.util.EnumSet.of(HandleType.NONE);
+        if (posixFileDescriptorHandles) types.add(HandleType.POSIX_FD);
+        if (fabricHandles) types.add(HandleType.FABRIC);
+        return java.util.Collections.unmodifiableSet(types);
+    }
+
     public int computeCapabilityMajor() { return computeCapabilityMajor; }
     public int computeCapabilityMinor() { return computeCapabilityMinor; }
 

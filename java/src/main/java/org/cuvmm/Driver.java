@@ -103,6 +103,18 @@ public final class Driver {
         return d;
     }
 
+    /**
+     * The driver mode the configuration asks for and where that came from, for diagnostics:
+     * "host (system property cuvmm.driver)", "auto (default: ...)".
+     */
+    public static String requestedMode() {
+        String property = System.getProperty("cuvmm.driver");
+        if (property != null && !property.isBlank()) return property.trim() + " (system property cuvmm.driver)";
+        String variable = System.getenv("CUVMM_DRIVER");
+        if (variable != null && !variable.isBlank()) return variable.trim() + " (environment variable CUVMM_DRIVER)";
+        return "auto (default: cuda when libcuda.so.1 loads and reports a device, else host)";
+    }
+
     public DriverKind kind() { return kind; }
 
     /** Why this driver runs, for example the dlopen error that made auto fall back to host. */

@@ -72,8 +72,9 @@ final class TestSupport {
         for (java.util.Map.Entry<String, String> e : now.entrySet()) {
             String t = e.getValue();
             // The JDK keeps /dev/random and /dev/urandom open once SecureRandom (temp files) is used.
+            // The JVM reads cgroup limits through briefly opened /sys/fs/cgroup files.
             if (t.startsWith("/proc/") || t.startsWith("socket:") || t.startsWith("/dev/random")
-                    || t.startsWith("/dev/urandom")) continue;
+                    || t.startsWith("/dev/urandom") || t.startsWith("/sys/fs/cgroup")) continue;
             if (!t.equals(before.get(e.getKey()))) added.put(e.getKey(), t);
         }
         if (!added.isEmpty()) throw new AssertionError("fds opened and not closed " + when + ": " + added);

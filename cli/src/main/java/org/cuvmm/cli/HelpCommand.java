@@ -1,0 +1,38 @@
+package org.cuvmm.cli;
+
+import java.io.PrintStream;
+import java.util.List;
+import java.util.Map;
+
+/** {@code cuvmm help}: what each command does and what the exit statuses mean. */
+final class HelpCommand implements Command {
+    private final Map<String, Command> commands;
+
+    HelpCommand(Map<String, Command> commands) {
+        this.commands = commands;
+    }
+
+    @Override
+    public String name() { return "help"; }
+
+    @Override
+    public String summary() { return "show this help"; }
+
+    @Override
+    public int run(List<String> args, PrintStream out, PrintStream err) {
+        out.println("usage: cuvmm <command>");
+        out.println();
+        out.println("CUDA Virtual Memory Management for Java: reserve, create, map, grow and share GPU memory.");
+        out.println();
+        out.println("commands:");
+        for (Command c : commands.values()) out.printf("  %-8s %s%n", c.name(), c.summary());
+        out.println();
+        out.println("driver selection (system property, else environment variable):");
+        out.println("  cuvmm.driver / CUVMM_DRIVER              auto (default), cuda or host");
+        out.println("  cuvmm.host.devices / CUVMM_HOST_DEVICES  devices the host driver presents (1 to 8)");
+        out.println("  pass properties through JAVA_OPTS with ./cuvmm, for example JAVA_OPTS=-Dcuvmm.driver=host");
+        out.println();
+        out.println("exit status: 0 success, 1 a check or driver call failed, 2 usage error or not available");
+        return OK;
+    }
+}

@@ -1,0 +1,133 @@
+package org.cuvmm.cli;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.ByteArrayOutputStream;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+import java.util.List;
+import java.util.stream.Collectors;
+
+import org.cuvmm.Driver;
+import org.cuvmm.DriverKind;
+import org.junit.jupiter.api.Test;
+
+/** Runs the cuvmm command in-process, as ./cuvmm would, and checks its status and output. */
+class MainTest {
+
+    /** Exit status, standard output and standard error of one run. */
+    private record Result(int status, String out, String err) {
+        List<String> lines() { return Arrays.asList(out.split("\n")); }
+
+        /** The table row of a demo step, by the step's name. */
+        String row(String step) {
+            List<String> rows = lines().stream().filter(l -> l.startsWith(step + " ")).collect(Collectors.toList());
+            assertEquals(1, rows.size(), "one row for step '" + step + "' in:\n" + out);
+            return rows.get(0);
+        }
+    }
+
+    private static Result cuvmm(String... args) {
+        ByteArrayOutputStream out = new ByteArrayOutputStream();
+        ByteArrayOutputStream err = new ByteArrayOutputStream();
+        int status;
+        try (PrintStream o = new PrintStream(out, true, StandardCharsets.UTF_8);
+             PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8)) {
+            status = Main.run(args, o, e);
+        }
+        return new Result(status, out.toString(StandardCharsets.UTF_8), err.toString(StandardCharsets.UTF_8));
+    }
+
+    @Test
+    void infoSaysWhichDriverRunsAndWhyAndDescribesEveryDevice() {
+        Result r = cuvmm("info");
+        assertEquals(0, r.status(), r.out() + r.err());
+        Driver driver = Driver.get();
+        String kind = driver.kind().name().toLowerCase(java.util.Locale.ROOT);
+        assertTrue(r.out().contains("driver                    " + kind + " ("), r.out());
+        assertTrue(r.out().contains("why                       " + driver.reason()), r.out());
+        assertTrue(r.out().contains("driver version            " + driver.versionString()), r.out());
+        assertTrue(r.out().contains("JVM                       " + Runtime.version()), r.out());
+        for (int d = 0; d < driver.deviceCount(); d++) {
+            assertTrue(r.out().contains("device " + d + " "), r.out());
+        }
+        assertTrue(r.out().contains("    VMM                     yes"), r.out());
+        assertTrue(r.out().matches("(?s).*recommended granularity \\d+ [KMG]?i?B \\(\\d+ bytes.*"), r.out());
+        assertTrue(r.out().matches("(?s).*minimum granularity     \\d+ [KMG]?i?B \\(\\d+ bytes.*"), r.out());
+        assertTrue(r.out().contains("handle types            NONE"), r.out());
+        assertFalse(r.out().contains("granularity unavailable"), r.out());
+        if (driver.kind() == DriverKind.HOST) {
+            assertTrue(r.out().contains("not GPU results"), r.out());
+        }
+    }
+
+    @Test
+    void demoGrowsInPlaceThenMovesVerifiesEveryByteAndLeavesNothingAlive() {
+        Result r = cuvmm("demo");
+        assertEquals(0, r.status(), r.out() + r.err());
+        assertTrue(r.row("allocate 3 MiB").contains("at the hint; 3 MiB written, verified"), r.out());
+        assertTrue(r.row("grow to 7 MiB").matches(".*GROWN_IN_PLACE .* 7 MiB +8 MiB +2 .*old 3 MiB intact, new 4 MiB "
+                + "written, verified"), r.out());
+        assertTrue(r.row("place a decoy after it").contains("the next range is taken"), r.out());
+        assertTrue(r.row("grow to 12 MiB").matches(".*MOVED .* 12 MiB +12 MiB +3 .*old 7 MiB intact, new 5 MiB "
+                + "written, verified"), r.out());
+        assertTrue(r.row("write moved, read old").contains("SAME MEMORY"), r.out());
+        assertTrue(r.row("close all").contains("no allocation, reservation or mapping left alive"), r.out());
+        assertFalse(r.out().contains("FAILED"), r.out());
+        assertFalse(r.out().contains("wanted"), "every outcome as forced:\n" + r.out());
+        assertTrue(r.out().contains("result: OK"), r.out());
+        if (Driver.get().kind() == DriverKind.HOST) {
+            assertTrue(r.out().contains("not on a GPU: the times are not GPU results"), r.out());
+        }
+    }
+
+    @Test
+    void demoTwiceInOneProcessStillLeavesNothingAlive() {
+        assertEquals(0, cuvmm("demo").status());
+        Result again = cuvmm("demo");
+        assertEquals(0, again.status(), again.out() + again.err());
+    }
+
+    @Test
+    void unknownCommandIsAUsageErrorNamingTheCommands() {
+        Result r = cuvmm("frobnicate");
+        assertEquals(2, r.status());
+        assertTrue(r.err().contains("unknown command 'frobnicate'"), r.err());
+        assertTrue(r.err().contains("info, demo"), r.err());
+    }
+
+    @Test
+    void noCommandPrintsHelpAndIsAUsageError() {
+        Result r = cuvmm();
+        assertEquals(2, r.status());
+        assertTrue(r.out().startsWith("usage: cuvmm <command>"), r.out());
+    }
+
+    @Test
+    void helpListsEveryCommand() {
+        for (String spelling : new String[] {"help", "--help", "-h"}) {
+            Result r = cuvmm(spelling);
+            assertEquals(0, r.status());
+            for (String c : Main.commands().keySet()) assertTrue(r.out().contains("  " + c + " "), r.out());
+        }
+    }
+
+    @Test
+    void commandsOfLaterVersionsSaySoHonestly() {
+        for (String c : new String[] {"serve", "attach", "bench"}) {
+            Result r = cuvmm(c);
+            assertEquals(2, r.status(), c);
+            assertTrue(r.err().contains("cuvmm " + c + ": not available yet in this version"), r.err());
+            assertEquals("", r.out());
+        }
+    }
+
+    @Test
+    void unexpectedArgumentsAreUsageErrors() {
+        assertEquals(2, cuvmm("info", "--verbose").status());
+        assertEquals(2, cuvmm("demo", "extra").status());
+    }
+}
