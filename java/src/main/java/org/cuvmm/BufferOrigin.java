@@ -11,5 +11,7 @@ public enum BufferOrigin {
     /** A grow that re-mapped every chunk into a new range (no bytes copied): new address. */
     MOVED,
     /** Imported from another process. */
-    IMPORTED
+    IMPORTED,
+    /** Handed out by a {@code VirtualMemoryPool}: closing it returns its memory to the pool. */
+    POOLED
 }

@@ -7,6 +7,8 @@ import java.nio.ReadOnlyBufferException;
 import org.bytedeco.javacpp.BytePointer;
 import org.bytedeco.javacpp.Pointer;
 import org.cuvmm.internal.AcquireState;
+import org.cuvmm.internal.BufferAccess;
+import org.cuvmm.internal.BufferRecycler;
 import org.cuvmm.internal.Checks;
 import org.cuvmm.internal.NativeCalls;
 import org.cuvmm.internal.jni.NativeApi;
@@ -32,6 +34,21 @@ import org.cuvmm.internal.jni.NativeStatus;
  * <p>Thread-safe.
  */
 public final class VirtualMemoryBuffer implements AutoCloseable {
+    static {
+        BufferAccess.install(new BufferAccess.Bridge() {
+            @Override
+            public NativeRangeHandle allocateRange(VirtualMemoryResource resource, long size) {
+                return resource.allocateRange(size);
+            }
+
+            @Override
+            public VirtualMemoryBuffer wrap(VirtualMemoryResource resource, NativeRangeHandle range, long size,
+                                            BufferRecycler recycler, boolean tracked) {
+                return new VirtualMemoryBuffer(resource, range, BufferOrigin.POOLED, size, recycler, tracked);
+            }
+        });
+    }
+
     private final VirtualMemoryResource resource;
     private final NativeRangeHandle range;
     private final BufferOrigin origin;
@@ -39,41 +56,62 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     private final long size;
     private final AcquireState state = new AcquireState();
     // Informational: the leases counted in `state`, so a refused close can name them.
-    private final java.util.Set<BufferLease> leases = java.util.concurrent.ConcurrentHashMap.newKeySet();
+    // Created on first lease: most buffers never have one.
+    private volatile java.util.Set<BufferLease> leases;
+    // Set by closeWhenUnused(): the last release of a use closes the buffer.
+    private volatile boolean closePending;
     private final Release release;
-    private final Cleaner.Cleanable cleanable;
+    private final Cleaner.Cleanable cleanable; // null when not tracked (sampled pooled buffers)
 
     VirtualMemoryBuffer(VirtualMemoryResource resource, NativeRangeHandle range, BufferOrigin origin) {
+        this(resource, range, origin, range.size(), null, true);
+    }
+
+    /**
+     * @param size the logical size (at most the range's size; a pooled buffer's range is its
+     *     size class)
+     * @param recycler receives the range at close instead of dropping it, or null
+     * @param tracked whether a cleaner watches for a leak of this buffer
+     */
+    VirtualMemoryBuffer(VirtualMemoryResource resource, NativeRangeHandle range, BufferOrigin origin, long size,
+                        BufferRecycler recycler, boolean tracked) {
         this.resource = resource;
         this.range = range;
         this.origin = origin;
         this.address = range.address();
-        this.size = range.size();
-        this.release = new Release(range, describe(address, size), LeakDetection.captureSite());
+        this.size = size;
+        this.release = new Release(range, address, size, recycler, tracked ? LeakDetection.captureSite() : null);
         // Registered last: if registration failed, the caller still owns `range`.
-        this.cleanable = LeakDetection.CLEANER.register(this, release);
+        this.cleanable = tracked ? LeakDetection.CLEANER.register(this, release) : null;
     }
 
     /**
-     * The cleaner action: drops the native reference exactly once, either from close()
-     * (explicit) or from the cleaner thread (a leak). Holds no reference to the buffer.
+     * Drops (or recycles) the native reference exactly once, either from close() (explicit)
+     * or from the cleaner thread (a leak). Holds no reference to the buffer.
      */
     private static final class Release implements Runnable {
         private final NativeRangeHandle range;
-        private final String description;
+        private final long address;
+        private final long size;
+        private final BufferRecycler recycler;
         private final Throwable site;
         volatile boolean explicit;
 
-        Release(NativeRangeHandle range, String description, Throwable site) {
+        Release(NativeRangeHandle range, long address, long size, BufferRecycler recycler, Throwable site) {
             this.range = range;
-            this.description = description;
+            this.address = address;
+            this.size = size;
+            this.recycler = recycler;
             this.site = site;
         }
 
+        String description() { return describe(address, size); }
+
         @Override
         public void run() {
-            if (!explicit) LeakDetection.report(description, site);
-            range.deallocate();
+            if (!explicit) LeakDetection.report(description(), site);
+            if (recycler != null) recycler.recycle(range, !explicit);
+            else range.deallocate();
         }
     }
 
@@ -135,7 +173,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             NativeApi.write_array(range, offset, src, srcOffset, length, st);
             NativeCalls.check(st);
         } finally {
-            state.release();
+            releaseUse();
         }
     }
 
@@ -156,7 +194,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             NativeApi.read_array(range, offset, dst, dstOffset, length, st);
             NativeCalls.check(st);
         } finally {
-            state.release();
+            releaseUse();
         }
     }
 
@@ -177,7 +215,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
                 NativeApi.write_address(range, offset, directAddress(src), length, st);
                 NativeCalls.check(st);
             } finally {
-                state.release();
+                releaseUse();
             }
         } else { // read-only heap buffer: its array is hidden
             byte[] tmp = new byte[length];
@@ -202,7 +240,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
                 NativeApi.read_address(range, offset, directAddress(dst), length, st);
                 NativeCalls.check(st);
             } finally {
-                state.release();
+                releaseUse();
             }
         }
         dst.position(dst.position() + length);
@@ -227,10 +265,10 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
                 NativeApi.copy_range(range, offset, src.range, srcOffset, length, st);
                 NativeCalls.check(st);
             } finally {
-                src.state.release();
+                src.releaseUse();
             }
         } finally {
-            state.release();
+            releaseUse();
         }
     }
 
@@ -246,7 +284,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             NativeApi.fill(range, offset, length, value, st);
             NativeCalls.check(st);
         } finally {
-            state.release();
+            releaseUse();
         }
     }
 
@@ -284,7 +322,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             LeakDetection.CLEANER.register(view, viewRange::deallocate);
             return view;
         } finally {
-            state.release();
+            releaseUse();
         }
     }
 
@@ -301,7 +339,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      */
     public BufferDescriptor exportDescriptor() {
         if (!resource.isIpcEnabled()) {
-            throw new IllegalStateException("exportDescriptor: " + release.description + " was allocated with handle type "
+            throw new IllegalStateException("exportDescriptor: " + release.description() + " was allocated with handle type "
                     + resource.options().handleType() + " (expected: POSIX_FD; create the resource with "
                     + "VirtualMemoryResourceOptions.builder().handleType(HandleType.POSIX_FD))");
         }
@@ -310,7 +348,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             int chunks = NativeApi.export_chunk_count(range);
             for (int i = 0; i < chunks; i++) {
                 if (range.chunk_imported(i)) {
-                    throw new IllegalStateException("exportDescriptor: " + release.description + " covers memory imported "
+                    throw new IllegalStateException("exportDescriptor: " + release.description() + " covers memory imported "
                             + "from another process (chunk " + (i + 1) + " of " + chunks + "); imported memory cannot be "
                             + "exported again. Forward the BufferDescriptor you imported it from, or copy the data into "
                             + "a buffer this process owns (resource.allocate + copyFrom) and export that.");
@@ -324,7 +362,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             if (n != chunks) throw new IllegalStateException("export returned " + n + " fds for " + chunks + " chunks");
             return new BufferDescriptor(fds, sizes, size, HandleType.POSIX_FD);
         } finally {
-            state.release();
+            releaseUse();
         }
     }
 
@@ -341,7 +379,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         try {
             action.accept(address);
         } finally {
-            state.release();
+            releaseUse();
         }
     }
 
@@ -360,21 +398,37 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         Checks.notNull("holder", holder);
         acquire();
         BufferLease lease = new BufferLease(this, holder);
-        leases.add(lease);
+        leaseSet().add(lease);
         return lease;
     }
 
+    private java.util.Set<BufferLease> leaseSet() {
+        java.util.Set<BufferLease> set = leases;
+        if (set == null) {
+            synchronized (this) {
+                set = leases;
+                if (set == null) leases = set = java.util.concurrent.ConcurrentHashMap.newKeySet();
+            }
+        }
+        return set;
+    }
+
     /** Leases held right now. */
-    public int leaseCount() { return leases.size(); }
+    public int leaseCount() {
+        java.util.Set<BufferLease> set = leases;
+        return set == null ? 0 : set.size();
+    }
 
     void endLease(BufferLease lease) {
-        if (leases.remove(lease)) state.release();
+        if (leaseSet().remove(lease)) releaseUse();
     }
 
     private String holders() {
+        java.util.Set<BufferLease> set = leases;
+        if (set == null || set.isEmpty()) return "";
         StringBuilder sb = new StringBuilder();
         int n = 0;
-        for (BufferLease l : leases) {
+        for (BufferLease l : set) {
             sb.append(n == 0 ? "; leases: " : ", ").append(l.holder());
             if (++n == 8) {
                 sb.append(", ...");
@@ -393,10 +447,38 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      */
     @Override
     public void close() {
-        if (state.tryClose(release.description, leases.isEmpty() ? "" : holders()) == AcquireState.CloseResult.CLOSED_NOW) {
-            release.explicit = true;
-            cleanable.clean();
-        }
+        if (state.tryClose(release.description(), holders()) == AcquireState.CloseResult.CLOSED_NOW) finishClose();
+    }
+
+    private void finishClose() {
+        release.explicit = true;
+        if (cleanable != null) cleanable.clean();
+        else release.run();
+    }
+
+    /**
+     * Closes now if nothing holds the buffer; otherwise closes it when the last call in
+     * progress or lease ends (a consumer releasing, a connection closing). Either way the
+     * caller gives the buffer up: it must not use it afterwards. Never throws, never blocks.
+     * For a pooled buffer this is how a producer hands back memory that consumers still map:
+     * it returns to the pool only once every lease is gone.
+     */
+    public void closeWhenUnused() {
+        closePending = true;
+        tryDeferredClose();
+    }
+
+    /** True once {@link #closeWhenUnused()} was called and the buffer is not yet closed. */
+    public boolean isClosePending() { return closePending && !state.isClosed(); }
+
+    private void tryDeferredClose() {
+        if (state.tryCloseIfIdle()) finishClose();
+    }
+
+    /** Ends one use; the last one closes a buffer whose close is pending. */
+    private void releaseUse() {
+        state.release();
+        if (closePending) tryDeferredClose();
     }
 
     VirtualMemoryBuffer grow(NativeSpecHandle spec, long newSize) {
@@ -419,15 +501,15 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             }
             return new VirtualMemoryBuffer(resource, out, o);
         } finally {
-            state.release();
+            releaseUse();
         }
     }
 
-    private void acquire() { state.acquire(release.description); }
+    private void acquire() { state.acquire(release.description()); }
 
     private void requireOpen() {
         if (state.isClosed()) {
-            throw new IllegalStateException(release.description + " is closed; it cannot be used after close()");
+            throw new IllegalStateException(release.description() + " is closed; it cannot be used after close()");
         }
     }
 
@@ -436,7 +518,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         try {
             return body.getAsLong();
         } finally {
-            state.release();
+            releaseUse();
         }
     }
 
@@ -445,7 +527,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         try {
             return body.getAsInt();
         } finally {
-            state.release();
+            releaseUse();
         }
     }
 

@@ -143,6 +143,11 @@ public final class VirtualMemoryResource implements AutoCloseable {
      * @throws CudaException when the driver fails; nothing stays reserved or mapped
      */
     public VirtualMemoryBuffer allocate(long size) {
+        return new VirtualMemoryBuffer(this, allocateRange(size), BufferOrigin.ALLOCATED);
+    }
+
+    /** reserve + create + map + set access: a new native range the caller owns. */
+    NativeRangeHandle allocateRange(long size) {
         Checks.nonNegative("size", size);
         state.acquire(this);
         try {
@@ -154,7 +159,7 @@ public final class VirtualMemoryResource implements AutoCloseable {
                 range.close();
                 throw e;
             }
-            return new VirtualMemoryBuffer(this, range, BufferOrigin.ALLOCATED);
+            return range;
         } finally {
             state.release();
         }

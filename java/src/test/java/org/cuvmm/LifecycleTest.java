@@ -81,6 +81,29 @@ class LifecycleTest {
     }
 
     @Test
+    void closeWhenUnusedClosesWithTheLastLease() {
+        long[] before = TestSupport.live();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            VirtualMemoryBuffer idle = r.allocate(MiB);
+            idle.closeWhenUnused();
+            assertTrue(idle.isClosed(), "nothing held it: closed at once");
+
+            VirtualMemoryBuffer b = r.allocate(MiB);
+            BufferLease first = b.lease("consumer A");
+            BufferLease second = b.lease("consumer B");
+            b.closeWhenUnused();
+            assertFalse(b.isClosed());
+            assertTrue(b.isClosePending());
+            first.close();
+            assertFalse(b.isClosed(), "one lease still holds it");
+            second.close();
+            assertTrue(b.isClosed(), "the last lease closed it");
+            assertFalse(b.isClosePending());
+        }
+        TestSupport.assertLive(before, "after deferred closes");
+    }
+
+    @Test
     void leaseAndCloseRaceAtomically() throws Exception {
         ExecutorService pool = Executors.newFixedThreadPool(2);
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {

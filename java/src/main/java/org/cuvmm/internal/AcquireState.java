@@ -72,6 +72,11 @@ public final class AcquireState {
                 + (witness == 1 ? "it is released" : "they are released"));
     }
 
+    /** Closes if idle and not yet closed; returns true only for the call that closed it. */
+    public boolean tryCloseIfIdle() {
+        return (int) STATE.compareAndExchange(this, OPEN, CLOSED) == OPEN;
+    }
+
     public boolean isClosed() { return (int) STATE.getVolatile(this) == CLOSED; }
 
     /** Calls in progress right now (0 when idle or closed). */
