@@ -7,6 +7,9 @@ import org.junit.jupiter.api.Test;
 
 /** Brief section 6, rule 7: a buffer never closed is released by the cleaner with a warning. */
 class LeakTest {
+    /** An odd size, so this test's report cannot be confused with another test's leak. */
+    private static final long LEAKED_SIZE = 2 * MiB - 12345;
+
     @Test
     void unreachableOpenBufferIsReleasedAndReportedWithItsSite() throws Exception {
         long[] before = TestSupport.live();
@@ -26,7 +29,7 @@ class LeakTest {
             Thread.sleep(20);
         }
         assertTrue(LeakDetection.reportedLeaks() > leaks, "the cleaner reported the leak within 20 s");
-        String tag = "0x" + Long.toHexString(address);
+        String tag = "0x" + Long.toHexString(address) + ", " + LEAKED_SIZE + " bytes";
         while (LeakDetection.recentReports().stream().noneMatch(t -> t.contains(tag)) && System.nanoTime() < deadline) {
             System.gc();
             Thread.sleep(20);
@@ -41,7 +44,7 @@ class LeakTest {
     }
 
     private static long leakOne(VirtualMemoryResource r) {
-        VirtualMemoryBuffer b = r.allocate(2 * MiB);
+        VirtualMemoryBuffer b = r.allocate(LEAKED_SIZE);
         b.fill((byte) 1);
         return b.address(); // not closed: dropped on return
     }

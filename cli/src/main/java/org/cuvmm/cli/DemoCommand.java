@@ -10,6 +10,7 @@ import org.cuvmm.DriverKind;
 import org.cuvmm.cli.demo.DemoPart;
 import org.cuvmm.cli.demo.DemoRun;
 import org.cuvmm.cli.demo.GrowDemo;
+import org.cuvmm.cli.demo.ShareDemo;
 import org.cuvmm.cli.demo.StepTable;
 
 /**
@@ -41,7 +42,7 @@ final class DemoCommand implements Command {
             err.println("cuvmm demo: no driver: " + e.getMessage());
             return FAILED;
         }
-        List<DemoPart> parts = List.of(new GrowDemo(DEVICE));
+        List<DemoPart> parts = List.of(new GrowDemo(DEVICE), new ShareDemo(DEVICE));
         Device device = driver.device(DEVICE);
 
         out.println("cuvmm demo on the " + driverLine(driver) + ", device " + DEVICE + ": " + device.name());

@@ -47,8 +47,8 @@ public final class Main {
         Map<String, Command> m = new LinkedHashMap<>();
         add(m, new InfoCommand());
         add(m, new DemoCommand());
-        add(m, new UnavailableCommand("serve", "share buffers with other processes over a Unix socket"));
-        add(m, new UnavailableCommand("attach", "import buffers from a cuvmm serve process"));
+        add(m, new ServeCommand());
+        add(m, new AttachCommand());
         add(m, new UnavailableCommand("bench", "run the benchmarks"));
         add(m, new HelpCommand(m));
         return m;

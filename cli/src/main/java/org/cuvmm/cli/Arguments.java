@@ -1,0 +1,80 @@
+package org.cuvmm.cli;
+
+import java.util.HashMap;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Map;
+import java.util.Set;
+
+/**
+ * {@code --key value} options and {@code --flag} switches of one subcommand, checked
+ * against what the command accepts. Errors are {@link IllegalArgumentException}s whose
+ * message is ready to print after the command's name.
+ */
+final class Arguments {
+    private final Map<String, String> values = new HashMap<>();
+    private final Set<String> flags = new HashSet<>();
+
+    private Arguments() {}
+
+    /**
+     * @param valued options that take a value (without the leading dashes)
+     * @param switches options that take none
+     */
+    static Arguments parse(List<String> args, Set<String> valued, Set<String> switches) {
+        Arguments a = new Arguments();
+        for (int i = 0; i < args.size(); i++) {
+            String arg = args.get(i);
+            if (!arg.startsWith("--")) throw new IllegalArgumentException("unexpected argument '" + arg + "'");
+            String key = arg.substring(2);
+            if (switches.contains(key)) {
+                a.flags.add(key);
+            } else if (valued.contains(key)) {
+                if (i + 1 >= args.size()) throw new IllegalArgumentException("--" + key + " needs a value");
+                a.values.put(key, args.get(++i));
+            } else {
+                throw new IllegalArgumentException("unknown option '" + arg + "' (expected: "
+                        + String.join(", ", valued.stream().map(k -> "--" + k + " VALUE").toList())
+                        + (switches.isEmpty() ? "" : ", " + String.join(", ", switches.stream().map(k -> "--" + k).toList()))
+                        + ")");
+            }
+        }
+        return a;
+    }
+
+    String required(String key) {
+        String v = values.get(key);
+        if (v == null) throw new IllegalArgumentException("--" + key + " is required");
+        return v;
+    }
+
+    boolean has(String key) { return values.containsKey(key) || flags.contains(key); }
+
+    long longValue(String key, long fallback) {
+        String v = values.get(key);
+        if (v == null) return fallback;
+        try {
+            return Long.parseLong(v);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("--" + key + ": " + v + " (expected: a whole number)");
+        }
+    }
+
+    /** A size in bytes, with an optional K/M/G suffix (powers of 1024). */
+    long bytes(String key) {
+        String v = required(key).trim().toUpperCase(java.util.Locale.ROOT);
+        long unit = 1;
+        if (v.endsWith("K") || v.endsWith("M") || v.endsWith("G")) {
+            unit = v.endsWith("K") ? 1L << 10 : v.endsWith("M") ? 1L << 20 : 1L << 30;
+            v = v.substring(0, v.length() - 1);
+        }
+        try {
+            long n = Long.parseLong(v);
+            if (n <= 0 || n > Long.MAX_VALUE / unit) throw new NumberFormatException();
+            return n * unit;
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("--" + key + ": " + values.get(key)
+                    + " (expected: a positive size in bytes, optionally with K, M or G)");
+        }
+    }
+}

@@ -1,0 +1,37 @@
+package org.cuvmm.ipc;
+
+/** Error codes of the ERROR frame (docs/PROTOCOL.md section 4). */
+public enum ErrorCode {
+    BAD_MAGIC(1, true),
+    BAD_VERSION(2, false),
+    UNKNOWN_TYPE(3, false),
+    TRUNCATED(4, true),
+    TOO_LARGE(5, true),
+    UNEXPECTED_FDS(6, false),
+    FD_COUNT_MISMATCH(7, false),
+    UNKNOWN_NAME(8, false),
+    UNKNOWN_LEASE(9, false),
+    NOT_ALLOWED(10, true),
+    INTERNAL(11, false),
+    BAD_PAYLOAD(12, false),
+    UNEXPECTED_FRAME(13, false);
+
+    private final int code;
+    private final boolean fatal;
+
+    ErrorCode(int code, boolean fatal) {
+        this.code = code;
+        this.fatal = fatal;
+    }
+
+    public int code() { return code; }
+
+    /** True when the stream cannot be trusted after this error: the connection is closed. */
+    public boolean fatal() { return fatal; }
+
+    /** The code with this number, or null. */
+    public static ErrorCode of(int code) {
+        for (ErrorCode c : values()) if (c.code == code) return c;
+        return null;
+    }
+}

@@ -1,0 +1,345 @@
+package org.cuvmm.ipc;
+
+import java.io.Closeable;
+import java.io.File;
+import java.io.IOException;
+import java.lang.ref.Reference;
+import java.nio.channels.ClosedChannelException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.Arrays;
+import java.util.Objects;
+
+import jnr.posix.MsgHdr;
+import jnr.posix.POSIX;
+import jnr.unixsocket.Credentials;
+import jnr.unixsocket.UnixSocketAddress;
+import jnr.unixsocket.UnixSocketChannel;
+import jnr.unixsocket.UnixSocketOptions;
+
+/**
+ * A connected Unix-domain stream socket that sends and receives bytes together with file
+ * descriptors ({@code SCM_RIGHTS}): the raw-fd transport, for callers who bring their own
+ * protocol. {@link SharingServer} and {@link SharingClient} speak the sharing protocol over it.
+ *
+ * <ul>
+ * <li>{@link #send(byte[], int[])}: the bytes and the fds go on one {@code sendmsg}; the
+ *     kernel duplicates the fds into the receiver, the caller keeps (and closes) its own.</li>
+ * <li>{@link #receive(int)}: exactly {@code length} bytes and every fd that arrived with
+ *     them, as a {@link ReceivedMessage} that owns the fds. Received with
+ *     {@code MSG_CMSG_CLOEXEC}; fds counted from the control message's data length; when the
+ *     kernel dropped fds ({@code MSG_CTRUNC}) or more arrived than allowed, every fd received
+ *     is closed and {@link FdTransferException} is thrown.</li>
+ * </ul>
+ *
+ * <p>A stream socket keeps no message boundaries: the fds of one {@code send} arrive with
+ * the first of its bytes, so a receiver should read exactly the lengths its protocol
+ * defines. Thread-safe: one sender and one receiver may work at the same time; {@link
+ * #close()} from any thread wakes both.
+ */
+public final class FdSocket implements Closeable {
+    /** Longest socket path: {@code sun_path} is 108 bytes with its terminating NUL. */
+    static final int MAX_PATH_BYTES = 107;
+    private static final int IO_CHUNK = 64 * 1024 + Protocol.HEADER_SIZE;
+
+    private final UnixSocketChannel channel;
+    private final int fd;
+    private final FdGuard guard;
+    private final Object sendLock = new Object();
+    private final Object receiveLock = new Object();
+    private NativeMsg sendMsg;    // guarded by sendLock
+    private NativeMsg receiveMsg; // guarded by receiveLock
+
+    FdSocket(UnixSocketChannel channel) {
+        this.channel = channel;
+        this.fd = channel.getFD();
+        // The fd is closed directly: jnr's channel.close() skips close(2) when its own
+        // shutdown fails (as it may after ours), leaking the fd.
+        this.guard = new FdGuard(() -> jnr.enxio.channels.Native.shutdown(fd, NativeIo.SHUT_RDWR),
+                () -> NativeIo.closeQuietly(fd));
+    }
+
+    /**
+     * Connects to the Unix-domain socket at {@code path}.
+     *
+     * @throws IllegalArgumentException when the path is longer than a socket path may be
+     * @throws IOException when nothing listens there (the message names the path)
+     */
+    public static FdSocket connect(Path path) throws IOException {
+        File file = checkPath(path).toFile();
+        NativeIo.posix();
+        UnixSocketChannel ch = UnixSocketChannel.open();
+        try {
+            ch.connect(new UnixSocketAddress(file));
+        } catch (IOException e) {
+            ch.close();
+            throw new IOException("cannot connect to " + path + ": " + e.getMessage(), e);
+        }
+        return new FdSocket(ch);
+    }
+
+    /** A connected pair, for tests and for handing one end to a child process. */
+    public static FdSocket[] pair() throws IOException {
+        NativeIo.posix();
+        UnixSocketChannel[] p = UnixSocketChannel.pair();
+        return new FdSocket[] {new FdSocket(p[0]), new FdSocket(p[1])};
+    }
+
+    static Path checkPath(Path path) {
+        Objects.requireNonNull(path, "path");
+        int bytes = path.toString().getBytes(StandardCharsets.UTF_8).length;
+        if (bytes == 0 || bytes > MAX_PATH_BYTES) {
+            throw new IllegalArgumentException("path: " + path + " (expected: 1 to " + MAX_PATH_BYTES
+                    + " bytes, the limit of a Unix socket path; this one has " + bytes + "; use a shorter directory)");
+        }
+        return path;
+    }
+
+    /** The connected peer as the kernel recorded it ({@code SO_PEERCRED}). */
+    public PeerCredentials peerCredentials() throws IOException {
+        enter();
+        try {
+            Credentials c = channel.getOption(UnixSocketOptions.SO_PEERCRED);
+            if (c == null) throw new IOException("SO_PEERCRED returned nothing for fd " + fd);
+            return new PeerCredentials(c.getPid(), c.getUid(), c.getGid());
+        } finally {
+            guard.exit();
+        }
+    }
+
+    /** {@link #send(byte[], int, int, int[])} of all of {@code data}. */
+    public void send(byte[] data, int[] fds) throws IOException {
+        Objects.requireNonNull(data, "data");
+        send(data, 0, data.length, fds);
+    }
+
+    /**
+     * Sends {@code length} bytes of {@code data} from {@code offset}, and {@code fds} on the
+     * same {@code sendmsg} (a short send's remainder follows without fds). The caller keeps
+     * ownership of {@code fds}: close them when this returns. Blocks until every byte is
+     * handed to the kernel.
+     *
+     * @param fds 0 to 253 open fds, or null
+     * @throws IllegalArgumentException for more than 253 fds, a negative fd, or fds with no
+     *     byte to carry them
+     * @throws ClosedChannelException when this socket is closed
+     * @throws IOException when the peer has gone ({@code EPIPE}) or {@code sendmsg} fails (a
+     *     bad fd included); the message says which
+     */
+    public void send(byte[] data, int offset, int length, int[] fds) throws IOException {
+        Objects.requireNonNull(data, "data");
+        Objects.checkFromIndexSize(offset, length, data.length);
+        int[] f = fds == null ? new int[0] : fds;
+        if (f.length > NativeIo.MAX_FDS_PER_MESSAGE) {
+            throw new IllegalArgumentException("fds: " + f.length + " (expected: at most " + NativeIo.MAX_FDS_PER_MESSAGE
+                    + " per send, Linux's SCM_MAX_FD)");
+        }
+        if (f.length > 0 && length == 0) {
+            throw new IllegalArgumentException("length: 0 with " + f.length + " fds (expected: at least one byte to "
+                    + "carry the fds)");
+        }
+        for (int x : f) {
+            if (x < 0) throw new IllegalArgumentException("fds: " + Arrays.toString(f) + " (expected: open fds, >= 0)");
+        }
+        if (length == 0) return;
+        POSIX posix = NativeIo.posix();
+        synchronized (sendLock) {
+            enter();
+            try {
+                int sent = 0;
+                boolean first = true;
+                NativeMsg io = sendMsg();
+                while (sent < length) {
+                    int n = Math.min(IO_CHUNK, length - sent);
+                    io.data.clear();
+                    io.data.put(data, offset + sent, n);
+                    // The fds ride on the first sendmsg only: they arrive with its first byte.
+                    int control = first && f.length > 0 ? io.writeRights(f) : 0;
+                    MsgHdr msg = io.prepare(n, control);
+                    int r;
+                    int errno;
+                    do {
+                        r = posix.sendmsg(fd, msg, NativeIo.MSG_NOSIGNAL);
+                        errno = r < 0 ? posix.errno() : 0;
+                    } while (r < 0 && errno == NativeIo.EINTR);
+                    Reference.reachabilityFence(msg);
+                    if (r < 0) {
+                        if (guard.isClosed()) throw new ClosedChannelException();
+                        if (errno == NativeIo.EPIPE || errno == NativeIo.ECONNRESET) {
+                            throw new IOException("sendmsg: the peer closed the connection (" + NativeIo.strerror(errno) + ")");
+                        }
+                        if (errno == NativeIo.EBADF && first && f.length > 0) {
+                            throw new IOException("sendmsg: " + NativeIo.strerror(errno) + "; one of the fds "
+                                    + Arrays.toString(f) + " is not open");
+                        }
+                        throw new IOException("sendmsg: " + NativeIo.strerror(errno));
+                    }
+                    if (r == 0 && n > 0) throw new IOException("sendmsg sent nothing");
+                    sent += r;
+                    first = false;
+                }
+            } finally {
+                guard.exit();
+            }
+        }
+    }
+
+    /** {@link #receive(int, int)} allowing up to 253 fds. */
+    public ReceivedMessage receive(int length) throws IOException {
+        return receive(length, NativeIo.MAX_FDS_PER_MESSAGE);
+    }
+
+    /**
+     * Reads exactly {@code length} bytes (fewer only at end of stream: see {@link
+     * ReceivedMessage#endOfStream()}), with every fd that arrives meanwhile.
+     *
+     * @param maxFds how many fds the caller accepts, 0 to 253
+     * @throws FdTransferException when the kernel dropped fds ({@code MSG_CTRUNC}) or more than
+     *     {@code maxFds} arrived: every fd received is closed, the bytes are in the exception
+     * @throws ClosedChannelException when this socket was closed
+     * @throws IOException when {@code recvmsg} fails; every fd received is closed
+     */
+    public ReceivedMessage receive(int length, int maxFds) throws IOException {
+        if (length < 0) throw new IllegalArgumentException("length: " + length + " (expected: >= 0)");
+        if (maxFds < 0 || maxFds > NativeIo.MAX_FDS_PER_MESSAGE) {
+            throw new IllegalArgumentException("maxFds: " + maxFds + " (expected: 0 to " + NativeIo.MAX_FDS_PER_MESSAGE + ")");
+        }
+        synchronized (receiveLock) {
+            enter();
+            try {
+                return receiveExactly(length, maxFds);
+            } finally {
+                guard.exit();
+            }
+        }
+    }
+
+    private ReceivedMessage receiveExactly(int length, int maxFds) throws IOException {
+        byte[] out = new byte[length];
+        IntList fds = new IntList();
+        boolean[] truncated = {false};
+        int got = 0;
+        boolean eos = false;
+        try {
+            while (got < length) {
+                int want = Math.min(IO_CHUNK, length - got);
+                NativeMsg io = receiveMsg();
+                int r = recvOnce(io, want, fds, truncated);
+                if (r == 0 && guard.isClosed()) throw new ClosedChannelException();
+                if (r == 0) {
+                    eos = true;
+                    break;
+                }
+                io.data.get(0, out, got, r);
+                got += r;
+            }
+        } catch (IOException | RuntimeException | Error e) {
+            NativeIo.closeAll(fds.toArray());
+            throw e;
+        }
+        byte[] data = got == length ? out : Arrays.copyOf(out, got);
+        int[] received = fds.toArray();
+        if (truncated[0]) {
+            NativeIo.closeAll(received);
+            throw new FdTransferException(FdTransferException.Reason.CONTROL_TRUNCATED,
+                    "the kernel dropped file descriptors (MSG_CTRUNC): this process is probably at its open-file "
+                            + "limit (RLIMIT_NOFILE); closed the " + received.length + " that arrived",
+                    data, received.length);
+        }
+        if (received.length > maxFds) {
+            NativeIo.closeAll(received);
+            throw new FdTransferException(FdTransferException.Reason.TOO_MANY_FDS,
+                    received.length + " file descriptors arrived, more than the " + maxFds + " allowed; closed them all",
+                    data, received.length);
+        }
+        return new ReceivedMessage(data, received, eos);
+    }
+
+    /** One recvmsg of up to {@code want} bytes into {@code io.data}; appends the fds that arrived; returns bytes read, 0 at end of stream. */
+    private int recvOnce(NativeMsg io, int want, IntList fds, boolean[] truncated) throws IOException {
+        POSIX posix = NativeIo.posix();
+        // Room for Linux's maximum (253 fds), in bytes. A peer that sends more than the caller
+        // allows is detected by counting, not by a short buffer.
+        MsgHdr msg = io.prepare(want, NativeMsg.controlSpaceForMaxFds());
+        int r;
+        int errno;
+        do {
+            r = posix.recvmsg(fd, msg, NativeIo.MSG_CMSG_CLOEXEC);
+            errno = r < 0 ? posix.errno() : 0;
+        } while (r < 0 && errno == NativeIo.EINTR);
+        if (r < 0) {
+            Reference.reachabilityFence(msg);
+            if (guard.isClosed()) throw new ClosedChannelException();
+            // The peer closed with data of ours unread: nothing more will come.
+            if (errno == NativeIo.ECONNRESET) return 0;
+            throw new IOException("recvmsg: " + NativeIo.strerror(errno));
+        }
+        // Count from each control message's length: CMSG_SPACE(4) == CMSG_SPACE(8).
+        io.readRights(msg.getControlLen(), fds);
+        if ((msg.getFlags() & NativeIo.MSG_CTRUNC) != 0) truncated[0] = true;
+        Reference.reachabilityFence(msg);
+        return r;
+    }
+
+    private NativeMsg sendMsg() {
+        if (sendMsg == null) sendMsg = new NativeMsg(IO_CHUNK);
+        return sendMsg;
+    }
+
+    private NativeMsg receiveMsg() {
+        if (receiveMsg == null) receiveMsg = new NativeMsg(IO_CHUNK);
+        return receiveMsg;
+    }
+
+    private void enter() throws ClosedChannelException {
+        if (!guard.enter()) throw new ClosedChannelException();
+    }
+
+    /** Stops sending: the peer reads end of stream after what was sent. Receiving continues. */
+    public void shutdownOutput() throws IOException {
+        enter();
+        try {
+            jnr.enxio.channels.Native.shutdown(fd, 1);
+        } finally {
+            guard.exit();
+        }
+    }
+
+    /** Wakes any thread blocked in send or receive on this socket; neither can be used again. */
+    void shutdown() {
+        if (guard.enter()) {
+            try {
+                jnr.enxio.channels.Native.shutdown(fd, NativeIo.SHUT_RDWR);
+            } finally {
+                guard.exit();
+            }
+        }
+    }
+
+    public boolean isOpen() { return !guard.isClosed(); }
+
+    /**
+     * Closes the socket. Threads blocked in send or receive wake with {@link
+     * ClosedChannelException}; the fd is closed when the last of them leaves. Idempotent.
+     */
+    @Override
+    public void close() { guard.close(); }
+
+    @Override
+    public String toString() { return "FdSocket[fd " + fd + (guard.isClosed() ? ", closed" : "") + "]"; }
+
+    /** A growable int array. */
+    static final class IntList {
+        private int[] a = new int[4];
+        private int n;
+
+        void add(int v) {
+            if (n == a.length) a = Arrays.copyOf(a, n * 2);
+            a[n++] = v;
+        }
+
+        int size() { return n; }
+
+        int[] toArray() { return Arrays.copyOf(a, n); }
+    }
+}

@@ -1,0 +1,116 @@
+package org.cuvmm.ipc;
+
+import java.io.IOException;
+import java.nio.ByteBuffer;
+
+/**
+ * Reads one frame from an {@link FdSocket}, validating it in the order docs/PROTOCOL.md
+ * section 4 gives: magic, length, (payload read), version, type, payload, fd count. On any
+ * failure every fd that arrived with the frame is closed and a {@link ProtocolException} says
+ * which rule broke and whether the stream is still in step. Package-private.
+ */
+final class FrameIO {
+    private FrameIO() {}
+
+    /**
+     * The next frame, or null at a clean end of stream (between frames).
+     *
+     * @throws ProtocolException a bad frame; fds closed; fatal when the stream cannot be trusted
+     * @throws IOException the socket failed or was closed
+     */
+    static Frame read(FdSocket socket) throws IOException {
+        boolean dropped = false;
+        String dropReason = null;
+        ReceivedMessage head;
+        try {
+            head = socket.receive(Protocol.HEADER_SIZE);
+        } catch (FdTransferException e) {
+            dropped = true;
+            dropReason = e.getMessage();
+            head = new ReceivedMessage(e.data(), new int[0], e.data().length < Protocol.HEADER_SIZE);
+        }
+        ReceivedMessage payload = null;
+        try {
+            if (head.length() == 0 && head.endOfStream()) return null;
+            if (head.endOfStream()) {
+                throw new ProtocolException(ErrorCode.TRUNCATED, 0, "the stream ended after " + head.length()
+                        + " of the 16 header bytes");
+            }
+            ByteBuffer h = ByteBuffer.wrap(head.data());
+            int magic = h.getInt();
+            int version = Short.toUnsignedInt(h.getShort());
+            int typeCode = Short.toUnsignedInt(h.getShort());
+            int requestId = h.getInt();
+            long length = Integer.toUnsignedLong(h.getInt());
+            if (magic != Protocol.MAGIC) {
+                throw new ProtocolException(ErrorCode.BAD_MAGIC, 0, String.format("bad magic 0x%08X (expected: "
+                        + "0x%08X, \"CVMM\"); not a cuvmm frame, closing the connection", magic, Protocol.MAGIC));
+            }
+            if (length > Protocol.MAX_PAYLOAD) {
+                throw new ProtocolException(ErrorCode.TOO_LARGE, requestId, "payload length " + length
+                        + " (expected: at most " + Protocol.MAX_PAYLOAD + "); closing the connection");
+            }
+            try {
+                payload = socket.receive((int) length);
+            } catch (FdTransferException e) {
+                dropped = true;
+                dropReason = e.getMessage();
+                payload = new ReceivedMessage(e.data(), new int[0], e.data().length < length);
+            }
+            if (payload.endOfStream()) {
+                throw new ProtocolException(ErrorCode.TRUNCATED, requestId, "the stream ended after " + payload.length()
+                        + " of the " + length + " payload bytes");
+            }
+            if (version != Protocol.VERSION) {
+                throw new ProtocolException(ErrorCode.BAD_VERSION, requestId, "protocol version " + version
+                        + " (expected: " + Protocol.VERSION + "); frame skipped");
+            }
+            FrameType type = FrameType.of(typeCode);
+            if (type == null) {
+                throw new ProtocolException(ErrorCode.UNKNOWN_TYPE, requestId, "frame type " + typeCode
+                        + " (expected: 1 to 8); frame skipped");
+            }
+            Messages.Message m;
+            try {
+                m = Messages.decode(type, payload.data());
+            } catch (ProtocolException e) {
+                throw e.withRequestId(requestId);
+            }
+            int got = head.fdCount() + payload.fdCount();
+            int expected = m.fdCount();
+            long lease = m instanceof Messages.Descriptor d ? d.leaseId() : 0;
+            if (dropped) {
+                throw new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, false, requestId, lease, type + ": " + dropReason);
+            }
+            if (got > Protocol.MAX_FDS_PER_FRAME) {
+                throw new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, false, requestId, lease, type + " arrived with "
+                        + got + " fds (expected: at most " + Protocol.MAX_FDS_PER_FRAME + " per frame); closed them");
+            }
+            if (expected == 0 && got > 0) {
+                throw new ProtocolException(ErrorCode.UNEXPECTED_FDS, requestId, type + " arrived with " + got
+                        + " fds (expected: none; only DESCRIPTOR carries fds); closed them");
+            }
+            if (got != expected) {
+                throw new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, false, requestId, lease, type + " says "
+                        + expected + " chunks but arrived with " + got + " fds; closed them");
+            }
+            int[] all = concat(head.takeFds(), payload.takeFds());
+            return new Frame(type, requestId, m, new ReceivedMessage(new byte[0], all, false));
+        } finally {
+            head.close();
+            if (payload != null) payload.close();
+        }
+    }
+
+    private static int[] concat(int[] a, int[] b) {
+        int[] c = new int[a.length + b.length];
+        System.arraycopy(a, 0, c, 0, a.length);
+        System.arraycopy(b, 0, c, a.length, b.length);
+        return c;
+    }
+
+    /** Sends {@code m} with {@code requestId}, and {@code fds} (kept by the caller) on the same sendmsg. */
+    static void write(FdSocket socket, Messages.Message m, int requestId, int[] fds) throws IOException {
+        socket.send(Frame.encode(m, requestId), fds);
+    }
+}

@@ -1,0 +1,279 @@
+package org.cuvmm.ipc;
+
+import java.nio.BufferUnderflowException;
+import java.nio.ByteBuffer;
+import java.nio.CharBuffer;
+import java.nio.charset.CharacterCodingException;
+import java.nio.charset.CodingErrorAction;
+import java.nio.charset.StandardCharsets;
+import java.util.Arrays;
+
+/**
+ * The payloads of protocol version 1, encoded and decoded exactly as docs/PROTOCOL.md
+ * section 3 says (big-endian; strings are a u16 byte count and UTF-8). Decoding is strict:
+ * a payload must be exactly as long as its fields, strings must be valid UTF-8 within their
+ * limits, and sizes must be positive without overflowing. Package-private.
+ */
+final class Messages {
+    private Messages() {}
+
+    /** A decoded payload. */
+    sealed interface Message permits Hello, HelloOk, Attach, Descriptor, Release, Released, Drop, Error {
+        FrameType type();
+
+        byte[] encode();
+
+        /** fds the frame must carry. */
+        default int fdCount() { return 0; }
+    }
+
+    record Hello(String clientName) implements Message {
+        public FrameType type() { return FrameType.HELLO; }
+
+        public byte[] encode() { return new Writer().string("clientName", clientName, 0, Protocol.MAX_CLIENT_NAME_BYTES).bytes(); }
+    }
+
+    record HelloOk(int version, int maxFds) implements Message {
+        public FrameType type() { return FrameType.HELLO_OK; }
+
+        public byte[] encode() { return new Writer().u16(version).u16(maxFds).bytes(); }
+    }
+
+    record Attach(String name) implements Message {
+        public FrameType type() { return FrameType.ATTACH; }
+
+        public byte[] encode() { return new Writer().string("name", name, 1, Protocol.MAX_NAME_BYTES).bytes(); }
+    }
+
+    record Descriptor(long leaseId, int handleType, long size, long[] chunkSizes) implements Message {
+        public FrameType type() { return FrameType.DESCRIPTOR; }
+
+        @Override
+        public int fdCount() { return chunkSizes.length; }
+
+        public byte[] encode() {
+            Writer w = new Writer().u64(leaseId).u32(handleType).u64(size).u32(chunkSizes.length);
+            for (long s : chunkSizes) w.u64(s);
+            return w.bytes();
+        }
+
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof Descriptor d && d.leaseId == leaseId && d.handleType == handleType && d.size == size
+                    && Arrays.equals(d.chunkSizes, chunkSizes);
+        }
+
+        @Override
+        public int hashCode() { return Long.hashCode(leaseId) * 31 + Arrays.hashCode(chunkSizes); }
+
+        @Override
+        public String toString() {
+            return "Descriptor[lease " + leaseId + ", handle type " + handleType + ", size " + size + ", chunks "
+                    + Arrays.toString(chunkSizes) + "]";
+        }
+    }
+
+    record Release(long leaseId) implements Message {
+        public FrameType type() { return FrameType.RELEASE; }
+
+        public byte[] encode() { return new Writer().u64(leaseId).bytes(); }
+    }
+
+    record Released(long leaseId) implements Message {
+        public FrameType type() { return FrameType.RELEASED; }
+
+        public byte[] encode() { return new Writer().u64(leaseId).bytes(); }
+    }
+
+    record Drop(long leaseId, String name) implements Message {
+        public FrameType type() { return FrameType.DROP; }
+
+        public byte[] encode() { return new Writer().u64(leaseId).string("name", name, 1, Protocol.MAX_NAME_BYTES).bytes(); }
+    }
+
+    /** {@code code} is the raw number (a peer may send one this version does not know). */
+    record Error(int code, String message) implements Message {
+        Error(ErrorCode code, String message) { this(code.code(), message); }
+
+        public FrameType type() { return FrameType.ERROR; }
+
+        public byte[] encode() {
+            return new Writer().u32(code).string("message", truncate(message, Protocol.MAX_MESSAGE_BYTES), 0,
+                    Protocol.MAX_MESSAGE_BYTES).bytes();
+        }
+
+        ErrorCode errorCode() { return ErrorCode.of(code); }
+    }
+
+    /** Cuts {@code s} to at most {@code maxBytes} of UTF-8 without splitting a character. */
+    static String truncate(String s, int maxBytes) {
+        if (s == null) return "";
+        if (s.getBytes(StandardCharsets.UTF_8).length <= maxBytes) return s;
+        StringBuilder b = new StringBuilder();
+        int bytes = 0;
+        for (int i = 0; i < s.length(); ) {
+            int cp = s.codePointAt(i);
+            int n = new String(Character.toChars(cp)).getBytes(StandardCharsets.UTF_8).length;
+            if (bytes + n > maxBytes - 3) break;
+            b.appendCodePoint(cp);
+            bytes += n;
+            i += Character.charCount(cp);
+        }
+        return b.append("...").toString();
+    }
+
+    /**
+     * Decodes the payload of a frame of {@code type}.
+     *
+     * @throws ProtocolException {@link ErrorCode#BAD_PAYLOAD} (request id 0: the caller adds it)
+     */
+    static Message decode(FrameType type, byte[] payload) throws ProtocolException {
+        Reader r = new Reader(type, payload);
+        try {
+            Message m = switch (type) {
+                case HELLO -> new Hello(r.string("client name", 0, Protocol.MAX_CLIENT_NAME_BYTES));
+                case HELLO_OK -> new HelloOk(r.u16(), r.u16());
+                case ATTACH -> new Attach(r.string("name", 1, Protocol.MAX_NAME_BYTES));
+                case DESCRIPTOR -> descriptor(r);
+                case RELEASE -> new Release(r.u64());
+                case RELEASED -> new Released(r.u64());
+                case DROP -> new Drop(r.u64(), r.string("name", 1, Protocol.MAX_NAME_BYTES));
+                case ERROR -> new Error(r.u32(), r.string("message", 0, Protocol.MAX_MESSAGE_BYTES));
+            };
+            r.end();
+            return m;
+        } catch (BufferUnderflowException e) {
+            throw r.bad("the payload (" + payload.length + " bytes) ends before its fields do");
+        }
+    }
+
+    private static Descriptor descriptor(Reader r) throws ProtocolException {
+        long lease = r.u64();
+        int handleType = r.u32();
+        long size = r.u64();
+        long count = Integer.toUnsignedLong(r.u32());
+        if (lease == 0) throw r.bad("lease id 0 (expected: non-zero)");
+        if (handleType != Protocol.HANDLE_TYPE_POSIX_FD) {
+            throw r.bad("handle type " + Integer.toUnsignedString(handleType) + " (expected: 1, POSIX fd)");
+        }
+        if (count < 1 || count > Protocol.MAX_FDS_PER_FRAME) {
+            throw r.bad("chunk count " + count + " (expected: 1 to " + Protocol.MAX_FDS_PER_FRAME + ")");
+        }
+        if (r.remaining() != 8 * count) {
+            throw r.bad("chunk count " + count + " needs " + 8 * count + " bytes of sizes, the payload has "
+                    + r.remaining());
+        }
+        long[] sizes = new long[(int) count];
+        long sum = 0;
+        for (int i = 0; i < count; i++) {
+            long s = r.u64();
+            if (s == 0) throw r.bad("chunk " + i + " size 0 (expected: >= 1)");
+            if (s < 0) throw r.bad("chunk " + i + " size " + Long.toUnsignedString(s) + " is negative as a signed "
+                    + "64-bit value (expected: 1 to 2^63-1)");
+            try {
+                sum = Math.addExact(sum, s);
+            } catch (ArithmeticException e) {
+                throw r.bad("chunk sizes overflow a signed 64-bit sum at chunk " + i);
+            }
+            sizes[i] = s;
+        }
+        if (size <= 0) {
+            throw r.bad("buffer size " + (size == 0 ? "0" : Long.toUnsignedString(size) + " (negative as signed)")
+                    + " (expected: 1 to the sum of the chunk sizes, " + sum + ")");
+        }
+        if (size > sum) throw r.bad("buffer size " + size + " is larger than the sum of the chunk sizes, " + sum);
+        return new Descriptor(lease, handleType, size, sizes);
+    }
+
+    /** Big-endian writer with the protocol's string rules. */
+    static final class Writer {
+        private ByteBuffer b = ByteBuffer.allocate(64);
+
+        private void room(int n) {
+            if (b.remaining() < n) {
+                ByteBuffer bigger = ByteBuffer.allocate(Math.max(b.capacity() * 2, b.position() + n));
+                b.flip();
+                bigger.put(b);
+                b = bigger;
+            }
+        }
+
+        Writer u16(int v) {
+            room(2);
+            b.putShort((short) v);
+            return this;
+        }
+
+        Writer u32(int v) {
+            room(4);
+            b.putInt(v);
+            return this;
+        }
+
+        Writer u64(long v) {
+            room(8);
+            b.putLong(v);
+            return this;
+        }
+
+        Writer raw(byte[] v) {
+            room(v.length);
+            b.put(v);
+            return this;
+        }
+
+        Writer string(String field, String s, int minBytes, int maxBytes) {
+            if (s == null) throw new IllegalArgumentException(field + ": null (expected: a string)");
+            byte[] u = s.getBytes(StandardCharsets.UTF_8);
+            if (u.length < minBytes || u.length > maxBytes) {
+                throw new IllegalArgumentException(field + ": \"" + truncate(s, 64) + "\" is " + u.length
+                        + " bytes of UTF-8 (expected: " + minBytes + " to " + maxBytes + ")");
+            }
+            return u16(u.length).raw(u);
+        }
+
+        byte[] bytes() { return Arrays.copyOf(b.array(), b.position()); }
+    }
+
+    /** Strict big-endian reader: underflow throws, leftovers are an error. */
+    static final class Reader {
+        private final FrameType type;
+        private final ByteBuffer b;
+
+        Reader(FrameType type, byte[] payload) {
+            this.type = type;
+            this.b = ByteBuffer.wrap(payload);
+        }
+
+        int u16() { return Short.toUnsignedInt(b.getShort()); }
+
+        int u32() { return b.getInt(); }
+
+        long u64() { return b.getLong(); }
+
+        int remaining() { return b.remaining(); }
+
+        String string(String field, int minBytes, int maxBytes) throws ProtocolException {
+            int n = u16();
+            if (n > b.remaining()) throw bad(field + " length " + n + " runs past the payload (" + b.remaining() + " bytes left)");
+            if (n < minBytes || n > maxBytes) throw bad(field + " is " + n + " bytes (expected: " + minBytes + " to " + maxBytes + ")");
+            byte[] u = new byte[n];
+            b.get(u);
+            try {
+                CharBuffer c = StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
+                        .onUnmappableCharacter(CodingErrorAction.REPORT).decode(ByteBuffer.wrap(u));
+                return c.toString();
+            } catch (CharacterCodingException e) {
+                throw bad(field + " is not valid UTF-8");
+            }
+        }
+
+        void end() throws ProtocolException {
+            if (b.hasRemaining()) throw bad(b.remaining() + " bytes left over after the fields");
+        }
+
+        ProtocolException bad(String what) {
+            return new ProtocolException(ErrorCode.BAD_PAYLOAD, 0, type + " payload: " + what);
+        }
+    }
+}

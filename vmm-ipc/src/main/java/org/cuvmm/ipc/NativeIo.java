@@ -1,0 +1,73 @@
+package org.cuvmm.ipc;
+
+import jnr.posix.POSIX;
+import jnr.posix.POSIXFactory;
+
+/**
+ * The native POSIX calls this module makes (jnr-posix's native implementation: its Java
+ * fallback throws for {@code sendmsg}/{@code recvmsg}), and the Linux constants jnr-constants
+ * lacks. Package-private.
+ */
+final class NativeIo {
+    static final int SOL_SOCKET = 1;
+    static final int SCM_RIGHTS = 1;
+    static final int MSG_CTRUNC = 0x8;
+    static final int MSG_NOSIGNAL = 0x4000;
+    /** Not in jnr-constants: received fds get {@code FD_CLOEXEC} atomically. */
+    static final int MSG_CMSG_CLOEXEC = 0x40000000;
+    static final int SHUT_RDWR = 2;
+
+    static final int EINTR = 4;
+    static final int EBADF = 9;
+    static final int EAGAIN = 11;
+    static final int EPIPE = 32;
+    static final int ECONNRESET = 104;
+    static final int ECONNREFUSED = 111;
+
+    /** Linux's {@code SCM_MAX_FD}: the most fds one {@code sendmsg} may carry. */
+    static final int MAX_FDS_PER_MESSAGE = 253;
+
+    private static volatile POSIX posix;
+
+    private NativeIo() {}
+
+    static POSIX posix() {
+        POSIX p = posix;
+        if (p != null) return p;
+        synchronized (NativeIo.class) {
+            if (posix == null) {
+                String os = System.getProperty("os.name", "");
+                if (!os.toLowerCase(java.util.Locale.ROOT).contains("linux")) {
+                    throw new UnsupportedOperationException("cuvmm-ipc runs on Linux only (os.name: " + os + ")");
+                }
+                POSIX candidate = POSIXFactory.getNativePOSIX();
+                if (candidate == null || !candidate.isNative()) {
+                    throw new UnsupportedOperationException("jnr-posix could not load its native implementation "
+                            + "(libc through jnr-ffi/jffi); SCM_RIGHTS needs native sendmsg/recvmsg. Check that the "
+                            + "jffi native jar (com.github.jnr:jffi:native) is on the class path");
+                }
+                posix = candidate;
+            }
+            return posix;
+        }
+    }
+
+    /** Closes {@code fd}; never throws. Retries nothing: on Linux, close never needs a retry. */
+    static void closeQuietly(int fd) {
+        if (fd >= 0) posix().close(fd);
+    }
+
+    /** Closes every non-negative fd in {@code fds}; never throws. */
+    static void closeAll(int[] fds) {
+        if (fds == null) return;
+        for (int fd : fds) closeQuietly(fd);
+    }
+
+    static String strerror(int errno) {
+        try {
+            return posix().strerror(errno) + " (errno " + errno + ")";
+        } catch (RuntimeException e) {
+            return "errno " + errno;
+        }
+    }
+}

@@ -1,0 +1,53 @@
+package org.cuvmm.ipc;
+
+import java.io.IOException;
+
+/**
+ * A frame that broke the protocol. Every fd that arrived with it has been closed. {@link
+ * #fatal()}: the stream can no longer be trusted and the connection must be closed.
+ */
+public final class ProtocolException extends IOException {
+    private static final long serialVersionUID = 1L;
+
+    private final ErrorCode code;
+    private final boolean fatal;
+    private final int requestId;
+    private final long leaseId;
+
+    ProtocolException(ErrorCode code, int requestId, String message) {
+        this(code, code.fatal(), requestId, 0, message);
+    }
+
+    ProtocolException(ErrorCode code, boolean fatal, int requestId, long leaseId, String message) {
+        super(message);
+        this.code = code;
+        this.fatal = fatal;
+        this.requestId = requestId;
+        this.leaseId = leaseId;
+    }
+
+    public ErrorCode code() { return code; }
+
+    public boolean fatal() { return fatal; }
+
+    /** The request id of the offending frame (0 when its header could not be trusted). */
+    public int requestId() { return requestId; }
+
+    /** For a DESCRIPTOR that parsed but was rejected: its lease id, so the receiver can release it; else 0. */
+    public long leaseId() { return leaseId; }
+
+    ProtocolException withRequestId(int id) {
+        ProtocolException e = new ProtocolException(code, fatal, id, leaseId, getMessage());
+        e.setStackTrace(getStackTrace());
+        return e;
+    }
+
+    ProtocolException withLeaseId(long lease) {
+        ProtocolException e = new ProtocolException(code, fatal, requestId, lease, getMessage());
+        e.setStackTrace(getStackTrace());
+        return e;
+    }
+
+    @Override
+    public String toString() { return "ProtocolException[" + code + (fatal ? ", fatal" : "") + "]: " + getMessage(); }
+}

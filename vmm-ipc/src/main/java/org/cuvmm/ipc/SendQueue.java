@@ -1,0 +1,124 @@
+package org.cuvmm.ipc;
+
+import java.io.IOException;
+import java.util.concurrent.ArrayBlockingQueue;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.TimeUnit;
+
+/**
+ * A connection's outgoing frames and the thread that sends them, so that nobody but that
+ * thread ever blocks on a slow peer: {@link #offer} never blocks (a best-effort DROP from
+ * {@code unpublish}), {@link #put} waits for room (replies, from the connection's reader,
+ * which is how a client that stops reading is slowed down). Every queued item's fds are
+ * closed exactly once, sent or not. When the writer stops (socket failed, or {@link
+ * #finish()}), it closes the socket. Package-private.
+ */
+final class SendQueue {
+    /** A frame to send and the owner of its fds (closed after the send, or if never sent). */
+    record Item(byte[] frame, int[] fds, AutoCloseable owner) {
+        void release() {
+            if (owner == null) return;
+            try {
+                owner.close();
+            } catch (Exception ignored) {
+                // a descriptor's close does not fail
+            }
+        }
+    }
+
+    private static final Item FINISH = new Item(new byte[0], null, null);
+    private static final System.Logger LOG = System.getLogger(SendQueue.class.getName());
+
+    private final FdSocket socket;
+    private final BlockingQueue<Item> queue;
+    private final Thread writer;
+    private volatile boolean dead;
+
+    SendQueue(FdSocket socket, int capacity, String threadName) {
+        this.socket = socket;
+        this.queue = new ArrayBlockingQueue<>(capacity);
+        this.writer = new Thread(this::run, threadName);
+        writer.setDaemon(true);
+    }
+
+    void start() { writer.start(); }
+
+    private void run() {
+        try {
+            for (;;) {
+                Item item;
+                try {
+                    item = queue.take();
+                } catch (InterruptedException e) {
+                    break;
+                }
+                if (item == FINISH) break;
+                try {
+                    socket.send(item.frame(), item.fds());
+                } catch (IOException | RuntimeException e) {
+                    LOG.log(System.Logger.Level.DEBUG, "send on " + socket + " failed: " + e);
+                    break;
+                } finally {
+                    item.release();
+                }
+            }
+        } finally {
+            dead = true;
+            drain();
+            socket.close();
+        }
+    }
+
+    /** Queues {@code item} if there is room now; never blocks. False (item released) otherwise. */
+    boolean offer(Item item) {
+        if (dead || !queue.offer(item)) {
+            item.release();
+            return false;
+        }
+        if (dead) drain();
+        return true;
+    }
+
+    /** Queues {@code item}, waiting for room while the writer lives. False (item released) if it died. */
+    boolean put(Item item) {
+        try {
+            while (!dead) {
+                if (queue.offer(item, 50, TimeUnit.MILLISECONDS)) {
+                    if (dead) drain();
+                    return true;
+                }
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        item.release();
+        return false;
+    }
+
+    /** Waits (bounded) until the queue has room for {@code n} more items, or the writer died. */
+    void awaitRoom(int n) {
+        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (!dead && queue.remainingCapacity() < n && System.nanoTime() < until) {
+            try {
+                Thread.sleep(5);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                return;
+            }
+        }
+    }
+
+    /** The writer sends what is queued, then closes the socket. Never blocks. */
+    void finish() {
+        if (!queue.offer(FINISH)) socket.shutdown();
+    }
+
+    boolean isDead() { return dead; }
+
+    void join(long millis) throws InterruptedException { writer.join(millis); }
+
+    private void drain() {
+        Item item;
+        while ((item = queue.poll()) != null) item.release();
+    }
+}

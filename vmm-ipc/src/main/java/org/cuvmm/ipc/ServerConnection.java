@@ -1,0 +1,151 @@
+package org.cuvmm.ipc;
+
+import java.io.IOException;
+import java.util.Map;
+import java.util.concurrent.ConcurrentHashMap;
+
+/**
+ * One client of a {@link SharingServer}: a reader thread that reads and answers frames, and
+ * a {@link SendQueue} whose thread sends them. A bad frame is answered with an ERROR; a fatal
+ * one also ends this connection (only this one). When the connection ends for any reason,
+ * its leases are released. Package-private.
+ */
+final class ServerConnection {
+    private static final int QUEUE_CAPACITY = 256;
+
+    final long id;
+    final FdSocket socket;
+    final PeerCredentials peer;
+    final SendQueue out;
+    private final SharingServer server;
+    private final Thread reader;
+    /** Lease id -> lease; touched by the reader and by the server on close. */
+    final Map<Long, Publication.Lease> leases = new ConcurrentHashMap<>();
+    private volatile String clientName = "";
+    private boolean helloDone; // reader thread only
+
+    ServerConnection(SharingServer server, long id, FdSocket socket, PeerCredentials peer) {
+        this.server = server;
+        this.id = id;
+        this.socket = socket;
+        this.peer = peer;
+        this.out = new SendQueue(socket, QUEUE_CAPACITY, "cuvmm-ipc-conn-" + id + "-write");
+        this.reader = new Thread(this::run, "cuvmm-ipc-conn-" + id + "-read");
+        reader.setDaemon(true);
+    }
+
+    String clientName() { return clientName; }
+
+    /** "pid 42 uid 1000 'worker'": who this is, for lease holders and logs. */
+    String describe() {
+        return "pid " + peer.pid() + " uid " + peer.uid() + (clientName.isEmpty() ? "" : " '" + clientName + "'");
+    }
+
+    void start() {
+        out.start();
+        reader.start();
+    }
+
+    private void run() {
+        try {
+            for (;;) {
+                Frame f;
+                try {
+                    f = FrameIO.read(socket);
+                } catch (ProtocolException e) {
+                    server.fireError(this, e.code(), e.getMessage(), false);
+                    reply(e.requestId(), e.code(), e.getMessage());
+                    if (e.fatal()) break;
+                    continue;
+                } catch (IOException e) {
+                    break; // closed, reset: the connection is over
+                }
+                if (f == null) break;
+                try (f) {
+                    handle(f);
+                } catch (RuntimeException e) {
+                    server.log(System.Logger.Level.WARNING, "connection " + id + " (" + peer + "): " + f.type
+                            + " failed: " + e, e);
+                    reply(f.requestId, ErrorCode.INTERNAL, f.type + " failed in the server: " + e);
+                }
+            }
+        } catch (Throwable t) {
+            server.log(System.Logger.Level.ERROR, "connection " + id + " (" + peer + ") reader failed: " + t, t);
+        } finally {
+            out.finish();
+            server.releaseLeases(this);
+            // The writer sends what is queued (an ERROR, say), then closes the socket. A peer
+            // that stops reading cannot hold this thread: after a while the socket is closed
+            // under the writer.
+            try {
+                out.join(5000);
+                if (!out.isDead()) {
+                    socket.close();
+                    out.join(5000);
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                socket.close();
+            }
+            server.connectionEnded(this);
+        }
+    }
+
+    private void handle(Frame f) {
+        if (f.type == FrameType.ERROR) {
+            Messages.Error e = (Messages.Error) f.message;
+            ErrorCode code = e.errorCode();
+            server.fireError(this, code, e.message() + (code == null ? " (code " + e.code() + ")" : ""), true);
+            return; // never answer an ERROR with an ERROR
+        }
+        if (!f.type.fromClient()) {
+            reply(f.requestId, ErrorCode.UNEXPECTED_FRAME, f.type + " is sent by servers, not clients" + fdNote(f));
+            return;
+        }
+        if (f.type == FrameType.HELLO) {
+            if (helloDone) {
+                reply(f.requestId, ErrorCode.UNEXPECTED_FRAME, "HELLO was already sent on this connection");
+                return;
+            }
+            helloDone = true;
+            clientName = ((Messages.Hello) f.message).clientName();
+            send(f.requestId, new Messages.HelloOk(Protocol.VERSION, Protocol.MAX_FDS_PER_FRAME));
+            return;
+        }
+        if (!helloDone) {
+            reply(f.requestId, ErrorCode.UNEXPECTED_FRAME, f.type + " before HELLO (expected: HELLO first)");
+            return;
+        }
+        switch (f.type) {
+            case ATTACH -> server.attach(this, f.requestId, ((Messages.Attach) f.message).name());
+            case RELEASE -> server.release(this, f.requestId, ((Messages.Release) f.message).leaseId());
+            default -> reply(f.requestId, ErrorCode.UNEXPECTED_FRAME, f.type + " is not a request");
+        }
+    }
+
+    private static String fdNote(Frame f) {
+        int n = f.fdCount();
+        return n == 0 ? "" : "; closed the " + n + " fds it carried";
+    }
+
+    /** Queues an ERROR reply (waits for room). */
+    void reply(int requestId, ErrorCode code, String message) {
+        send(requestId, new Messages.Error(code, message));
+    }
+
+    /** Queues a reply without fds (waits for room). */
+    void send(int requestId, Messages.Message m) {
+        out.put(new SendQueue.Item(Frame.encode(m, requestId), null, null));
+    }
+
+    /** Closes the socket: the reader and the writer wake and end. */
+    void close() { socket.close(); }
+
+    void join(long millis) throws InterruptedException {
+        reader.join(millis);
+        out.join(millis);
+    }
+
+    @Override
+    public String toString() { return "connection " + id + " (" + peer + (clientName.isEmpty() ? "" : ", " + clientName) + ")"; }
+}

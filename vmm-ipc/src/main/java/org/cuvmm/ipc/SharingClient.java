@@ -1,0 +1,401 @@
+package org.cuvmm.ipc;
+
+import java.io.IOException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Map;
+import java.util.Objects;
+import java.util.Set;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.function.Consumer;
+
+import org.cuvmm.BufferDescriptor;
+import org.cuvmm.HandleType;
+import org.cuvmm.VirtualMemoryBuffer;
+import org.cuvmm.VirtualMemoryResource;
+
+/**
+ * Attaches to buffers a {@link SharingServer} publishes (docs/PROTOCOL.md).
+ *
+ * <pre>{@code
+ * try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
+ *      SharingClient client = SharingClient.connect(Path.of("/run/me/cuvmm.sock"));
+ *      Attachment a = client.attach("weights", resource)) {
+ *     a.buffer().copyTo(0, bytes, 0, bytes.length);
+ * }
+ * }</pre>
+ *
+ * <p>A reader thread receives replies and DROP notices; DROP listeners run on a separate
+ * event thread (so they may close attachments). An ERROR from the server becomes a {@link
+ * SharingException} carrying the server's code and message. Thread-safe: requests from
+ * several threads are matched to replies by request id.
+ */
+public final class SharingClient implements AutoCloseable {
+    private static final System.Logger LOG = System.getLogger(SharingClient.class.getName());
+
+    private final FdSocket socket;
+    private final Path path;
+    private final Map<Integer, CompletableFuture<Frame>> pending = new ConcurrentHashMap<>();
+    private final Map<Long, Attachment> attachments = new ConcurrentHashMap<>();
+    private final Set<Long> unclaimedDrops = ConcurrentHashMap.newKeySet();
+    private final CopyOnWriteArrayList<Consumer<DropNotice>> dropListeners = new CopyOnWriteArrayList<>();
+    private final AtomicInteger nextRequestId = new AtomicInteger(1);
+    private final Thread reader;
+    private volatile ExecutorService events;
+    private volatile IOException failure;
+    private volatile boolean closed;
+    private volatile Duration timeout = Duration.ofSeconds(30);
+    private int serverVersion;
+    private int serverMaxFds;
+
+    private SharingClient(FdSocket socket, Path path) {
+        this.socket = socket;
+        this.path = path;
+        this.reader = new Thread(this::readLoop, "cuvmm-ipc-client-read " + path);
+        reader.setDaemon(true);
+    }
+
+    /** {@link #connect(Path, String)} with the client name {@code "java pid N"}. */
+    public static SharingClient connect(Path socketPath) throws IOException {
+        return connect(socketPath, "java pid " + ProcessHandle.current().pid());
+    }
+
+    /**
+     * Connects and says HELLO.
+     *
+     * @param clientName shown in the server's events, 0 to 255 bytes of UTF-8
+     * @throws SharingException when the server refuses (e.g. NOT_ALLOWED: this uid is not on its allow-list)
+     * @throws IOException when nothing listens at {@code socketPath}
+     */
+    public static SharingClient connect(Path socketPath, String clientName) throws IOException {
+        Objects.requireNonNull(clientName, "clientName");
+        Messages.Hello hello = new Messages.Hello(clientName);
+        hello.encode(); // validates the name before connecting
+        FdSocket s = FdSocket.connect(socketPath);
+        SharingClient c = new SharingClient(s, socketPath);
+        c.reader.start();
+        try {
+            Frame ok = c.request(hello, FrameType.HELLO_OK);
+            Messages.HelloOk m = (Messages.HelloOk) ok.message;
+            ok.close();
+            c.serverVersion = m.version();
+            c.serverMaxFds = m.maxFds();
+            return c;
+        } catch (IOException | RuntimeException e) {
+            c.shutdownNow();
+            throw e;
+        }
+    }
+
+    /** The protocol version the server announced. */
+    public int serverVersion() { return serverVersion; }
+
+    /** The most fds per frame the server announced. */
+    public int serverMaxFds() { return serverMaxFds; }
+
+    /** How long a request waits for its reply (default 30 s). */
+    public void setTimeout(Duration timeout) {
+        Objects.requireNonNull(timeout, "timeout");
+        if (timeout.isNegative() || timeout.isZero()) {
+            throw new IllegalArgumentException("timeout: " + timeout + " (expected: > 0)");
+        }
+        this.timeout = timeout;
+    }
+
+    /** Called on the client's event thread for each DROP notice. */
+    public void addDropListener(Consumer<DropNotice> listener) { dropListeners.add(Objects.requireNonNull(listener, "listener")); }
+
+    public void removeDropListener(Consumer<DropNotice> listener) { dropListeners.remove(listener); }
+
+    /** True until the connection ends (closed by either side). */
+    public boolean isConnected() { return failure == null && !closed; }
+
+    /**
+     * Attaches to the buffer published as {@code name}: receives its descriptor, imports it
+     * into {@code resource} and returns it with its lease. On any failure every fd received
+     * is closed and, when a lease was granted, it is released.
+     *
+     * @throws SharingException the server's ERROR (UNKNOWN_NAME, ...), a bad DESCRIPTOR, or
+     *     an import that failed (code null; the cause is the core's exception)
+     * @throws IOException the connection failed or the server did not answer in time
+     */
+    public Attachment attach(String name, VirtualMemoryResource resource) throws IOException {
+        SharingServer.checkName(name);
+        Objects.requireNonNull(resource, "resource");
+        if (!resource.isIpcEnabled()) {
+            throw new IllegalArgumentException("resource: " + resource + " (expected: handle type POSIX_FD, to import "
+                    + "shared memory)");
+        }
+        Frame f = request(new Messages.Attach(name), FrameType.DESCRIPTOR);
+        Messages.Descriptor d = (Messages.Descriptor) f.message;
+        int[] fds = f.takeFds();
+        VirtualMemoryBuffer buffer;
+        try {
+            try (BufferDescriptor desc = BufferDescriptor.fromFds(fds, d.chunkSizes(), HandleType.POSIX_FD, d.size())) {
+                buffer = resource.importBuffer(desc);
+            }
+        } catch (RuntimeException e) {
+            releaseQuietly(d.leaseId());
+            throw new SharingException(null, "attach '" + name + "': the server's descriptor (lease " + d.leaseId()
+                    + ", chunks " + java.util.Arrays.toString(d.chunkSizes()) + ") could not be imported: "
+                    + e.getMessage(), e);
+        } finally {
+            NativeIo.closeAll(fds); // fromFds duplicated them
+        }
+        Attachment a = new Attachment(this, name, d.leaseId(), buffer);
+        attachments.put(d.leaseId(), a);
+        if (unclaimedDrops.remove(d.leaseId())) dropped(new Messages.Drop(d.leaseId(), name));
+        return a;
+    }
+
+    /** The attachments not yet closed. */
+    public java.util.List<Attachment> attachments() { return new ArrayList<>(attachments.values()); }
+
+    void forget(Attachment a) { attachments.remove(a.leaseId()); }
+
+    void release(long leaseId) throws IOException {
+        request(new Messages.Release(leaseId), FrameType.RELEASED).close();
+    }
+
+    private void releaseQuietly(long leaseId) {
+        try {
+            release(leaseId);
+        } catch (IOException e) {
+            LOG.log(System.Logger.Level.DEBUG, "release of lease " + leaseId + " failed: " + e);
+        }
+    }
+
+    /** Sends {@code m} and waits for its reply of type {@code expected}; an ERROR reply becomes a SharingException. */
+    private Frame request(Messages.Message m, FrameType expected) throws IOException {
+        int id;
+        do {
+            id = nextRequestId.getAndIncrement();
+        } while (id == 0);
+        CompletableFuture<Frame> reply = new CompletableFuture<>();
+        pending.put(id, reply);
+        try {
+            IOException f = failure;
+            if (f != null) throw rethrow(f);
+            if (closed) throw new IOException("the client is closed");
+            try {
+                FrameIO.write(socket, m, id, null);
+            } catch (IOException e) {
+                // The server may have closed right after an ERROR (NOT_ALLOWED): report that.
+                reader.join(1000);
+                IOException why = failure;
+                throw why instanceof SharingException ? rethrow(why) : new IOException(m.type() + " to " + path
+                        + " failed: " + e.getMessage(), e);
+            }
+            Frame r;
+            try {
+                r = reply.get(timeout.toMillis(), TimeUnit.MILLISECONDS);
+            } catch (TimeoutException e) {
+                throw new IOException("no reply to " + m.type() + " from " + path + " within " + timeout);
+            } catch (ExecutionException e) {
+                Throwable c = e.getCause();
+                throw c instanceof IOException io ? rethrow(io) : new IOException(c);
+            }
+            if (r.type == FrameType.ERROR) {
+                r.close();
+                Messages.Error err = (Messages.Error) r.message;
+                ErrorCode code = err.errorCode();
+                throw new SharingException(code, "server: " + err.message() + " (" + (code == null ? "code " + err.code()
+                        : code) + ")");
+            }
+            if (r.type != expected) {
+                r.close();
+                throw new SharingException(ErrorCode.UNEXPECTED_FRAME, "the server answered " + m.type() + " with "
+                        + r.type + " (expected: " + expected + ")");
+            }
+            return r;
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IOException("interrupted while waiting for the reply to " + m.type(), e);
+        } finally {
+            pending.remove(id);
+        }
+    }
+
+    /** A copy with this thread's stack, keeping the type and code. */
+    private static IOException rethrow(IOException e) {
+        if (e instanceof SharingException s) return new SharingException(s.code(), s.getMessage(), s);
+        return new IOException(e.getMessage(), e);
+    }
+
+    private void readLoop() {
+        try {
+            for (;;) {
+                Frame f;
+                try {
+                    f = FrameIO.read(socket);
+                } catch (ProtocolException e) {
+                    rejected(e);
+                    if (e.fatal()) {
+                        fail(new SharingException(e.code(), "the server sent a bad frame: " + e.getMessage()));
+                        return;
+                    }
+                    continue;
+                } catch (IOException e) {
+                    fail(closed ? new IOException("the client is closed") : new IOException("connection to " + path
+                            + " lost: " + e.getMessage(), e));
+                    return;
+                }
+                if (f == null) {
+                    fail(new IOException("the server at " + path + " closed the connection"));
+                    return;
+                }
+                dispatch(f);
+            }
+        } catch (RuntimeException | Error t) {
+            fail(new IOException("the client's reader failed: " + t, t));
+            throw t;
+        }
+    }
+
+    private void dispatch(Frame f) {
+        if (f.type == FrameType.DROP) {
+            f.close();
+            dropped((Messages.Drop) f.message);
+            return;
+        }
+        if (!f.type.fromServer()) {
+            f.close();
+            ProtocolException e = new ProtocolException(ErrorCode.UNEXPECTED_FRAME, f.requestId, f.type
+                    + " is sent by clients, not servers");
+            rejected(e);
+            return;
+        }
+        if (f.type == FrameType.ERROR && f.requestId == 0) {
+            f.close();
+            Messages.Error err = (Messages.Error) f.message;
+            ErrorCode code = err.errorCode();
+            SharingException e = new SharingException(code, "server: " + err.message() + " (" + (code == null
+                    ? "code " + err.code() : code) + ")");
+            if (code == null || code.fatal()) {
+                fail(e);
+            } else {
+                LOG.log(System.Logger.Level.WARNING, e.getMessage());
+            }
+            return;
+        }
+        CompletableFuture<Frame> p = pending.remove(f.requestId);
+        if (p != null && p.complete(f)) return;
+        // Nobody waits (the request timed out): close its fds and give back its lease.
+        f.close();
+        if (f.message instanceof Messages.Descriptor d) sendQuietly(new Messages.Release(d.leaseId()), nextId());
+    }
+
+    /** A bad frame from the server: tell it why, release a lease it granted, fail the waiting request. */
+    private void rejected(ProtocolException e) {
+        sendQuietly(new Messages.Error(e.code(), "client rejected a frame: " + e.getMessage()), e.requestId());
+        if (e.leaseId() != 0) sendQuietly(new Messages.Release(e.leaseId()), nextId());
+        CompletableFuture<Frame> p = e.requestId() == 0 ? null : pending.remove(e.requestId());
+        if (p != null) {
+            p.completeExceptionally(new SharingException(e.code(), "the server sent a bad frame: " + e.getMessage(), e));
+        }
+    }
+
+    private int nextId() {
+        int id;
+        do {
+            id = nextRequestId.getAndIncrement();
+        } while (id == 0);
+        return id;
+    }
+
+    private void sendQuietly(Messages.Message m, int requestId) {
+        try {
+            FrameIO.write(socket, m, requestId, null);
+        } catch (IOException | RuntimeException e) {
+            LOG.log(System.Logger.Level.DEBUG, "sending " + m.type() + " failed: " + e);
+        }
+    }
+
+    private void dropped(Messages.Drop d) {
+        Attachment a = attachments.get(d.leaseId());
+        if (a == null) {
+            unclaimedDrops.add(d.leaseId()); // its attach() has not returned yet, or it was closed
+            if (unclaimedDrops.size() > 10_000) unclaimedDrops.clear();
+            return;
+        }
+        a.markDropped();
+        DropNotice notice = new DropNotice(d.leaseId(), d.name(), a);
+        if (dropListeners.isEmpty()) return;
+        events().execute(() -> {
+            for (Consumer<DropNotice> l : dropListeners) {
+                try {
+                    l.accept(notice);
+                } catch (RuntimeException e) {
+                    LOG.log(System.Logger.Level.WARNING, "a DROP listener threw " + e, e);
+                }
+            }
+        });
+    }
+
+    private ExecutorService events() {
+        ExecutorService e = events;
+        if (e != null) return e;
+        synchronized (this) {
+            if (events == null) {
+                events = Executors.newSingleThreadExecutor(r -> {
+                    Thread t = new Thread(r, "cuvmm-ipc-client-events " + path);
+                    t.setDaemon(true);
+                    return t;
+                });
+            }
+            return events;
+        }
+    }
+
+    private void fail(IOException why) {
+        if (failure == null || (why instanceof SharingException && !(failure instanceof SharingException))) {
+            failure = why;
+        }
+        for (Integer id : new ArrayList<>(pending.keySet())) {
+            CompletableFuture<Frame> p = pending.remove(id);
+            if (p != null) p.completeExceptionally(failure);
+        }
+        socket.close();
+    }
+
+    /**
+     * Closes every open attachment (each closes its buffer and releases its lease), then the
+     * connection. Idempotent.
+     *
+     * @throws IllegalStateException when an attachment's buffer is in use on another thread;
+     *     the client stays open (close again later)
+     */
+    @Override
+    public void close() {
+        if (closed) return;
+        for (Attachment a : new ArrayList<>(attachments.values())) a.close();
+        shutdownNow();
+    }
+
+    private void shutdownNow() {
+        closed = true;
+        socket.close();
+        try {
+            if (Thread.currentThread() != reader) reader.join(5000);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        ExecutorService e = events;
+        if (e != null) e.shutdown();
+    }
+
+    @Override
+    public String toString() {
+        return "SharingClient[" + path + ", " + attachments.size() + " attachments" + (isConnected() ? "" : ", closed")
+                + "]";
+    }
+}

@@ -1,0 +1,29 @@
+package org.cuvmm.ipc;
+
+/**
+ * Events of a {@link SharingServer}, for logs and command-line tools. Called on the server's
+ * threads (the connection's own reader thread for lease events): return quickly. An
+ * exception thrown by a listener is logged and ignored.
+ */
+public interface SharingListener {
+    /** A client connected and passed the credentials check. */
+    default void connected(PeerCredentials peer) {}
+
+    /** A client attached: a lease was counted and its DESCRIPTOR queued. */
+    default void attached(LeaseEvent event) {}
+
+    /** A lease ended: the client released it, or its connection ended (see {@link LeaseEvent#reason()}). */
+    default void released(LeaseEvent event) {}
+
+    /** A connection was refused (uid not allowed, too many connections). */
+    default void refused(PeerCredentials peer, String reason) {}
+
+    /**
+     * A client sent a bad frame (answered with an ERROR), or sent an ERROR of its own
+     * ({@code sentByClient}).
+     */
+    default void error(PeerCredentials peer, String clientName, ErrorCode code, String message, boolean sentByClient) {}
+
+    /** A connection ended (after its leases were released). */
+    default void disconnected(PeerCredentials peer, String clientName) {}
+}

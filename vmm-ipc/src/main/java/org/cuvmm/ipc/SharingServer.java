@@ -1,0 +1,456 @@
+package org.cuvmm.ipc;
+
+import java.io.IOException;
+import java.nio.channels.ClosedChannelException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Collections;
+import java.util.List;
+import java.util.Objects;
+import java.util.Set;
+import java.util.TreeSet;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.cuvmm.BufferDescriptor;
+import org.cuvmm.BufferLease;
+import org.cuvmm.HandleType;
+import org.cuvmm.VirtualMemoryBuffer;
+
+/**
+ * Publishes named {@link VirtualMemoryBuffer}s to other processes over a Unix-domain socket,
+ * speaking the sharing protocol (docs/PROTOCOL.md).
+ *
+ * <pre>{@code
+ * try (SharingServer server = SharingServer.builder(Path.of("/run/me/cuvmm.sock")).build()) {
+ *     server.publish("weights", buffer);
+ *     ...
+ *     server.unpublish("weights");   // consumers get a DROP notice
+ * }
+ * }</pre>
+ *
+ * <ul>
+ * <li>The socket file has mode {@code 0600}; a dead server's leftover socket is replaced, a
+ *     live one is not ({@link FdServerSocket}).</li>
+ * <li>Each connection's uid ({@code SO_PEERCRED}) is checked against the allow-list
+ *     (default: this process's uid); others get an ERROR {@code NOT_ALLOWED} and are closed.</li>
+ * <li>Each ATTACH exports a fresh descriptor ({@link VirtualMemoryBuffer#exportDescriptor()}),
+ *     sends it, then closes the server's copies of the fds; the server keeps no fd.</li>
+ * <li>A lease is counted per (connection, attach) until the client sends RELEASE or its
+ *     connection ends, whatever the reason (a killed consumer frees its leases).</li>
+ * <li>{@link #unpublish(String)} never blocks: DROP notices are queued without waiting
+ *     (best-effort) and sent by each connection's own thread.</li>
+ * <li>A bad frame gets an ERROR; a client whose stream cannot be trusted is disconnected;
+ *     nothing a client sends stops the server serving the others.</li>
+ * </ul>
+ *
+ * <p>The server does not own published buffers. Each lease holds a {@link BufferLease} on
+ * the published buffer, so the owner's {@code close()} refuses while a consumer holds it
+ * (the message names the consumer; {@code closeWhenUnused()} closes it after the last
+ * release). An ATTACH of a buffer the owner closed is answered with ERROR {@code INTERNAL}.
+ * Thread-safe.
+ */
+public final class SharingServer implements AutoCloseable {
+    private static final System.Logger LOG = System.getLogger(SharingServer.class.getName());
+
+    private final FdServerSocket listenSocket;
+    private final Set<Integer> allowedUids;
+    private final int maxConnections;
+    private final ConcurrentHashMap<String, Publication> published = new ConcurrentHashMap<>();
+    private final Set<ServerConnection> connections = ConcurrentHashMap.newKeySet();
+    private final CopyOnWriteArrayList<SharingListener> listeners = new CopyOnWriteArrayList<>();
+    private final AtomicLong nextLeaseId = new AtomicLong(1);
+    private final AtomicLong nextConnectionId = new AtomicLong(1);
+    private final AtomicBoolean closed = new AtomicBoolean();
+    private final Thread acceptThread;
+
+    private SharingServer(Builder b, FdServerSocket socket) {
+        this.listenSocket = socket;
+        this.allowedUids = Collections.unmodifiableSet(new TreeSet<>(b.allowedUids));
+        this.maxConnections = b.maxConnections;
+        listeners.addAll(b.listeners);
+        this.acceptThread = new Thread(this::acceptLoop, "cuvmm-ipc-accept " + socket.path());
+        acceptThread.setDaemon(true);
+    }
+
+    /** A builder for a server listening at {@code socketPath}. */
+    public static Builder builder(Path socketPath) { return new Builder(socketPath); }
+
+    /** Options of a {@link SharingServer}. */
+    public static final class Builder {
+        private final Path path;
+        private final Set<Integer> allowedUids = new TreeSet<>();
+        private boolean uidsSet;
+        private int maxConnections = 256;
+        private final List<SharingListener> listeners = new ArrayList<>();
+
+        private Builder(Path path) {
+            this.path = FdSocket.checkPath(path);
+        }
+
+        /** Replaces the allow-list with these uids (default: this process's uid only). */
+        public Builder allowUids(int... uids) {
+            Objects.requireNonNull(uids, "uids");
+            allowedUids.clear();
+            for (int u : uids) {
+                if (u < 0) throw new IllegalArgumentException("uids: " + u + " (expected: uids >= 0)");
+                allowedUids.add(u);
+            }
+            uidsSet = true;
+            return this;
+        }
+
+        /** Most connections served at once (default 256); more are refused with ERROR INTERNAL. */
+        public Builder maxConnections(int n) {
+            if (n < 1) throw new IllegalArgumentException("maxConnections: " + n + " (expected: >= 1)");
+            maxConnections = n;
+            return this;
+        }
+
+        public Builder listener(SharingListener l) {
+            listeners.add(Objects.requireNonNull(l, "listener"));
+            return this;
+        }
+
+        /**
+         * Binds the socket and starts accepting.
+         *
+         * @throws IOException when a live server answers at the path, or binding fails
+         */
+        public SharingServer build() throws IOException {
+            if (!uidsSet) {
+                allowedUids.clear();
+                allowedUids.add(NativeIo.posix().geteuid());
+            }
+            FdServerSocket s = FdServerSocket.bind(path);
+            SharingServer server = new SharingServer(this, s);
+            server.acceptThread.start();
+            return server;
+        }
+    }
+
+    // ---------------------------------------------------------------- owner API
+
+    /**
+     * Publishes {@code buffer} as {@code name}: from now on clients can attach to it.
+     *
+     * @throws IllegalArgumentException for a name that is empty or over 255 bytes of UTF-8,
+     *     a buffer that cannot be exported (its resource's handle type is not POSIX_FD, it is
+     *     empty, it covers imported memory, or it has more than 253 chunks)
+     * @throws IllegalStateException when the name is already published, the buffer is
+     *     closed, or the server is closed
+     */
+    public void publish(String name, VirtualMemoryBuffer buffer) {
+        checkName(name);
+        Objects.requireNonNull(buffer, "buffer");
+        requireOpen();
+        if (buffer.isClosed()) throw new IllegalStateException("publish '" + name + "': " + buffer + " is closed");
+        if (!buffer.resource().isIpcEnabled()) {
+            throw new IllegalArgumentException("publish '" + name + "': " + buffer + " belongs to a resource with handle "
+                    + "type " + buffer.resource().options().handleType() + " (expected: " + HandleType.POSIX_FD
+                    + ", so it can be exported)");
+        }
+        if (buffer.size() == 0) throw new IllegalArgumentException("publish '" + name + "': the buffer is empty");
+        if (buffer.isImported()) {
+            throw new IllegalArgumentException("publish '" + name + "': " + buffer + " covers memory imported from "
+                    + "another process and cannot be exported again; publish the owner's buffer, or copy into a "
+                    + "buffer this process owns");
+        }
+        if (buffer.chunkCount() > Protocol.MAX_FDS_PER_FRAME) {
+            throw new IllegalArgumentException("publish '" + name + "': " + buffer + " has " + buffer.chunkCount()
+                    + " chunks (expected: at most " + Protocol.MAX_FDS_PER_FRAME + ", the fds one frame can carry)");
+        }
+        Publication p = new Publication(name, buffer);
+        if (published.putIfAbsent(name, p) != null) {
+            throw new IllegalStateException("publish '" + name + "': the name is already published; unpublish it first");
+        }
+    }
+
+    /**
+     * Withdraws {@code name}: new ATTACHes fail with UNKNOWN_NAME, and every client holding a
+     * lease on it is sent a DROP notice. Never blocks: a notice that cannot be queued at once
+     * (a client that stopped reading) is dropped. Leases stay counted until released.
+     *
+     * @return false when {@code name} was not published
+     */
+    public boolean unpublish(String name) {
+        Objects.requireNonNull(name, "name");
+        Publication p = published.remove(name);
+        if (p == null) return false;
+        for (Publication.Lease l : p.withdraw()) {
+            byte[] frame = Frame.encode(new Messages.Drop(l.id(), name), 0);
+            if (!l.connection().out.offer(new SendQueue.Item(frame, null, null))) {
+                log(System.Logger.Level.INFO, "DROP of '" + name + "' lease " + l.id() + " not delivered to "
+                        + l.connection() + " (its send queue is full or closed)", null);
+            }
+        }
+        return true;
+    }
+
+    /** True when {@code name} is published. */
+    public boolean isPublished(String name) { return published.containsKey(name); }
+
+    /** The published names, sorted. */
+    public Set<String> publishedNames() { return Collections.unmodifiableSet(new TreeSet<>(published.keySet())); }
+
+    /** Leases held on the buffer published as {@code name} (0 when none is). */
+    public int leaseCount(String name) {
+        Publication p = published.get(name);
+        return p == null ? 0 : p.leaseCount();
+    }
+
+    /** Every lease held by every client, on published and withdrawn buffers alike. */
+    public int totalLeaseCount() {
+        int n = 0;
+        for (ServerConnection c : connections) n += c.leases.size();
+        return n;
+    }
+
+    /** Connections being served now. */
+    public int connectionCount() { return connections.size(); }
+
+    /** The socket file's absolute path. */
+    public Path socketPath() { return listenSocket.path(); }
+
+    /** The uids allowed to connect. */
+    public Set<Integer> allowedUids() { return allowedUids; }
+
+    public void addListener(SharingListener l) { listeners.add(Objects.requireNonNull(l, "listener")); }
+
+    public void removeListener(SharingListener l) { listeners.remove(l); }
+
+    public boolean isClosed() { return closed.get(); }
+
+    /**
+     * Stops accepting, closes every connection (their leases end with reason
+     * SERVER_CLOSED), waits for the connection threads, and deletes the socket file.
+     * Published buffers are not closed (they are the caller's). Idempotent.
+     */
+    @Override
+    public void close() {
+        if (!closed.compareAndSet(false, true)) return;
+        listenSocket.close();
+        try {
+            acceptThread.join(5000);
+            for (ServerConnection c : connections) c.close();
+            for (ServerConnection c : new ArrayList<>(connections)) c.join(5000);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+        published.clear();
+    }
+
+    @Override
+    public String toString() {
+        return "SharingServer[" + listenSocket.path() + ", " + published.size() + " published, " + connections.size()
+                + " connections" + (closed.get() ? ", closed" : "") + "]";
+    }
+
+    // ---------------------------------------------------------------- connections
+
+    private void acceptLoop() {
+        while (!closed.get()) {
+            FdSocket s;
+            try {
+                s = listenSocket.accept();
+            } catch (ClosedChannelException e) {
+                break;
+            } catch (IOException e) {
+                if (closed.get()) break;
+                // EMFILE and friends: do not spin.
+                log(System.Logger.Level.WARNING, "accept on " + listenSocket.path() + " failed: " + e.getMessage(), null);
+                sleepQuietly(50);
+                continue;
+            }
+            try {
+                admit(s);
+            } catch (Throwable t) {
+                s.close();
+                log(System.Logger.Level.ERROR, "admitting a connection failed: " + t, t);
+            }
+        }
+    }
+
+    private void admit(FdSocket s) {
+        PeerCredentials peer;
+        try {
+            peer = s.peerCredentials();
+        } catch (IOException e) {
+            s.close();
+            return;
+        }
+        if (!allowedUids.contains(peer.uid())) {
+            String why = "uid " + peer.uid() + " is not allowed to use this server (allowed uids: " + allowedUids
+                    + "); ask its owner to add yours";
+            refuse(s, ErrorCode.NOT_ALLOWED, why);
+            fire(l -> l.refused(peer, why));
+            return;
+        }
+        if (connections.size() >= maxConnections) {
+            String why = "too many connections (" + maxConnections + "); try again later";
+            refuse(s, ErrorCode.INTERNAL, why);
+            fire(l -> l.refused(peer, why));
+            return;
+        }
+        ServerConnection c = new ServerConnection(this, nextConnectionId.getAndIncrement(), s, peer);
+        connections.add(c);
+        if (closed.get()) {
+            connections.remove(c);
+            s.close();
+            return;
+        }
+        fire(l -> l.connected(peer));
+        c.start();
+    }
+
+    /** One ERROR on a fresh socket (its send buffer is empty: this does not block), then close. */
+    private static void refuse(FdSocket s, ErrorCode code, String why) {
+        try {
+            FrameIO.write(s, new Messages.Error(code, why), 0, null);
+        } catch (IOException | RuntimeException ignored) {
+            // the peer has gone: nothing to tell
+        } finally {
+            s.close();
+        }
+    }
+
+    void attach(ServerConnection c, int requestId, String name) {
+        Publication p = published.get(name);
+        if (p == null) {
+            c.reply(requestId, ErrorCode.UNKNOWN_NAME, "no buffer is published as '" + name + "' (published: "
+                    + publishedNames() + ")");
+            return;
+        }
+        // Wait for room outside the publication's lock, so unpublish never waits behind a slow client.
+        c.out.awaitRoom(2);
+        Publication.Lease lease = null;
+        int count = 0;
+        ErrorCode failure = null;
+        String why = null;
+        synchronized (p) {
+            if (p.isWithdrawn()) {
+                failure = ErrorCode.UNKNOWN_NAME;
+                why = "'" + name + "' was withdrawn by its owner";
+            } else {
+                BufferDescriptor d = null;
+                BufferLease held = null;
+                try {
+                    long id = nextLeaseId.getAndIncrement();
+                    // Held first: from here the owner's close() refuses, naming this consumer.
+                    held = p.buffer.lease("consumer " + c.describe() + ", lease " + id + " of '" + name + "' on "
+                            + listenSocket.path());
+                    d = p.buffer.exportDescriptor();
+                    lease = new Publication.Lease(id, p, c, held);
+                    held = null; // the lease owns it now
+                    byte[] frame = Frame.encode(new Messages.Descriptor(lease.id(), Protocol.HANDLE_TYPE_POSIX_FD,
+                            d.size(), d.sizes()), requestId);
+                    // Counted before it is sent, under the lock unpublish takes: a DROP then
+                    // always follows the DESCRIPTOR of its lease.
+                    p.addLease(lease);
+                    c.leases.put(lease.id(), lease);
+                    SendQueue.Item item = new SendQueue.Item(frame, d.fds(), d);
+                    d = null; // the queue owns it now (it closes the fds after sending)
+                    if (c.out.offer(item)) {
+                        count = p.leaseCount();
+                    } else {
+                        c.leases.remove(lease.id());
+                        p.removeLease(lease);
+                        failure = ErrorCode.INTERNAL;
+                        why = "the server's send queue for this connection is full or closed";
+                    }
+                } catch (RuntimeException e) {
+                    if (lease != null) {
+                        c.leases.remove(lease.id());
+                        p.removeLease(lease);
+                    }
+                    failure = ErrorCode.INTERNAL;
+                    why = "cannot export '" + name + "': " + e.getMessage();
+                } finally {
+                    if (d != null) d.close();
+                    if (held != null) held.close();
+                }
+            }
+        }
+        if (failure != null) {
+            c.reply(requestId, failure, why);
+            return;
+        }
+        LeaseEvent e = new LeaseEvent(name, lease.id(), c.peer, c.clientName(), LeaseEvent.Reason.ATTACHED, count);
+        fire(l -> l.attached(e));
+    }
+
+    void release(ServerConnection c, int requestId, long leaseId) {
+        Publication.Lease lease = c.leases.remove(leaseId);
+        if (lease == null) {
+            c.reply(requestId, ErrorCode.UNKNOWN_LEASE, "lease " + Long.toUnsignedString(leaseId)
+                    + " is not held by this connection (never granted, already released, or another connection's)");
+            return;
+        }
+        int left = lease.publication().removeLease(lease);
+        c.send(requestId, new Messages.Released(leaseId));
+        LeaseEvent e = new LeaseEvent(lease.publication().name, leaseId, c.peer, c.clientName(),
+                LeaseEvent.Reason.RELEASED, left);
+        fire(l -> l.released(e));
+    }
+
+    /** The connection's reader has stopped: its leases end. */
+    void releaseLeases(ServerConnection c) {
+        LeaseEvent.Reason reason = closed.get() ? LeaseEvent.Reason.SERVER_CLOSED : LeaseEvent.Reason.DISCONNECTED;
+        for (Long id : new ArrayList<>(c.leases.keySet())) {
+            Publication.Lease lease = c.leases.remove(id);
+            if (lease == null) continue;
+            int left = lease.publication().removeLease(lease);
+            LeaseEvent e = new LeaseEvent(lease.publication().name, id, c.peer, c.clientName(), reason, left);
+            fire(l -> l.released(e));
+        }
+    }
+
+    /** The connection's threads are done and its socket is closed. */
+    void connectionEnded(ServerConnection c) {
+        connections.remove(c);
+        fire(l -> l.disconnected(c.peer, c.clientName()));
+    }
+
+    void fireError(ServerConnection c, ErrorCode code, String message, boolean sentByClient) {
+        fire(l -> l.error(c.peer, c.clientName(), code, message, sentByClient));
+    }
+
+    private void fire(java.util.function.Consumer<SharingListener> event) {
+        for (SharingListener l : listeners) {
+            try {
+                event.accept(l);
+            } catch (RuntimeException e) {
+                log(System.Logger.Level.WARNING, "a SharingListener threw " + e, e);
+            }
+        }
+    }
+
+    void log(System.Logger.Level level, String message, Throwable t) {
+        if (t == null) LOG.log(level, message);
+        else LOG.log(level, message, t);
+    }
+
+    private void requireOpen() {
+        if (closed.get()) throw new IllegalStateException("the server at " + listenSocket.path() + " is closed");
+    }
+
+    static void checkName(String name) {
+        Objects.requireNonNull(name, "name");
+        int n = name.getBytes(StandardCharsets.UTF_8).length;
+        if (n < 1 || n > Protocol.MAX_NAME_BYTES) {
+            throw new IllegalArgumentException("name: \"" + Messages.truncate(name, 64) + "\" is " + n
+                    + " bytes of UTF-8 (expected: 1 to " + Protocol.MAX_NAME_BYTES + ")");
+        }
+    }
+
+    private static void sleepQuietly(long ms) {
+        try {
+            Thread.sleep(ms);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
+    }
+}

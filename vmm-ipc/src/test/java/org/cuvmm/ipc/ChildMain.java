@@ -1,0 +1,115 @@
+package org.cuvmm.ipc;
+
+import java.nio.file.Path;
+import java.util.Map;
+
+import org.cuvmm.VirtualMemoryBuffer;
+import org.cuvmm.VirtualMemoryResource;
+
+/** What the tests run in a second JVM. Prints its result; exit 0 means it did what it was asked. */
+public final class ChildMain {
+    private static final int RLIMIT_NOFILE = 7;
+
+    private ChildMain() {}
+
+    public static void main(String[] args) throws Exception {
+        try {
+            switch (args[0]) {
+                case "ctrunc" -> ctrunc(Path.of(args[1]));
+                case "attach" -> attach(Path.of(args[1]), args[2], Long.parseLong(args[3]), Integer.parseInt(args[4]),
+                        Long.parseLong(args[5]));
+                case "hold" -> hold(Path.of(args[1]), args[2]);
+                case "hello" -> hello(Path.of(args[1]));
+                default -> throw new IllegalArgumentException(args[0]);
+            }
+        } catch (Throwable t) {
+            System.out.println("FAILED: " + t);
+            t.printStackTrace(System.out);
+            System.out.flush();
+            System.exit(2);
+        }
+        System.out.flush();
+        System.exit(0);
+    }
+
+    /** Receives 20 fds with room for only a few: the kernel sets MSG_CTRUNC. */
+    private static void ctrunc(Path sock) throws Exception {
+        try (FdSocket s = FdSocket.connect(sock)) {
+            // Warm up the receive path (class loading may open files) before lowering the limit.
+            Class.forName(FdTransferException.Reason.class.getName());
+            Class.forName(FdTransferException.class.getName());
+            Map<String, Integer> base = IpcTestSupport.fdSnapshot();
+            long[] old = {0, 0};
+            jnr.posix.RLimit r = NativeIo.posix().getrlimit(RLIMIT_NOFILE);
+            old[0] = r.rlimCur();
+            old[1] = r.rlimMax();
+            // The lowest limit that leaves exactly 3 free fd numbers below it.
+            int limit = 0;
+            int free = 0;
+            while (free < 3) {
+                if (!IpcTestSupport.isOpen(limit)) free++;
+                limit++;
+            }
+            if (NativeIo.posix().setrlimit(RLIMIT_NOFILE, limit, old[1]) != 0) {
+                throw new IllegalStateException("setrlimit failed: errno " + NativeIo.posix().errno());
+            }
+            FdTransferException.Reason reason = null;
+            int closed = -1;
+            try {
+                s.send(new byte[] {1}, null);
+                try (ReceivedMessage m = s.receive(8)) {
+                    System.out.println("no error: " + m);
+                } catch (FdTransferException e) {
+                    reason = e.reason();
+                    closed = e.fdsClosed();
+                }
+            } finally {
+                NativeIo.posix().setrlimit(RLIMIT_NOFILE, old[0], old[1]);
+            }
+            System.out.println(reason + ", closed " + closed + " received fds (limit " + limit + ")");
+            Map<String, Integer> now = IpcTestSupport.fdSnapshot();
+            if (!now.equals(base)) throw new IllegalStateException("fds " + now + " (expected: " + base + ")");
+            System.out.println("fds back to baseline");
+        }
+    }
+
+    /** Attaches, checks every byte of the pattern (every chunk), writes chunk {@code writeChunk} with {@code writeSeed}. */
+    private static void attach(Path sock, String name, long seed, int writeChunk, long writeSeed) throws Exception {
+        try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
+             SharingClient client = SharingClient.connect(sock, "child");
+             Attachment a = client.attach(name, resource)) {
+            VirtualMemoryBuffer b = a.buffer();
+            System.out.println("attached " + a + " origin " + b.origin() + " chunks " + b.chunkCount());
+            Pattern.verify(b, seed);
+            long offset = 0;
+            for (int i = 0; i < writeChunk; i++) offset += b.chunkSize(i);
+            long length = Math.min(b.chunkSize(writeChunk), b.size() - offset);
+            Pattern.fill(b, offset, length, writeSeed);
+            System.out.println("verified " + b.size() + " bytes; wrote chunk " + writeChunk + " [" + offset + ", +"
+                    + length + ")");
+        }
+        System.out.println("OK");
+    }
+
+    /** Attaches and holds the lease until killed. */
+    private static void hold(Path sock, String name) throws Exception {
+        VirtualMemoryResource resource = VirtualMemoryResource.create(0);
+        SharingClient client = SharingClient.connect(sock, "holder");
+        Attachment a = client.attach(name, resource);
+        System.out.println("ATTACHED lease " + a.leaseId());
+        System.out.flush();
+        Thread.sleep(Long.MAX_VALUE);
+    }
+
+    /** Connects and says HELLO; reports the server's refusal. */
+    private static void hello(Path sock) throws Exception {
+        System.out.println("uid " + NativeIo.posix().geteuid());
+        try (SharingClient c = SharingClient.connect(sock, "stranger")) {
+            System.out.println("ACCEPTED " + c);
+        } catch (SharingException e) {
+            System.out.println("REFUSED " + e.code() + ": " + e.getMessage());
+        } catch (java.io.IOException e) {
+            System.out.println("IOERROR " + e.getMessage());
+        }
+    }
+}

@@ -1,0 +1,224 @@
+package org.cuvmm.ipc;
+
+import static org.cuvmm.ipc.IpcTestSupport.assertFdsBack;
+import static org.cuvmm.ipc.IpcTestSupport.fdSnapshot;
+import static org.cuvmm.ipc.IpcTestSupport.isOpen;
+import static org.cuvmm.ipc.IpcTestSupport.pipe;
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.File;
+import java.io.IOException;
+import java.nio.channels.ClosedChannelException;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.TimeUnit;
+
+import jnr.constants.platform.Fcntl;
+import org.junit.jupiter.api.Test;
+
+/** The raw-fd transport: bytes and fds on one sendmsg, and the receive-side traps. */
+class FdSocketTest {
+    private static final int FD_CLOEXEC = 1;
+
+    @Test
+    void roundTripCarriesBytesAndWorkingFds() throws Exception {
+        Map<String, Integer> base = fdSnapshot();
+        FdSocket[] p = FdSocket.pair();
+        int[] pipe = pipe();
+        try (FdSocket a = p[0]; FdSocket b = p[1]) {
+            a.send("hello".getBytes(StandardCharsets.UTF_8), new int[] {pipe[1]});
+            try (ReceivedMessage m = b.receive(5)) {
+                assertEquals("hello", new String(m.data(), StandardCharsets.UTF_8));
+                assertEquals(1, m.fdCount());
+                int writeEnd = m.fds()[0];
+                assertTrue(writeEnd != pipe[1], "a new fd number in the receiver");
+                int flags = NativeIo.posix().fcntl(writeEnd, Fcntl.F_GETFD);
+                assertEquals(FD_CLOEXEC, flags & FD_CLOEXEC, "received with MSG_CMSG_CLOEXEC");
+                // It is the same pipe: write through the received fd, read from ours.
+                assertEquals(3, NativeIo.posix().write(writeEnd, new byte[] {1, 2, 3}, 3));
+                byte[] back = new byte[3];
+                assertEquals(3, NativeIo.posix().read(pipe[0], back, 3));
+                assertArrayEquals(new byte[] {1, 2, 3}, back);
+            }
+        } finally {
+            NativeIo.closeAll(pipe);
+        }
+        assertFdsBack(base, "after a round trip");
+    }
+
+    @Test
+    void fdsStayWithTheirOwnMessage() throws Exception {
+        Map<String, Integer> base = fdSnapshot();
+        FdSocket[] p = FdSocket.pair();
+        int[] pipe = pipe();
+        try (FdSocket a = p[0]; FdSocket b = p[1]) {
+            a.send(new byte[10], new int[] {pipe[0]});
+            a.send(new byte[10], new int[] {pipe[0], pipe[1]});
+            a.send(new byte[10], null);
+            try (ReceivedMessage m1 = b.receive(10); ReceivedMessage m2 = b.receive(10); ReceivedMessage m3 = b.receive(10)) {
+                assertEquals(1, m1.fdCount());
+                assertEquals(2, m2.fdCount());
+                assertEquals(0, m3.fdCount());
+            }
+        } finally {
+            NativeIo.closeAll(pipe);
+        }
+        assertFdsBack(base, "after three messages");
+    }
+
+    @Test
+    void moreFdsThanAllowedAreCountedFromTheDataLengthAndAllClosed() throws Exception {
+        Map<String, Integer> base = fdSnapshot();
+        FdSocket[] p = FdSocket.pair();
+        int[] pipe = pipe();
+        try (FdSocket a = p[0]; FdSocket b = p[1]) {
+            // CMSG_SPACE(4) == CMSG_SPACE(8): a receiver sized for one fd can get two.
+            a.send(new byte[4], new int[] {pipe[0], pipe[1]});
+            FdTransferException e = assertThrows(FdTransferException.class, () -> b.receive(4, 1));
+            assertEquals(FdTransferException.Reason.TOO_MANY_FDS, e.reason());
+            assertEquals(2, e.fdsClosed());
+            assertEquals(4, e.data().length, "the bytes were read: the stream stays in step");
+            a.send(new byte[] {7}, null);
+            try (ReceivedMessage m = b.receive(1)) {
+                assertEquals(7, m.data()[0]);
+            }
+        } finally {
+            NativeIo.closeAll(pipe);
+        }
+        assertFdsBack(base, "after rejecting extra fds");
+    }
+
+    @Test
+    void takeFdsTransfersOwnershipExactlyOnce() throws Exception {
+        FdSocket[] p = FdSocket.pair();
+        int[] pipe = pipe();
+        try (FdSocket a = p[0]; FdSocket b = p[1]) {
+            a.send(new byte[1], new int[] {pipe[0]});
+            ReceivedMessage m = b.receive(1);
+            int[] mine = m.takeFds();
+            m.close();
+            assertTrue(isOpen(mine[0]), "close() after takeFds() leaves the fds to the taker");
+            assertThrows(IllegalStateException.class, m::takeFds);
+            NativeIo.closeAll(mine);
+            a.send(new byte[1], new int[] {pipe[0]});
+            ReceivedMessage m2 = b.receive(1);
+            int fd = m2.fds()[0];
+            m2.close();
+            m2.close();
+            assertFalse(isOpen(fd), "close() closed the received fd");
+        } finally {
+            NativeIo.closeAll(pipe);
+        }
+    }
+
+    @Test
+    void endOfStreamMidMessageIsReported() throws Exception {
+        FdSocket[] p = FdSocket.pair();
+        FdSocket a = p[0];
+        try (FdSocket b = p[1]) {
+            a.send(new byte[] {1, 2, 3}, null);
+            a.close();
+            try (ReceivedMessage m = b.receive(10)) {
+                assertTrue(m.endOfStream());
+                assertEquals(3, m.length());
+            }
+            try (ReceivedMessage m = b.receive(10)) {
+                assertTrue(m.endOfStream());
+                assertEquals(0, m.length());
+            }
+        }
+    }
+
+    @Test
+    void sendChecksItsArguments() throws Exception {
+        FdSocket[] p = FdSocket.pair();
+        try (FdSocket a = p[0]; FdSocket b = p[1]) {
+            assertTrue(b.isOpen());
+            assertThrows(IllegalArgumentException.class, () -> a.send(new byte[0], new int[] {0}));
+            assertThrows(IllegalArgumentException.class, () -> a.send(new byte[1], new int[] {-1}));
+            assertThrows(IllegalArgumentException.class, () -> a.send(new byte[1], new int[254]));
+            int[] pipe = pipe();
+            NativeIo.closeAll(pipe);
+            IOException e = assertThrows(IOException.class, () -> a.send(new byte[1], new int[] {pipe[0]}));
+            assertTrue(e.getMessage().contains("not open"), e.getMessage());
+        }
+    }
+
+    @Test
+    void closeWakesABlockedReceiverAndLaterCallsFail() throws Exception {
+        FdSocket[] p = FdSocket.pair();
+        FdSocket b = p[1];
+        CompletableFuture<Throwable> blocked = CompletableFuture.supplyAsync(() -> {
+            try {
+                b.receive(4);
+                return null;
+            } catch (Throwable t) {
+                return t;
+            }
+        });
+        Thread.sleep(100);
+        b.close();
+        Throwable t = blocked.get(5, TimeUnit.SECONDS);
+        assertTrue(t instanceof ClosedChannelException, "woke with " + t);
+        assertThrows(ClosedChannelException.class, () -> b.receive(1));
+        assertThrows(ClosedChannelException.class, () -> b.send(new byte[1], null));
+        p[0].close();
+    }
+
+    @Test
+    void peerClosedGivesAClearSendError() throws Exception {
+        FdSocket[] p = FdSocket.pair();
+        try (FdSocket a = p[0]) {
+            p[1].close();
+            IOException e = assertThrows(IOException.class, () -> {
+                for (int i = 0; i < 100; i++) a.send(new byte[1024], null);
+            });
+            assertTrue(e.getMessage().contains("peer closed"), e.getMessage());
+        }
+    }
+
+    @Test
+    void pathsTooLongForASocketAreRefused() {
+        Path tooLong = Path.of("/tmp/" + "x".repeat(120));
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> FdSocket.connect(tooLong));
+        assertTrue(e.getMessage().contains("107"), e.getMessage());
+    }
+
+    /**
+     * MSG_CTRUNC: a child JVM at its open-file limit receives more fds than it has room for;
+     * it must see CONTROL_TRUNCATED, close the ones that did arrive, and have its fds back.
+     */
+    @Test
+    void fdsDroppedAtTheFdLimitAreDetectedAndClosed() throws Exception {
+        Path sock = IpcTestSupport.socketPath();
+        File log = File.createTempFile("cuvmm-ctrunc", ".log");
+        int[] pipe = pipe();
+        try (FdServerSocket server = FdServerSocket.bind(sock)) {
+            Process child = IpcTestSupport.startChild(ChildMain.class, log, List.of(), List.of(), "ctrunc", sock.toString());
+            try (FdSocket s = server.accept()) {
+                try (ReceivedMessage ready = s.receive(1)) {
+                    assertEquals(1, ready.length(), "child ready: " + IpcTestSupport.read(log));
+                }
+                int[] many = new int[20];
+                for (int i = 0; i < many.length; i++) many[i] = i % 2 == 0 ? pipe[0] : pipe[1];
+                s.send(new byte[8], many);
+                assertTrue(child.waitFor(60, TimeUnit.SECONDS), "child finished");
+            }
+            String out = IpcTestSupport.read(log);
+            assertEquals(0, child.exitValue(), out);
+            assertTrue(out.contains("CONTROL_TRUNCATED"), out);
+            assertTrue(out.contains("fds back to baseline"), out);
+        } finally {
+            NativeIo.closeAll(pipe);
+            log.delete();
+            IpcTestSupport.deleteTree(sock.getParent());
+        }
+    }
+}
