@@ -58,6 +58,36 @@ public final class BufferDescriptor implements AutoCloseable {
      * @throws CudaException when duplicating fails (for example at the fd limit)
      */
     public static BufferDescriptor fromFds(int[] fds, long[] sizes, HandleType handleType, long size) {
+        checkArguments(fds, sizes, handleType, size);
+        int[] owned = new int[fds.length];
+        int made = 0;
+        try {
+            NativeStatus st = NativeCalls.status();
+            for (; made < fds.length; made++) {
+                owned[made] = NativeApi.fd_dup(fds[made], st);
+                NativeCalls.check(st);
+            }
+        } catch (RuntimeException e) {
+            for (int i = 0; i < made; i++) NativeApi.fd_close(owned[i]);
+            throw e;
+        }
+        return new BufferDescriptor(owned, sizes.clone(), size, handleType);
+    }
+
+    /**
+     * Like {@link #fromFds} but takes ownership of the ints instead of duplicating them: for
+     * a receiver that already owns the fds (received over {@code SCM_RIGHTS}) and would only
+     * close its originals after a duplicate. On success the descriptor closes them; if this
+     * throws, the caller still owns them.
+     *
+     * @throws IllegalArgumentException as {@link #fromFds}
+     */
+    public static BufferDescriptor adoptFds(int[] fds, long[] sizes, HandleType handleType, long size) {
+        checkArguments(fds, sizes, handleType, size);
+        return new BufferDescriptor(fds.clone(), sizes.clone(), size, handleType);
+    }
+
+    private static void checkArguments(int[] fds, long[] sizes, HandleType handleType, long size) {
         Checks.notNull("fds", fds);
         Checks.notNull("sizes", sizes);
         Checks.notNull("handleType", handleType);
@@ -88,19 +118,6 @@ public final class BufferDescriptor implements AutoCloseable {
                         + "of this process)");
             }
         }
-        int[] owned = new int[fds.length];
-        int made = 0;
-        try {
-            NativeStatus st = NativeCalls.status();
-            for (; made < fds.length; made++) {
-                owned[made] = NativeApi.fd_dup(fds[made], st);
-                NativeCalls.check(st);
-            }
-        } catch (RuntimeException e) {
-            for (int i = 0; i < made; i++) NativeApi.fd_close(owned[i]);
-            throw e;
-        }
-        return new BufferDescriptor(owned, sizes.clone(), size, handleType);
     }
 
     /** The fds, address order: still owned by this descriptor (do not close them yourself). */

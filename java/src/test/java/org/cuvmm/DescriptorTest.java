@@ -131,6 +131,28 @@ class DescriptorTest {
         TestSupport.assertNoNewFds(fds, "by the test");
     }
 
+    @Test
+    void adoptFdsTakesOwnership() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer src = r.allocate(2 * MiB)) {
+            BufferDescriptor exported = src.exportDescriptor();
+            int[] raw = exported.fds();
+            // Hand the ints over as a receiver would: the new descriptor owns them, so `exported`
+            // (which owned them first) is deliberately never closed.
+            BufferDescriptor adopted = BufferDescriptor.adoptFds(raw, exported.sizes(), HandleType.POSIX_FD, 2 * MiB);
+            assertArrayEquals(raw, adopted.fds(), "no duplicate was made");
+            try (VirtualMemoryBuffer imp = r.importBuffer(adopted)) {
+                assertTrue(imp.isImported());
+            }
+            adopted.close();
+            // (listing /proc/self/fd may itself reuse the number, so look at what it points to)
+            assertFalse(TestSupport.fdTargets().getOrDefault(String.valueOf(raw[0]), "").startsWith("/memfd:"),
+                    "closed by the adopting descriptor");
+            assertThrows(IllegalArgumentException.class,
+                    () -> BufferDescriptor.adoptFds(raw, new long[] {2 * MiB}, HandleType.POSIX_FD, 2 * MiB),
+                    "a closed fd is refused");
+        }
+    }
+
     private static void assertMessage(Runnable r, String fragment) {
         IllegalArgumentException e = assertThrows(IllegalArgumentException.class, r::run);
         assertTrue(e.getMessage().contains(fragment), () -> "'" + e.getMessage() + "' lacks '" + fragment + "'");
