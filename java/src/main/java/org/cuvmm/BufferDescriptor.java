@@ -5,6 +5,7 @@ import java.util.concurrent.atomic.AtomicBoolean;
 
 import org.cuvmm.internal.Checks;
 import org.cuvmm.internal.NativeCalls;
+import org.cuvmm.internal.jni.JavaCppSettings;
 import org.cuvmm.internal.jni.NativeApi;
 import org.cuvmm.internal.jni.NativeStatus;
 
@@ -31,6 +32,10 @@ import org.cuvmm.internal.jni.NativeStatus;
  * <p>Thread-safe; {@code close()} is idempotent.
  */
 public final class BufferDescriptor implements AutoCloseable {
+    static {
+        JavaCppSettings.apply(); // fromFds can be the first native call of a process
+    }
+
     private final int[] fds;
     private final long[] sizes;
     private final long size;

@@ -6,6 +6,7 @@ import java.util.List;
 import java.util.Locale;
 
 import org.cuvmm.internal.NativeCalls;
+import org.cuvmm.internal.jni.JavaCppSettings;
 import org.cuvmm.internal.jni.NativeApi;
 import org.cuvmm.internal.jni.NativeDeviceInfo;
 import org.cuvmm.internal.jni.NativeStatus;
@@ -31,6 +32,10 @@ import org.cuvmm.internal.jni.NativeStatus;
  * which {@code cuvmm info} prints.
  */
 public final class Driver {
+    static {
+        JavaCppSettings.apply(); // before any Pointer class initializes
+    }
+
     private static volatile Driver instance;
 
     private final DriverKind kind;

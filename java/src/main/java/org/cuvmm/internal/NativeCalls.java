@@ -1,6 +1,7 @@
 package org.cuvmm.internal;
 
 import org.cuvmm.CudaException;
+import org.cuvmm.internal.jni.JavaCppSettings;
 import org.cuvmm.internal.jni.NativeStatus;
 
 /**
@@ -8,6 +9,10 @@ import org.cuvmm.internal.jni.NativeStatus;
  * status object, so a call costs no allocation on success.
  */
 public final class NativeCalls {
+    static {
+        JavaCppSettings.apply(); // before NativeStatus (a Pointer) initializes
+    }
+
     private static final ThreadLocal<NativeStatus> STATUS = ThreadLocal.withInitial(NativeStatus::new);
 
     private NativeCalls() {}

@@ -19,6 +19,10 @@ import org.bytedeco.javacpp.annotation.Properties;
 public final class NativeLibrary {
     private static volatile boolean loaded;
 
+    static {
+        JavaCppSettings.apply();
+    }
+
     private NativeLibrary() {}
 
     /** Loads the JNI library once; later calls return at once. */
@@ -26,12 +30,7 @@ public final class NativeLibrary {
         if (loaded) return;
         synchronized (NativeLibrary.class) {
             if (loaded) return;
-            // JavaCPP triggers System.gc() when native memory it tracks grows; our mappings
-            // are not its business (they would count as physical bytes), so switch it off
-            // unless the application chose otherwise.
-            if (System.getProperty("org.bytedeco.javacpp.maxPhysicalBytes") == null) {
-                System.setProperty("org.bytedeco.javacpp.maxPhysicalBytes", "0");
-            }
+            JavaCppSettings.apply();
             Loader.load(NativeLibrary.class);
             loaded = true;
         }

@@ -1,0 +1,566 @@
+package org.cuvmm.pool;
+
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.atomic.AtomicInteger;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicLongArray;
+import java.util.concurrent.atomic.AtomicReferenceArray;
+import java.util.concurrent.atomic.LongAdder;
+import java.util.concurrent.locks.ReentrantLock;
+
+import org.cuvmm.CudaException;
+import org.cuvmm.VirtualMemoryBuffer;
+import org.cuvmm.internal.BufferAccess;
+import org.cuvmm.internal.jni.NativeRangeHandle;
+
+/**
+ * One lifetime of a {@link VirtualMemoryPool} (the "arena"): free lists per size class,
+ * retention cap with least-recently-freed eviction, trim, and accounting.
+ *
+ * <h2>Structures and locks</h2>
+ * <ul>
+ * <li>Per size class, {@code stripes} free lists ({@link Stripe}): a doubly linked list of
+ *     idle {@link PoolSlot}s, newest first, guarded by the stripe's own monitor. A thread
+ *     pushes to and pops from "its" stripe (a round-robin index given to each thread on first
+ *     use) and looks at the class's other stripes only when its own is empty, so threads
+ *     working on the same class do not meet on one lock. The monitors guard list links only:
+ *     no driver call, allocation or logging happens while one is held.</li>
+ * <li>A bitmask of classes that may have idle buffers ({@link #nonEmptyHint}), so the
+ *     larger-class search and eviction look only at non-empty classes. It is a hint: a push
+ *     sets its class's bit after linking, a search that finds a class empty clears the bit
+ *     and then re-checks the class (both sides use volatile accesses, so a bit can be
+ *     wrongly set, never wrongly clear once both finish).</li>
+ * <li>{@link #evictionLock}: taken only when the retained capacity exceeds the cap (and by
+ *     {@link #setRetentionCap}); it serializes the choice of victims. Victims are released
+ *     after it is unlocked.</li>
+ * <li>Accounting: no counter shared by all threads is written on the hot path. Live
+ *     bytes, live count, requested bytes and hits go to the thread's {@link AccountingCell}
+ *     (one padded line per stripe index); totals are sums over the cells. Retained capacity
+ *     is not counted on the hot path at all: it is the footprint (the capacity of every slot
+ *     not yet released, {@link #footprintBytes}, written only when memory is created or
+ *     released) minus the live capacity. The two checks that need a total skip the sum
+ *     when a bound settles them: live capacity never exceeds the footprint, so an allocation
+ *     cannot set a new peak while the footprint is at most the peak, and a release cannot
+ *     exceed the cap while the footprint is at most the cap. In steady state both usually
+ *     hold, and an allocate/release pair writes only the thread's own cell, stripe and
+ *     slot. Rare events (misses, evictions, trims, leaks) use {@link LongAdder}s and
+ *     atomics.</li>
+ * </ul>
+ *
+ * <p>Expensive work ({@code cuMemCreate} and friends on a miss, unmap/release/free when a
+ * range is released) always runs with no lock of the pool held.
+ */
+final class LifetimePool {
+    private static final System.Logger LOG = System.getLogger("org.cuvmm.pool");
+    private static final BufferAccess.Bridge BRIDGE = BufferAccess.get();
+    /** CUresult CUDA_ERROR_OUT_OF_MEMORY: the one failure after which a trim and one retry can help. */
+    private static final int CUDA_ERROR_OUT_OF_MEMORY = 2;
+    /** Stripes per class: the CPU count rounded up to a power of two, at most this many. */
+    private static final int MAX_STRIPES = 64;
+    private static final AtomicInteger NEXT_PROBE = new AtomicInteger();
+    /** Each thread's stripe index (before masking), given round-robin on first use. */
+    private static final ThreadLocal<Integer> PROBE = ThreadLocal.withInitial(NEXT_PROBE::getAndIncrement);
+
+    private final VirtualMemoryPool pool;
+    private final PoolLifetime lifetime;
+    private final SizeClasses classes;
+    private final int stripeMask;
+    /** sizeIdx -> that class's stripes, created on the class's first release. */
+    private final AtomicReferenceArray<Stripe[]> freeLists;
+    /** Bit sizeIdx set: class sizeIdx may have idle buffers (see the class comment). */
+    private final AtomicLongArray nonEmptyHint;
+
+    /** Stripe index -> the hot counters of the threads with that index. */
+    private final AccountingCell[] cells;
+    private final AtomicLong peakLiveBytes = new AtomicLong();
+    /** Capacity of every slot not yet released (live, idle, or in between). Retained = footprint - live. */
+    private final AtomicLong footprintBytes = new AtomicLong();
+    /** Slots not yet released. Retained count = slots - live count. */
+    private final AtomicLong slots = new AtomicLong();
+    private final LongAdder misses = new LongAdder();
+    private final LongAdder evictions = new LongAdder();
+    private final LongAdder evictedBytes = new LongAdder();
+    private final LongAdder trimmedBytes = new LongAdder();
+    private final LongAdder leaks = new LongAdder();
+    private volatile long retentionCapBytes;
+    private final ReentrantLock evictionLock = new ReentrantLock();
+
+    LifetimePool(VirtualMemoryPool pool, PoolLifetime lifetime, SizeClasses classes, long retentionCapBytes) {
+        this.pool = pool;
+        this.lifetime = lifetime;
+        this.classes = classes;
+        this.retentionCapBytes = retentionCapBytes;
+        int cpus = Math.min(MAX_STRIPES, Math.max(1, Runtime.getRuntime().availableProcessors()));
+        int stripes = cpus == 1 ? 1 : Integer.highestOneBit(cpus - 1) << 1;
+        this.stripeMask = stripes - 1;
+        this.cells = new AccountingCell[stripes];
+        for (int i = 0; i < stripes; i++) cells[i] = new AccountingCell();
+        this.freeLists = new AtomicReferenceArray<>(classes.count());
+        this.nonEmptyHint = new AtomicLongArray((classes.count() + 63) >>> 6);
+    }
+
+    PoolLifetime lifetime() { return lifetime; }
+
+    // ---- allocate ----
+
+    /**
+     * A buffer of {@code reqSize} (1 to the largest class) bytes: an idle buffer of its class,
+     * else of the smallest larger class within the reuse limit, else new memory.
+     */
+    VirtualMemoryBuffer allocate(long reqSize, boolean tracked) {
+        int sizeIdx = classes.sizeIdx(reqSize);
+        int probe = PROBE.get();
+        boolean hit = true;
+        boolean largerClass = false;
+        PoolSlot slot = takeIdle(sizeIdx, probe);
+        if (slot == null) {
+            slot = takeLarger(sizeIdx, probe);
+            if (slot != null) {
+                largerClass = true;
+            } else {
+                slot = newSlot(sizeIdx);
+                hit = false;
+                misses.increment();
+            }
+        }
+        cells[probe & stripeMask].allocated(slot.classSize, reqSize, hit, largerClass);
+        // live <= footprint, so no new peak is possible while the footprint is at most the peak.
+        if (footprintBytes.get() > peakLiveBytes.get()) raisePeak(sumLiveBytes());
+        slot.markLive(reqSize);
+        try {
+            return BRIDGE.wrap(pool.resource(), slot.range, reqSize, slot, tracked);
+        } catch (RuntimeException | Error e) {
+            recycle(slot, slot.range, false); // no buffer owns the range: take it back
+            throw e;
+        }
+    }
+
+    /** The newest idle slot of class {@code sizeIdx}, own stripe first; null when none. */
+    private PoolSlot takeIdle(int sizeIdx, int probe) {
+        Stripe[] stripes = freeLists.get(sizeIdx);
+        if (stripes == null) return null;
+        for (int i = 0; i < stripes.length; i++) {
+            Stripe st = stripes[(probe + i) & stripeMask];
+            if (st.count == 0) continue;
+            PoolSlot s;
+            synchronized (st) {
+                s = st.popNewest();
+            }
+            if (s != null) return s;
+        }
+        return null;
+    }
+
+    /** An idle slot of the smallest non-empty class above {@code sizeIdx} within the reuse limit. */
+    private PoolSlot takeLarger(int sizeIdx, int probe) {
+        int limitIdx = classes.reuseLimitIdx(sizeIdx);
+        for (int idx = nextHinted(sizeIdx + 1, limitIdx); idx >= 0; idx = nextHinted(idx + 1, limitIdx)) {
+            PoolSlot s = takeIdle(idx, probe);
+            if (s != null) return s;
+            clearHint(idx);
+        }
+        return null;
+    }
+
+    private PoolSlot newSlot(int sizeIdx) {
+        long classSize = classes.classSize(sizeIdx);
+        NativeRangeHandle range;
+        try {
+            range = BRIDGE.allocateRange(pool.resource(), classSize);
+        } catch (CudaException e) {
+            // Out of memory while idle memory is held (in either lifetime): give it back, retry once.
+            if (e.code() != CUDA_ERROR_OUT_OF_MEMORY || pool.trim() == 0) throw e;
+            range = BRIDGE.allocateRange(pool.resource(), classSize);
+        }
+        PoolSlot slot = new PoolSlot(this, range, sizeIdx, classSize);
+        slots.incrementAndGet();
+        footprintBytes.addAndGet(classSize); // before live grows: retained never dips below 0 meanwhile
+        return slot;
+    }
+
+    private void raisePeak(long live) {
+        long peak;
+        while (live > (peak = peakLiveBytes.get())) {
+            if (peakLiveBytes.compareAndSet(peak, live)) return;
+        }
+    }
+
+    // ---- release ----
+
+    /**
+     * A buffer over {@code slot} was closed (or, {@code leaked}, found unreachable by the
+     * cleaner): keep the slot idle, or release its range. Never throws.
+     */
+    void recycle(PoolSlot slot, NativeRangeHandle returned, boolean leaked) {
+        try {
+            if (returned != slot.range || !slot.beginReturn()) {
+                LOG.log(System.Logger.Level.ERROR, "pool " + pool.name() + " (" + lifetime.key() + "): " + slot
+                        + " was returned twice or with a foreign range; ignored");
+                return;
+            }
+            cells[PROBE.get() & stripeMask].released(slot.classSize, slot.reqSize);
+            if (leaked) leaks.increment();
+            // A leaked exported buffer is not reused: a consumer whose lease was lost with it
+            // may still map the memory (rule 5). Release our mapping instead.
+            boolean closed = pool.isClosed();
+            if (closed || (leaked && lifetime == PoolLifetime.EXPORTED)) {
+                slot.setState(PoolSlot.DEAD);
+                if (closed) trimmedBytes.add(slot.classSize);
+                forget(slot);
+                release(slot);
+                return;
+            }
+            long cap = retentionCapBytes;
+            if (slot.classSize > cap) { // could never be retained: release now
+                slot.setState(PoolSlot.DEAD);
+                evictions.increment();
+                evictedBytes.add(slot.classSize);
+                forget(slot);
+                release(slot);
+                return;
+            }
+            push(slot);
+            // retained = footprint - live <= footprint: the sum is needed only when the footprint exceeds the cap.
+            long footprint = footprintBytes.get();
+            if (footprint > cap && footprint - sumLiveBytes() > cap) evictToCap();
+            if (pool.isClosed()) trim(); // the pool closed while we pushed: its trim may have missed this slot
+        } catch (Throwable t) {
+            LOG.log(System.Logger.Level.ERROR, "pool " + pool.name() + " (" + lifetime.key() + "): returning " + slot
+                    + " failed", t);
+        }
+    }
+
+    private void push(PoolSlot slot) {
+        Stripe[] stripes = stripes(slot.sizeIdx);
+        Stripe st = stripes[PROBE.get() & stripeMask];
+        synchronized (st) {
+            st.pushNewest(slot, System.nanoTime());
+        }
+        setHint(slot.sizeIdx);
+    }
+
+    private Stripe[] stripes(int sizeIdx) {
+        Stripe[] stripes = freeLists.get(sizeIdx);
+        if (stripes != null) return stripes;
+        Stripe[] created = new Stripe[stripeMask + 1];
+        for (int i = 0; i < created.length; i++) created[i] = new Stripe();
+        return freeLists.compareAndSet(sizeIdx, null, created) ? created : freeLists.get(sizeIdx);
+    }
+
+    /**
+     * Releases least-recently-freed idle buffers until the retained capacity is at most the
+     * cap (or nothing idle is left). Victims are chosen under {@link #evictionLock} and released
+     * after it. Returns the capacity released.
+     */
+    private long evictToCap() {
+        List<PoolSlot> victims = null;
+        long bytes = 0;
+        evictionLock.lock();
+        try {
+            PoolSlot v;
+            while (retainedBytes() > retentionCapBytes && (v = removeOldest()) != null) {
+                if (victims == null) victims = new ArrayList<>();
+                victims.add(v);
+                bytes += v.classSize;
+            }
+        } finally {
+            evictionLock.unlock();
+        }
+        if (victims == null) return 0;
+        evictions.add(victims.size());
+        evictedBytes.add(bytes);
+        for (PoolSlot v : victims) release(v);
+        return bytes;
+    }
+
+    /** Unlinks the idle slot freed longest ago, across all classes and stripes; null when none. */
+    private PoolSlot removeOldest() {
+        for (int attempt = 0; attempt < 4; attempt++) {
+            Stripe best = oldestStripe(true);
+            if (best == null) best = oldestStripe(false);
+            if (best == null) return null;
+            PoolSlot s;
+            synchronized (best) {
+                s = best.popOldest();
+            }
+            if (s != null) {
+                forget(s); // retained shrinks now, before the victim is released outside the lock
+                return s;
+            }
+            // emptied by a concurrent taker: look again
+        }
+        return null;
+    }
+
+    /** The stripe whose oldest slot was freed first; only hinted classes when {@code hinted}. */
+    private Stripe oldestStripe(boolean hinted) {
+        Stripe best = null;
+        long bestAt = 0;
+        for (int idx = 0; idx < classes.count(); idx++) {
+            if (hinted) {
+                idx = nextHinted(idx, classes.count() - 1);
+                if (idx < 0) break;
+            }
+            Stripe[] stripes = freeLists.get(idx);
+            if (stripes == null) continue;
+            for (Stripe st : stripes) {
+                if (st.count == 0) continue;
+                long at = st.oldestFreedAtNanos;
+                if (best == null || at - bestAt < 0) {
+                    best = st;
+                    bestAt = at;
+                }
+            }
+        }
+        return best;
+    }
+
+    /** Releases every idle buffer; returns the capacity released. */
+    long trim() {
+        List<PoolSlot> released = new ArrayList<>();
+        long bytes = 0;
+        for (int idx = 0; idx < classes.count(); idx++) {
+            Stripe[] stripes = freeLists.get(idx);
+            if (stripes == null) continue;
+            for (Stripe st : stripes) {
+                if (st.count == 0) continue;
+                PoolSlot s;
+                synchronized (st) {
+                    s = st.detachAll();
+                }
+                while (s != null) {
+                    PoolSlot older = s.older;
+                    s.older = null;
+                    s.newer = null;
+                    s.setState(PoolSlot.DEAD);
+                    released.add(s);
+                    bytes += s.classSize;
+                    s = older;
+                }
+            }
+        }
+        if (released.isEmpty()) return 0;
+        for (PoolSlot s : released) forget(s);
+        trimmedBytes.add(bytes);
+        for (PoolSlot s : released) release(s);
+        return bytes;
+    }
+
+    /** Sets the cap; evicts at once when idle capacity exceeds it. Returns the capacity released. */
+    long setRetentionCap(long capBytes) {
+        retentionCapBytes = capBytes;
+        return evictToCap();
+    }
+
+    long retentionCap() { return retentionCapBytes; }
+
+    /** Removes a slot that is neither live nor listed from the footprint (before {@link #release}). */
+    private void forget(PoolSlot slot) {
+        footprintBytes.addAndGet(-slot.classSize);
+        slots.decrementAndGet();
+    }
+
+    /** Drops the pool's reference to the range: unmap, release, free in the driver. Never throws. */
+    private void release(PoolSlot slot) {
+        try {
+            slot.range.deallocate();
+        } catch (Throwable t) {
+            LOG.log(System.Logger.Level.ERROR, "pool " + pool.name() + " (" + lifetime.key() + "): releasing " + slot
+                    + " failed", t);
+        }
+    }
+
+    // ---- the non-empty hint ----
+
+    /** The lowest hinted class in [from, to], or -1. */
+    private int nextHinted(int from, int to) {
+        if (from > to) return -1;
+        int word = from >>> 6;
+        long bits = nonEmptyHint.get(word) & (-1L << from); // the shift uses from's low 6 bits
+        int lastWord = to >>> 6;
+        for (;;) {
+            if (bits != 0) {
+                int idx = (word << 6) + Long.numberOfTrailingZeros(bits);
+                return idx <= to ? idx : -1;
+            }
+            if (++word > lastWord) return -1;
+            bits = nonEmptyHint.get(word);
+        }
+    }
+
+    private void setHint(int sizeIdx) {
+        int word = sizeIdx >>> 6;
+        long bit = 1L << sizeIdx;
+        long v;
+        while (((v = nonEmptyHint.get(word)) & bit) == 0) {
+            if (nonEmptyHint.compareAndSet(word, v, v | bit)) return;
+        }
+    }
+
+    private void clearHint(int sizeIdx) {
+        int word = sizeIdx >>> 6;
+        long bit = 1L << sizeIdx;
+        long v;
+        while (((v = nonEmptyHint.get(word)) & bit) != 0) {
+            if (nonEmptyHint.compareAndSet(word, v, v & ~bit)) break;
+        }
+        if (classNonEmpty(sizeIdx)) setHint(sizeIdx); // a push raced with the clear
+    }
+
+    private boolean classNonEmpty(int sizeIdx) {
+        Stripe[] stripes = freeLists.get(sizeIdx);
+        if (stripes == null) return false;
+        for (Stripe st : stripes) {
+            if (st.count != 0) return true;
+        }
+        return false;
+    }
+
+    // ---- accounting ----
+
+    PoolStats snapshot() {
+        long live = liveCount();
+        long liveCapacity = sumLiveBytes();
+        return new PoolSnapshot(pool.name(), lifetime, live, liveCapacity, liveRequestedBytes(),
+                peakLiveBytes.get(), Math.max(0, slots.get() - live), Math.max(0, footprintBytes.get() - liveCapacity),
+                retentionCapBytes, hits(), largerClassHits(), misses.sum(), evictions.sum(), evictedBytes.sum(),
+                trimmedBytes.sum(),
+                leaks.sum());
+    }
+
+    private long sumLiveBytes() {
+        long sum = 0;
+        for (AccountingCell c : cells) sum += c.liveBytes();
+        return sum;
+    }
+
+    long liveCount() {
+        long sum = 0;
+        for (AccountingCell c : cells) sum += c.liveCount();
+        return sum;
+    }
+
+    long liveBytes() { return sumLiveBytes(); }
+
+    long liveRequestedBytes() {
+        long sum = 0;
+        for (AccountingCell c : cells) sum += c.liveRequestedBytes();
+        return sum;
+    }
+
+    long peakLiveBytes() { return peakLiveBytes.get(); }
+
+    /** Idle slots (and slots between lists, for an instant): slots minus live ones. */
+    long retainedCount() { return Math.max(0, slots.get() - liveCount()); }
+
+    /** Idle capacity (and capacity between lists, for an instant): footprint minus live capacity. */
+    long retainedBytes() { return Math.max(0, footprintBytes.get() - sumLiveBytes()); }
+
+    long hits() {
+        long sum = 0;
+        for (AccountingCell c : cells) sum += c.hits();
+        return sum;
+    }
+
+    long largerClassHits() {
+        long sum = 0;
+        for (AccountingCell c : cells) sum += c.largerClassHits();
+        return sum;
+    }
+    long misses() { return misses.sum(); }
+    long evictions() { return evictions.sum(); }
+    long evictedBytes() { return evictedBytes.sum(); }
+    long trimmedBytes() { return trimmedBytes.sum(); }
+    long leaks() { return leaks.sum(); }
+
+    /** Idle slots of class {@code sizeIdx}, newest first within each stripe; for tests. */
+    List<PoolSlot> idleSlots(int sizeIdx) {
+        List<PoolSlot> out = new ArrayList<>();
+        Stripe[] stripes = freeLists.get(sizeIdx);
+        if (stripes == null) return out;
+        for (Stripe st : stripes) {
+            synchronized (st) {
+                for (PoolSlot s = st.newest; s != null; s = s.older) out.add(s);
+            }
+        }
+        return out;
+    }
+
+    // ---- free lists ----
+
+    /** The fields of a {@link Stripe}; links guarded by the stripe's monitor. Padded on both sides. */
+    static class StripeFields extends CacheLinePadding {
+        PoolSlot newest;
+        PoolSlot oldest;
+        /** Slots on this list; written under the monitor, read without it to skip empty stripes. */
+        volatile int count;
+        /** {@code freedAtNanos} of {@link #oldest}; read without the monitor by eviction. */
+        volatile long oldestFreedAtNanos;
+    }
+
+    /**
+     * One free list of one size class: idle slots, newest first. Allocation takes the newest
+     * (its pages are the most likely to be warm in caches and TLBs); eviction takes the
+     * oldest. Every method runs under the stripe's monitor.
+     */
+    @SuppressWarnings("unused")
+    static final class Stripe extends StripeFields {
+        long q00, q01, q02, q03, q04, q05, q06, q07;
+
+        void pushNewest(PoolSlot s, long nowNanos) {
+            s.freedAtNanos = nowNanos;
+            s.newer = null;
+            s.older = newest;
+            if (newest != null) {
+                newest.newer = s;
+            } else {
+                oldest = s;
+                oldestFreedAtNanos = nowNanos;
+            }
+            newest = s;
+            s.setState(PoolSlot.IDLE);
+            count = count + 1;
+        }
+
+        PoolSlot popNewest() {
+            PoolSlot s = newest;
+            if (s == null) return null;
+            newest = s.older;
+            if (newest != null) {
+                newest.newer = null;
+            } else {
+                oldest = null;
+            }
+            s.older = null;
+            s.setState(PoolSlot.TAKEN);
+            count = count - 1;
+            return s;
+        }
+
+        PoolSlot popOldest() {
+            PoolSlot s = oldest;
+            if (s == null) return null;
+            oldest = s.newer;
+            if (oldest != null) {
+                oldest.older = null;
+                oldestFreedAtNanos = oldest.freedAtNanos;
+            } else {
+                newest = null;
+            }
+            s.newer = null;
+            s.setState(PoolSlot.DEAD);
+            count = count - 1;
+            return s;
+        }
+
+        /** Unlinks every slot; returns the newest, the others follow through {@code older}. */
+        PoolSlot detachAll() {
+            PoolSlot s = newest;
+            newest = null;
+            oldest = null;
+            count = 0;
+            return s;
+        }
+    }
+}

@@ -1,0 +1,66 @@
+package org.cuvmm.pool;
+
+/**
+ * A snapshot of one lifetime's accounting in a {@link VirtualMemoryPool}, from
+ * {@link VirtualMemoryPool#stats(PoolLifetime)}. Read-only; the values do not change after
+ * it is taken.
+ *
+ * <p><em>Live</em> buffers are handed out and not yet returned (closed, or for an exported
+ * buffer, closed with every lease gone). <em>Retained</em> buffers are idle in the pool,
+ * mapped and ready for reuse. The two never overlap: retained memory is never reported as
+ * live. Sizes are in bytes; a buffer's <em>capacity</em> is its size class
+ * ({@link SizeClasses#classSize(int)}), at least the size it was asked for.
+ *
+ * <p>Each value is read atomically, but a snapshot taken while other threads allocate and
+ * release is not one atomic cut across all values. Taken while the pool is quiet, it is
+ * exact.
+ */
+public interface PoolStats {
+    /** The pool's name. */
+    String poolName();
+
+    /** Which of the pool's two lifetimes this describes. */
+    PoolLifetime lifetime();
+
+    /** Live buffers. */
+    long liveCount();
+
+    /** Capacity of the live buffers (the sum of their size classes): the memory they map. */
+    long liveBytes();
+
+    /** Sum of {@code size()} of the live buffers: what their users asked for. */
+    long liveRequestedBytes();
+
+    /** The highest {@link #liveBytes()} since the pool was built. */
+    long peakLiveBytes();
+
+    /** Idle buffers kept for reuse. */
+    long retainedCount();
+
+    /** Capacity of the idle buffers kept for reuse. */
+    long retainedBytes();
+
+    /** The most capacity kept idle; {@link Long#MAX_VALUE} when unbounded. */
+    long retentionCapBytes();
+
+    /** Allocations served from an idle buffer (no driver call), larger-class reuse included. */
+    long hits();
+
+    /** The part of {@link #hits()} served from an idle buffer of a larger class. */
+    long largerClassHits();
+
+    /** Allocations that needed new memory from the driver. */
+    long misses();
+
+    /** Idle buffers released because the retention cap was exceeded (or a buffer alone exceeded it). */
+    long evictions();
+
+    /** Capacity released by those evictions. */
+    long evictedBytes();
+
+    /** Capacity released by {@link VirtualMemoryPool#trim()} and by closing the pool. */
+    long trimmedBytes();
+
+    /** Buffers found unreachable and never closed, returned by the cleaner (only sampled buffers are watched). */
+    long leaks();
+}

@@ -1,0 +1,434 @@
+package org.cuvmm.pool;
+
+import java.lang.management.ManagementFactory;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.ThreadLocalRandom;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import javax.management.InstanceAlreadyExistsException;
+import javax.management.JMException;
+import javax.management.MBeanServer;
+import javax.management.MalformedObjectNameException;
+import javax.management.ObjectName;
+import javax.management.StandardMBean;
+
+import org.cuvmm.BufferOrigin;
+import org.cuvmm.CudaException;
+import org.cuvmm.VirtualMemoryBuffer;
+import org.cuvmm.VirtualMemoryResource;
+import org.cuvmm.internal.Checks;
+
+/**
+ * Reuses the memory of closed buffers, so that a program allocating and freeing buffers of
+ * repeated sizes makes no driver call after warming up. A pool hands out ordinary
+ * {@link VirtualMemoryBuffer}s ({@link BufferOrigin#POOLED}); closing one returns its memory
+ * to the pool, mapped and with its pages materialized, instead of unmapping and releasing it.
+ *
+ * <p>A pool keeps two lifetimes apart, each with its own free lists, retention cap and
+ * accounting:
+ *
+ * <table class="striped">
+ * <caption>Lifetimes</caption>
+ * <thead>
+ * <tr><th scope="col">Lifetime</th><th scope="col">Allocated by</th>
+ *     <th scope="col">Memory returns to the pool when</th><th scope="col">For</th></tr>
+ * </thead>
+ * <tbody>
+ * <tr><th scope="row">{@link PoolLifetime#LOCAL}</th><td>{@link #allocate(long)}</td>
+ *     <td>the buffer is closed</td><td>buffers used only in this process</td></tr>
+ * <tr><th scope="row">{@link PoolLifetime#EXPORTED}</th><td>{@link #allocateExported(long)}</td>
+ *     <td>the owner has closed the buffer (usually {@link VirtualMemoryBuffer#closeWhenUnused()})
+ *     <em>and</em> every {@linkplain VirtualMemoryBuffer#lease(String) lease} held for a consumer is
+ *     gone</td><td>buffers shared with other processes</td></tr>
+ * </tbody>
+ * </table>
+ *
+ * <p>Requests are rounded up to a {@linkplain SizeClasses size class} (a multiple of the
+ * resource's granularity); the buffer's {@link VirtualMemoryBuffer#size() size()} is the size
+ * asked for, its {@link VirtualMemoryBuffer#mappedSize() mappedSize()} the class size, and a
+ * reused buffer keeps its class. An allocation takes, in this order: the most recently freed
+ * idle buffer of its class; an idle buffer of the smallest larger class within
+ * {@link SizeClasses#MAX_REUSE_RATIO} times its class size; new memory from the resource.
+ *
+ * <pre>{@code
+ * try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
+ *      VirtualMemoryPool pool = VirtualMemoryPool.builder()
+ *              .resource(resource)
+ *              .name("inference")
+ *              .retentionCap(PoolLifetime.LOCAL, 8L << 30)   // keep at most 8 GiB idle
+ *              .registerMBeans(true)                          // visible in JConsole
+ *              .build()) {
+ *     for (int round = 0; round < rounds; round++) {
+ *         try (VirtualMemoryBuffer scratch = pool.allocate(64 << 20)) {
+ *             // ... after the first round: no driver call, no page fault
+ *         }
+ *     }
+ *     VirtualMemoryBuffer output = pool.allocateExported(outputSize);
+ *     BufferLease lease = output.lease("consumer pid 4242");   // one per consumer that imported it
+ *     output.closeWhenUnused();   // back to the exported pool once every lease is closed
+ * }
+ * }</pre>
+ *
+ * <p><b>Retention.</b> Each lifetime keeps at most its {@linkplain #retentionCap retention cap}
+ * of idle capacity; a release that goes over it evicts the least-recently-freed idle buffers
+ * (their memory is unmapped and released). {@link #setRetentionCap} evicts at once when
+ * lowered; {@link #trim()} releases every idle buffer. Live and leased buffers are never
+ * evicted: the pool only ever sees memory whose buffer is closed.
+ *
+ * <p><b>Accounting.</b> {@link #stats(PoolLifetime)} returns live, retained and peak-live
+ * bytes and counts, hits, misses and evictions; retained memory is never reported as live.
+ * With {@link Builder#registerMBeans(boolean)} each lifetime is also a
+ * {@link VirtualMemoryPoolMXBean} named {@code org.cuvmm:type=VirtualMemoryPool,name=<name>,lifetime=<local|exported>}.
+ *
+ * <p><b>Leaks.</b> One pooled buffer in {@link Builder#leakSampleRate(int) leakSampleRate}
+ * (64 by default) is watched by the cleaner: if it becomes unreachable without being closed,
+ * the warning of {@link org.cuvmm.LeakDetection} is logged and its memory comes back (a leaked
+ * exported buffer is released instead of reused, since a consumer may still map it).
+ *
+ * <p>Thread-safe, with no lock shared by all threads on the allocate and release paths (see
+ * the design document, "The pool"). Closing a pool releases its idle memory and stops
+ * allocation; buffers still live stay valid, and their memory is released when they are
+ * closed. The pool never closes its resource.
+ *
+ * @apiNote Do not make aliases of a pooled buffer that outlive it
+ *     ({@link VirtualMemoryResource#modifyAllocation}, {@link VirtualMemoryBuffer#asByteBuffer()}):
+ *     the pool reuses the memory once the pooled buffer itself is closed, whatever else still
+ *     maps it.
+ */
+public final class VirtualMemoryPool implements AutoCloseable {
+    /** The JMX domain of the pool beans. */
+    public static final String JMX_DOMAIN = "org.cuvmm";
+    private static final System.Logger LOG = System.getLogger("org.cuvmm.pool");
+    private static final AtomicInteger POOL_NUMBER = new AtomicInteger();
+
+    private final String name;
+    private final VirtualMemoryResource resource;
+    private final SizeClasses sizeClasses;
+    private final int leakSampleRate;
+    private final LifetimePool local;
+    private final LifetimePool exported;
+    private final List<ObjectName> registered = new ArrayList<>();
+    private volatile boolean closed;
+
+    private VirtualMemoryPool(Builder b) {
+        this.name = b.name != null ? b.name : "pool-" + POOL_NUMBER.incrementAndGet();
+        this.resource = b.resource;
+        this.sizeClasses = SizeClasses.forGranularity(b.resource.granularity());
+        this.leakSampleRate = b.leakSampleRate;
+        this.local = new LifetimePool(this, PoolLifetime.LOCAL, sizeClasses, b.localCapBytes);
+        this.exported = new LifetimePool(this, PoolLifetime.EXPORTED, sizeClasses, b.exportedCapBytes);
+    }
+
+    /** A builder; {@link Builder#resource} is the one required setting. */
+    public static Builder builder() { return new Builder(); }
+
+    /**
+     * A process-local buffer of {@code reqSize} bytes: idle memory of its size class (or of a
+     * slightly larger class) when there is some, else new memory from the resource. Closing
+     * the buffer returns its memory to the {@link PoolLifetime#LOCAL} pool.
+     * {@code allocate(0)} returns the resource's empty buffer (no memory, not pooled).
+     *
+     * @param reqSize the size in bytes ({@code size()} of the result)
+     * @return an open buffer whose {@code mappedSize()} is its size class
+     * @throws IllegalArgumentException when {@code reqSize} is negative or larger than
+     *     {@link SizeClasses#maxClassSize()}
+     * @throws IllegalStateException when this pool is closed, or when new memory is needed and
+     *     the resource is closed
+     * @throws CudaException when new memory is needed and the driver fails (on
+     *     {@code CUDA_ERROR_OUT_OF_MEMORY} the pool first trims its idle memory and retries once)
+     */
+    public VirtualMemoryBuffer allocate(long reqSize) {
+        return allocate(local, reqSize);
+    }
+
+    /**
+     * A buffer to share with other processes, of {@code reqSize} bytes, from the
+     * {@link PoolLifetime#EXPORTED} pool. Lease it once per consumer
+     * ({@link VirtualMemoryBuffer#lease(String)}; the sharing server does) and give it up with
+     * {@link VirtualMemoryBuffer#closeWhenUnused()}: its memory returns to the pool only when
+     * the owner has closed it and every lease is closed, so memory a consumer still maps is
+     * never handed out again. {@code allocateExported(0)} returns the resource's empty buffer.
+     *
+     * @param reqSize the size in bytes ({@code size()} of the result)
+     * @return an open, exportable buffer whose {@code mappedSize()} is its size class
+     * @throws IllegalArgumentException when {@code reqSize} is negative or larger than
+     *     {@link SizeClasses#maxClassSize()}
+     * @throws IllegalStateException when this pool is closed, when the resource cannot export
+     *     (handle type not {@code POSIX_FD}), or when new memory is needed and the resource is
+     *     closed
+     * @throws CudaException when new memory is needed and the driver fails (on
+     *     {@code CUDA_ERROR_OUT_OF_MEMORY} the pool first trims its idle memory and retries once)
+     */
+    public VirtualMemoryBuffer allocateExported(long reqSize) {
+        if (!resource.isIpcEnabled()) {
+            throw new IllegalStateException("allocateExported: pool " + name + " allocates from a resource with handle "
+                    + "type " + resource.options().handleType() + " (expected: POSIX_FD; build the pool over a resource "
+                    + "created with VirtualMemoryResourceOptions.builder().handleType(HandleType.POSIX_FD))");
+        }
+        return allocate(exported, reqSize);
+    }
+
+    private VirtualMemoryBuffer allocate(LifetimePool lifetimePool, long reqSize) {
+        Checks.nonNegative("reqSize", reqSize);
+        if (closed) {
+            throw new IllegalStateException("pool " + name + " is closed; allocate from an open pool, or from the "
+                    + "resource directly");
+        }
+        if (reqSize == 0) return resource.allocate(0);
+        return lifetimePool.allocate(reqSize, sampleForLeakTracking());
+    }
+
+    private boolean sampleForLeakTracking() {
+        int rate = leakSampleRate;
+        return rate == 1 || (rate > 1 && ThreadLocalRandom.current().nextInt(rate) == 0);
+    }
+
+    /**
+     * Releases every idle buffer of both lifetimes (unmap, release, free in the driver);
+     * live and leased buffers are untouched.
+     *
+     * @return the capacity released, in bytes
+     */
+    public long trim() {
+        return local.trim() + exported.trim();
+    }
+
+    /**
+     * Releases every idle buffer of one lifetime.
+     *
+     * @return the capacity released, in bytes
+     * @throws NullPointerException when {@code lifetime} is null
+     */
+    public long trim(PoolLifetime lifetime) {
+        return of(lifetime).trim();
+    }
+
+    /**
+     * The most idle capacity {@code lifetime} keeps, in bytes; {@link Long#MAX_VALUE} when
+     * unbounded.
+     *
+     * @throws NullPointerException when {@code lifetime} is null
+     */
+    public long retentionCap(PoolLifetime lifetime) {
+        return of(lifetime).retentionCap();
+    }
+
+    /**
+     * Sets the most idle capacity {@code lifetime} keeps. When the idle capacity is above the
+     * new cap, the least-recently-freed idle buffers are released at once until it fits. A
+     * single buffer larger than the cap is released when it is closed instead of kept.
+     *
+     * @param capBytes the cap in bytes, 0 (keep nothing idle) to {@link Long#MAX_VALUE} (unbounded)
+     * @return the capacity released now, in bytes
+     * @throws IllegalArgumentException when {@code capBytes} is negative
+     * @throws NullPointerException when {@code lifetime} is null
+     */
+    public long setRetentionCap(PoolLifetime lifetime, long capBytes) {
+        LifetimePool p = of(lifetime);
+        Checks.nonNegative("capBytes", capBytes);
+        return p.setRetentionCap(capBytes);
+    }
+
+    /**
+     * A snapshot of {@code lifetime}'s accounting.
+     *
+     * @throws NullPointerException when {@code lifetime} is null
+     */
+    public PoolStats stats(PoolLifetime lifetime) {
+        return of(lifetime).snapshot();
+    }
+
+    /** The size classes requests are rounded up to. */
+    public SizeClasses sizeClasses() { return sizeClasses; }
+
+    public String name() { return name; }
+
+    /** The resource new memory comes from. */
+    public VirtualMemoryResource resource() { return resource; }
+
+    /** One pooled buffer in this many is watched for leaks; 0 when none is. */
+    public int leakSampleRate() { return leakSampleRate; }
+
+    /**
+     * The JMX name of {@code lifetime}'s bean:
+     * {@code org.cuvmm:type=VirtualMemoryPool,name=<name>,lifetime=<local|exported>} (the name
+     * is quoted when it holds characters an object name cannot). The bean exists only when
+     * the pool was built with {@link Builder#registerMBeans(boolean) registerMBeans(true)}
+     * and is not yet closed.
+     *
+     * @throws NullPointerException when {@code lifetime} is null
+     */
+    public ObjectName objectName(PoolLifetime lifetime) {
+        Checks.notNull("lifetime", lifetime);
+        String value = name;
+        if (!value.matches("[A-Za-z0-9._\\-]+")) value = ObjectName.quote(value);
+        try {
+            return new ObjectName(JMX_DOMAIN + ":type=VirtualMemoryPool,name=" + value + ",lifetime=" + lifetime.key());
+        } catch (MalformedObjectNameException e) {
+            throw new IllegalStateException("pool name " + name + " makes no valid JMX object name", e);
+        }
+    }
+
+    public boolean isClosed() { return closed; }
+
+    /**
+     * Stops allocation, releases every idle buffer and unregisters the beans. Buffers still
+     * live stay valid; their memory is released, not kept, when they are closed. Idempotent;
+     * never throws (failures are logged).
+     */
+    @Override
+    public void close() {
+        synchronized (registered) {
+            if (closed) return;
+            closed = true;
+        }
+        trim();
+        unregisterMBeans();
+    }
+
+    @Override
+    public String toString() {
+        return "VirtualMemoryPool[" + name + ", " + sizeClasses.count() + " classes of " + sizeClasses.granularity()
+                + "-byte granules" + (closed ? ", closed" : "") + "]";
+    }
+
+    LifetimePool of(PoolLifetime lifetime) {
+        Checks.notNull("lifetime", lifetime);
+        return lifetime == PoolLifetime.LOCAL ? local : exported;
+    }
+
+    private void registerMBeans() {
+        MBeanServer server = ManagementFactory.getPlatformMBeanServer();
+        synchronized (registered) {
+            for (PoolLifetime lifetime : PoolLifetime.values()) {
+                ObjectName objectName = objectName(lifetime);
+                try {
+                    server.registerMBean(new StandardMBean(new PoolMXBeanImpl(this, of(lifetime), objectName),
+                            VirtualMemoryPoolMXBean.class, true), objectName);
+                    registered.add(objectName);
+                } catch (InstanceAlreadyExistsException e) {
+                    unregisterMBeans();
+                    throw new IllegalStateException("name: " + name + " (expected: a name no other registered pool "
+                            + "uses; " + objectName + " is already registered)", e);
+                } catch (JMException e) {
+                    unregisterMBeans();
+                    throw new IllegalStateException("registering " + objectName + " failed: " + e, e);
+                }
+            }
+        }
+    }
+
+    private void unregisterMBeans() {
+        MBeanServer server = ManagementFactory.getPlatformMBeanServer();
+        synchronized (registered) {
+            for (ObjectName objectName : registered) {
+                try {
+                    server.unregisterMBean(objectName);
+                } catch (JMException | RuntimeException e) {
+                    LOG.log(System.Logger.Level.WARNING, "pool " + name + ": unregistering " + objectName + " failed",
+                            e);
+                }
+            }
+            registered.clear();
+        }
+    }
+
+    /**
+     * Settings of a {@link VirtualMemoryPool}, validated by {@link #build()}.
+     *
+     * <table class="striped">
+     * <caption>Settings and defaults</caption>
+     * <tr><th>setting</th><th>default</th></tr>
+     * <tr><td>{@link #resource}</td><td>none: required</td></tr>
+     * <tr><td>{@link #name}</td><td>"pool-N", N counting pools in this process</td></tr>
+     * <tr><td>{@link #retentionCap}</td><td>{@link Long#MAX_VALUE} (unbounded) for both lifetimes</td></tr>
+     * <tr><td>{@link #leakSampleRate}</td><td>64: one pooled buffer in 64 is watched by the cleaner</td></tr>
+     * <tr><td>{@link #registerMBeans}</td><td>false</td></tr>
+     * </table>
+     */
+    public static final class Builder {
+        /** Default of {@link #leakSampleRate(int)}: watching every buffer costs a Cleaner registration each. */
+        public static final int DEFAULT_LEAK_SAMPLE_RATE = 64;
+
+        private VirtualMemoryResource resource;
+        private String name;
+        private long localCapBytes = Long.MAX_VALUE;
+        private long exportedCapBytes = Long.MAX_VALUE;
+        private int leakSampleRate = DEFAULT_LEAK_SAMPLE_RATE;
+        private boolean registerMBeans;
+
+        private Builder() {}
+
+        /** The resource new memory comes from (required). The pool does not close it. */
+        public Builder resource(VirtualMemoryResource resource) {
+            this.resource = resource;
+            return this;
+        }
+
+        /** The pool's name, in messages and JMX object names. */
+        public Builder name(String name) {
+            this.name = name;
+            return this;
+        }
+
+        /** The most idle capacity {@code lifetime} keeps, in bytes ({@link Long#MAX_VALUE}: unbounded). */
+        public Builder retentionCap(PoolLifetime lifetime, long capBytes) {
+            Checks.notNull("lifetime", lifetime);
+            if (lifetime == PoolLifetime.LOCAL) localCapBytes = capBytes;
+            else exportedCapBytes = capBytes;
+            return this;
+        }
+
+        /**
+         * Watch one pooled buffer in {@code rate} for leaks with the cleaner: 1 watches every
+         * buffer, 0 none. Watching costs a {@link java.lang.ref.Cleaner} registration (a shared
+         * lock) per allocation, which is why it is sampled.
+         */
+        public Builder leakSampleRate(int rate) {
+            this.leakSampleRate = rate;
+            return this;
+        }
+
+        /** Register one {@link VirtualMemoryPoolMXBean} per lifetime with the platform MBean server. */
+        public Builder registerMBeans(boolean register) {
+            this.registerMBeans = register;
+            return this;
+        }
+
+        /**
+         * @throws NullPointerException when no resource was set
+         * @throws IllegalArgumentException when the name is blank, a cap is negative, or the
+         *     sample rate is negative
+         * @throws IllegalStateException when the resource is closed, or the beans are to be
+         *     registered and another pool already registered this name
+         */
+        public VirtualMemoryPool build() {
+            if (resource == null) {
+                throw new NullPointerException("resource: null (expected: the VirtualMemoryResource the pool "
+                        + "allocates from; set it with VirtualMemoryPool.builder().resource(resource))");
+            }
+            if (resource.isClosed()) {
+                throw new IllegalStateException("resource: " + resource + " is closed (expected: an open resource)");
+            }
+            if (name != null && name.isBlank()) {
+                throw new IllegalArgumentException("name: \"" + name + "\" (expected: a non-blank name, or none for "
+                        + "pool-N)");
+            }
+            if (localCapBytes < 0) {
+                throw new IllegalArgumentException("retentionCap(LOCAL): " + localCapBytes + " (expected: >= 0 bytes)");
+            }
+            if (exportedCapBytes < 0) {
+                throw new IllegalArgumentException("retentionCap(EXPORTED): " + exportedCapBytes
+                        + " (expected: >= 0 bytes)");
+            }
+            if (leakSampleRate < 0) {
+                throw new IllegalArgumentException("leakSampleRate: " + leakSampleRate + " (expected: 1 to watch every "
+                        + "buffer, N to watch one in N, 0 for none)");
+            }
+            VirtualMemoryPool pool = new VirtualMemoryPool(this);
+            if (registerMBeans) pool.registerMBeans();
+            return pool;
+        }
+    }
+}
