@@ -79,6 +79,14 @@ long long RangeHandle::chunk_address(int index) const {
     return static_cast<long long>(range->mappings()[index]->address());
 }
 
+bool RangeHandle::exclusive() const {
+    if (!range || range.use_count() != 1) return false;
+    for (const auto& m : range->mappings()) {
+        if (m.use_count() != 1 || m->allocation().use_count() != 1) return false;
+    }
+    return true;
+}
+
 bool RangeHandle::chunk_imported(int index) const {
     if (!range || index < 0 || index >= static_cast<int>(range->mappings().size())) return false;
     return range->mappings()[index]->allocation()->imported();

@@ -73,6 +73,11 @@ public:
     bool chunk_imported(int index) const;
     // The ordinal of the device whose context serves this range.
     int device() const { return range ? range->spec()->device : -1; }
+    // True when no other holder (an alias, a grow, a ByteBuffer view) shares this range,
+    // its mappings or its allocations. Stable once the owning buffer is closed, since
+    // nothing can make a new alias from this handle any more. The pool reuses only
+    // exclusive ranges.
+    bool exclusive() const;
     // True when both handles refer to the same Range object (the same alias group's view).
     bool same_range(const RangeHandle& other) const { return range == other.range; }
 };

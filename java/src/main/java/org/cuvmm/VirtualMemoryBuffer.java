@@ -107,6 +107,10 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
         String description() { return describe(address, size); }
 
+        /** The description, built only when a message needs it (acquire passes this object). */
+        @Override
+        public String toString() { return description(); }
+
         @Override
         public void run() {
             if (!explicit) LeakDetection.report(description(), site);
@@ -447,7 +451,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      */
     @Override
     public void close() {
-        if (state.tryClose(release.description(), holders()) == AcquireState.CloseResult.CLOSED_NOW) finishClose();
+        if (state.tryClose(release, holders()) == AcquireState.CloseResult.CLOSED_NOW) finishClose();
     }
 
     private void finishClose() {
@@ -505,7 +509,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         }
     }
 
-    private void acquire() { state.acquire(release.description()); }
+    private void acquire() { state.acquire(release); }
 
     private void requireOpen() {
         if (state.isClosed()) {

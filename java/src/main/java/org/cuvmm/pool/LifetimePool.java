@@ -202,9 +202,11 @@ final class LifetimePool {
             cells[PROBE.get() & stripeMask].released(slot.classSize, slot.reqSize);
             if (leaked) leaks.increment();
             // A leaked exported buffer is not reused: a consumer whose lease was lost with it
-            // may still map the memory (rule 5). Release our mapping instead.
+            // may still map the memory (rule 5). Neither is memory that an alias, a grow or a
+            // ByteBuffer view of the closed buffer still maps: handing it out again would let
+            // two owners write the same bytes. Release our reference instead.
             boolean closed = pool.isClosed();
-            if (closed || (leaked && lifetime == PoolLifetime.EXPORTED)) {
+            if (closed || (leaked && lifetime == PoolLifetime.EXPORTED) || !returned.exclusive()) {
                 slot.setState(PoolSlot.DEAD);
                 if (closed) trimmedBytes.add(slot.classSize);
                 forget(slot);

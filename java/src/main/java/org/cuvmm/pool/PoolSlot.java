@@ -18,9 +18,9 @@ import org.cuvmm.internal.jni.NativeRangeHandle;
  *
  * <p>State, in {@link #state}:
  * <pre>
- *   (new) --> LIVE --recycle--> RETURNING --> IDLE --take--> TAKEN --> LIVE ...
- *                                  |            \--evict/trim--> DEAD
- *                                  \--not retained (cap, closed pool, exported leak)--> DEAD
+ *   miss: TAKEN --wrap--> LIVE --buffer closed--> RETURNING --push--> IDLE --take--> TAKEN --wrap--> LIVE ...
+ *                                                     |                 \--evict / trim--> DEAD
+ *                                                     \--not kept (over the cap, pool closed, exported leak)--> DEAD
  * </pre>
  * IDLE slots are on exactly one free list; the moves into and out of IDLE happen under that
  * list's lock. {@code LIVE -> RETURNING} is a CAS, so a second recycle of the same range is

@@ -91,10 +91,10 @@ import org.cuvmm.internal.Checks;
  * allocation; buffers still live stay valid, and their memory is released when they are
  * closed. The pool never closes its resource.
  *
- * @apiNote Do not make aliases of a pooled buffer that outlive it
- *     ({@link VirtualMemoryResource#modifyAllocation}, {@link VirtualMemoryBuffer#asByteBuffer()}):
- *     the pool reuses the memory once the pooled buffer itself is closed, whatever else still
- *     maps it.
+ * <p><b>Aliases.</b> Do not make aliases of a pooled buffer that outlive it
+ * ({@link VirtualMemoryResource#modifyAllocation}, {@link VirtualMemoryBuffer#asByteBuffer()}):
+ * the pool reuses the memory once the pooled buffer itself is closed, whatever else still
+ * maps it.
  */
 public final class VirtualMemoryPool implements AutoCloseable {
     /** The JMX domain of the pool beans. */

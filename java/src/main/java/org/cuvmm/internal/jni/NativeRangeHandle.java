@@ -35,5 +35,7 @@ public final class NativeRangeHandle extends Pointer {
     public native @Cast("bool") boolean any_imported();
     public native @Cast("bool") boolean chunk_imported(int index);
     public native int device();
+    /** No alias, grow or view shares this range's memory (see jni_api.hpp). */
+    public native @Cast("bool") boolean exclusive();
     public native @Cast("bool") boolean same_range(@Const @ByRef NativeRangeHandle other);
 }

@@ -1,0 +1,73 @@
+package org.cuvmm.pool;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.Arrays;
+
+import org.cuvmm.Driver;
+import org.cuvmm.DriverCounters;
+import org.cuvmm.DriverKind;
+import org.cuvmm.VirtualMemoryBuffer;
+
+/** Helpers of the pool tests: counters, stats checks, tags, this thread's page faults. */
+final class PoolTestSupport {
+    static final long MiB = 1L << 20;
+
+    private PoolTestSupport() {}
+
+    static DriverCounters counters() { return Driver.get().counters(); }
+
+    static boolean onHostDriver() { return Driver.get().kind() == DriverKind.HOST; }
+
+    /** Live native objects: ours on either driver, plus the host driver's own. */
+    static long[] live() {
+        DriverCounters c = counters();
+        return new long[] {c.liveAllocations(), c.liveReservations(), c.liveMappings(), c.liveRanges(),
+                c.hostAllocations(), c.hostReservations(), c.hostMappings(), c.hostMemfds()};
+    }
+
+    static void assertLive(long[] expected, String when) {
+        assertEquals(Arrays.toString(expected), Arrays.toString(live()),
+                "live counters [ours: allocations, reservations, mappings, ranges; host: allocations, "
+                        + "reservations, mappings, memfds] " + when);
+    }
+
+    /** Asserts the four accounting figures of {@code s}, naming the step in the message. */
+    static void assertStats(PoolStats s, long liveCount, long liveBytes, long retainedCount, long retainedBytes,
+                            String when) {
+        String got = "live " + s.liveCount() + " (" + s.liveBytes() + " bytes), retained " + s.retainedCount() + " ("
+                + s.retainedBytes() + " bytes)";
+        String want = "live " + liveCount + " (" + liveBytes + " bytes), retained " + retainedCount + " ("
+                + retainedBytes + " bytes)";
+        assertEquals(want, got, s.lifetime().key() + " accounting " + when);
+    }
+
+    /** Writes a 16-byte tag (owner, sequence) at the start of {@code b}. */
+    static void tag(VirtualMemoryBuffer b, long owner, long seq) {
+        byte[] t = new byte[16];
+        java.nio.ByteBuffer.wrap(t).putLong(owner).putLong(seq);
+        b.copyFrom(0, t, 0, 16);
+    }
+
+    /** True when {@code b} still carries the tag written by {@link #tag}. */
+    static boolean hasTag(VirtualMemoryBuffer b, long owner, long seq) {
+        byte[] t = new byte[16];
+        b.copyTo(0, t, 0, 16);
+        java.nio.ByteBuffer bb = java.nio.ByteBuffer.wrap(t);
+        return bb.getLong() == owner && bb.getLong() == seq;
+    }
+
+    /**
+     * Minor page faults of the calling thread so far: field 10 (minflt) of
+     * /proc/thread-self/stat. The command name (field 2) may hold spaces, so fields are
+     * counted from the last ')'.
+     */
+    static long minorFaultsOfThisThread() throws IOException {
+        String stat = Files.readString(Path.of("/proc/thread-self/stat"));
+        String[] fields = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
+        return Long.parseLong(fields[10 - 3]); // fields[0] is field 3 (state)
+    }
+}
