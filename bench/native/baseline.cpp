@@ -1,0 +1,404 @@
+// The C++ baseline the JMH benchmarks are compared with: the same driver-table calls the
+// Java path makes, in a plain loop, with nothing of ours in between.
+//
+// It selects the driver exactly as Java does (cuvmm::select_driver, auto / cuda / host from
+// CUVMM_DRIVER, CUVMM_HOST_DEVICES, CUVMM_HOST_GRANULARITY, CUVMM_CUDA_LIBRARY), takes the
+// installed table once (cuvmm::driver()) and calls its function pointers directly: no call
+// counters, no Step, no shared_ptr boxes, no exceptions. That is the honest floor: what any
+// program must pay for the same work on the same driver.
+//
+// Operations (per op, in this order; RatioReport checks the Java side makes the same calls):
+//   allocate_close_<size>  cuCtxGetCurrent, cuMemAddressReserve, cuMemCreate, cuMemMap,
+//                          cuMemSetAccess, cuMemUnmap, cuMemRelease, cuMemAddressFree
+//   grow_in_place          one chunk mapped right after a 1-chunk base buffer, then dropped:
+//                          cuCtxGetCurrent, cuMemAddressReserve (hint = end, lands there),
+//                          cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap, cuMemRelease,
+//                          cuMemAddressFree
+//   move                   the range after the base is taken by a decoy reservation, so the
+//                          grow reserves a new 2-chunk range, re-maps the base chunk, maps a
+//                          new one, then everything new is dropped again:
+//                          cuCtxGetCurrent, cuMemAddressReserve (hint, lands elsewhere),
+//                          cuMemAddressFree, cuMemAddressReserve, 2 x (cuMemMap, cuMemSetAccess)
+//                          with cuMemCreate before the second map, 2 x cuMemUnmap,
+//                          cuMemRelease, cuMemAddressFree
+//
+// Timing mirrors the JMH settings RatioReport uses: a fixed number of warm-up rounds and
+// measured rounds of a fixed duration each; a round's result is its elapsed time divided
+// by the ops it completed; the reported value is the mean of the measured rounds.
+//
+// Usage: cuvmm-baseline [--warmup-rounds N] [--rounds N] [--round-ms N] [--only NAME]
+// Output: line-oriented "key=value" records (see print_* below), parsed by RatioReport.
+#include "cuvmm/driver.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <vector>
+
+namespace {
+
+using cuvmm::Entry;
+using cuvmm::kEntryCount;
+using Clock = std::chrono::steady_clock;
+
+[[noreturn]] void die(const std::string& what) {
+    std::fprintf(stderr, "cuvmm-baseline: %s\n", what.c_str());
+    std::exit(2);
+}
+
+[[noreturn]] void fail_call(const char* call, CUresult rc, const char* op) {
+    const char* name = nullptr;
+    if (cuvmm::driver().cuGetErrorName(rc, &name) != CUDA_SUCCESS || name == nullptr) name = "?";
+    die(std::string(op) + ": " + call + " returned " + name + " (" + std::to_string(static_cast<int>(rc)) + ")");
+}
+
+// Calls per entry point, filled only by the counting instantiation of an op.
+struct CallCounts {
+    std::array<long long, kEntryCount> n{};
+};
+
+// One raw table call; counted only when kCount (the verification pass), never when timed.
+#define BASELINE_CALL(kCount, counts, op, name, ...)                                 \
+    do {                                                                             \
+        if constexpr (kCount) ++(counts).n[static_cast<int>(Entry::name)];           \
+        CUresult rc_ = table.name(__VA_ARGS__);                                      \
+        if (rc_ != CUDA_SUCCESS) fail_call(#name, rc_, op);                          \
+    } while (0)
+
+struct Env {
+    const cuvmm::DriverTable& table;
+    CUcontext ctx;
+    CUmemAllocationProp prop;  // what VirtualMemoryResourceOptions.defaults() builds for device 0
+    CUmemAccessDesc access;    // self read-write, the defaults' only access descriptor
+    size_t granularity;
+};
+
+// What use_device_context does on every allocate / grow once the context is current.
+template <bool kCount>
+inline void make_current(const Env& e, CallCounts& c, const char* op) {
+    const cuvmm::DriverTable& table = e.table;
+    CUcontext current = nullptr;
+    BASELINE_CALL(kCount, c, op, cuCtxGetCurrent, &current);
+    if (current != e.ctx) BASELINE_CALL(kCount, c, op, cuCtxSetCurrent, e.ctx);
+}
+
+// allocate(size) then close(): reserve, create, map, set access; unmap, release, free.
+template <bool kCount>
+inline CUdeviceptr allocate_close(const Env& e, size_t size, CallCounts& c) {
+    static const char* op = "allocate_close";
+    const cuvmm::DriverTable& table = e.table;
+    make_current<kCount>(e, c, op);
+    CUdeviceptr p = 0;
+    BASELINE_CALL(kCount, c, op, cuMemAddressReserve, &p, size, 0, 0, 0);
+    CUmemGenericAllocationHandle h = 0;
+    BASELINE_CALL(kCount, c, op, cuMemCreate, &h, size, &e.prop, 0);
+    BASELINE_CALL(kCount, c, op, cuMemMap, p, size, 0, h, 0);
+    BASELINE_CALL(kCount, c, op, cuMemSetAccess, p, size, &e.access, 1);
+    BASELINE_CALL(kCount, c, op, cuMemUnmap, p, size);
+    BASELINE_CALL(kCount, c, op, cuMemRelease, h);
+    BASELINE_CALL(kCount, c, op, cuMemAddressFree, p, size);
+    return p;
+}
+
+// A mapped one-chunk buffer (the base a grow starts from).
+struct Base {
+    CUdeviceptr address = 0;
+    CUmemGenericAllocationHandle handle = 0;
+    CUdeviceptr decoy = 0;  // move only: the reservation occupying [address + g, address + 2g)
+};
+
+// grow(base, 2 chunks) in place, then close of the grown buffer (drops only the new chunk).
+template <bool kCount>
+inline CUdeviceptr grow_in_place(const Env& e, const Base& b, CallCounts& c) {
+    static const char* op = "grow_in_place";
+    const cuvmm::DriverTable& table = e.table;
+    const size_t g = e.granularity;
+    const CUdeviceptr end = b.address + g;
+    make_current<kCount>(e, c, op);
+    CUdeviceptr next = 0;
+    BASELINE_CALL(kCount, c, op, cuMemAddressReserve, &next, g, 0, end, 0);
+    if (next != end) die("grow_in_place: the range after the base buffer is not free (landed elsewhere)");
+    CUmemGenericAllocationHandle h = 0;
+    BASELINE_CALL(kCount, c, op, cuMemCreate, &h, g, &e.prop, 0);
+    BASELINE_CALL(kCount, c, op, cuMemMap, end, g, 0, h, 0);
+    BASELINE_CALL(kCount, c, op, cuMemSetAccess, end, g, &e.access, 1);
+    // close(): the grown range's new mapping goes; the base mapping stays with the base buffer.
+    BASELINE_CALL(kCount, c, op, cuMemUnmap, end, g);
+    BASELINE_CALL(kCount, c, op, cuMemRelease, h);
+    BASELINE_CALL(kCount, c, op, cuMemAddressFree, end, g);
+    return b.address;
+}
+
+// grow(base, 2 chunks) blocked by the decoy: try in place, give that range back, reserve a
+// new 2-chunk range, re-map the base chunk, create and map the new one; then close.
+template <bool kCount>
+inline CUdeviceptr move(const Env& e, const Base& b, CallCounts& c) {
+    static const char* op = "move";
+    const cuvmm::DriverTable& table = e.table;
+    const size_t g = e.granularity;
+    const CUdeviceptr end = b.address + g;
+    make_current<kCount>(e, c, op);
+    CUdeviceptr next = 0;
+    BASELINE_CALL(kCount, c, op, cuMemAddressReserve, &next, g, 0, end, 0);
+    if (next == end) die("move: the range after the base buffer was free; the decoy does not block it");
+    BASELINE_CALL(kCount, c, op, cuMemAddressFree, next, g);
+    CUdeviceptr r = 0;
+    BASELINE_CALL(kCount, c, op, cuMemAddressReserve, &r, 2 * g, 0, 0, 0);
+    BASELINE_CALL(kCount, c, op, cuMemMap, r, g, 0, b.handle, 0);
+    BASELINE_CALL(kCount, c, op, cuMemSetAccess, r, g, &e.access, 1);
+    CUmemGenericAllocationHandle h = 0;
+    BASELINE_CALL(kCount, c, op, cuMemCreate, &h, g, &e.prop, 0);
+    BASELINE_CALL(kCount, c, op, cuMemMap, r + g, g, 0, h, 0);
+    BASELINE_CALL(kCount, c, op, cuMemSetAccess, r + g, g, &e.access, 1);
+    // close(): both new mappings go (in address order), then the new chunk, then the range.
+    BASELINE_CALL(kCount, c, op, cuMemUnmap, r, g);
+    BASELINE_CALL(kCount, c, op, cuMemUnmap, r + g, g);
+    BASELINE_CALL(kCount, c, op, cuMemRelease, h);
+    BASELINE_CALL(kCount, c, op, cuMemAddressFree, r, 2 * g);
+    return r;
+}
+
+// Setup (not timed): a one-chunk base buffer with a free chunk after it, and for the move
+// a decoy reservation in that chunk.
+Base make_base(const Env& e, bool with_decoy) {
+    const cuvmm::DriverTable& table = e.table;
+    const size_t g = e.granularity;
+    CallCounts unused;
+    static const char* op = "setup";
+    // Reserve 2 chunks anywhere and give them back, so the base can go at the start of a
+    // range known to be free for 2 chunks.
+    CUdeviceptr probe = 0;
+    BASELINE_CALL(false, unused, op, cuMemAddressReserve, &probe, 2 * g, 0, 0, 0);
+    BASELINE_CALL(false, unused, op, cuMemAddressFree, probe, 2 * g);
+    Base b;
+    BASELINE_CALL(false, unused, op, cuMemAddressReserve, &b.address, g, 0, probe, 0);
+    BASELINE_CALL(false, unused, op, cuMemCreate, &b.handle, g, &e.prop, 0);
+    BASELINE_CALL(false, unused, op, cuMemMap, b.address, g, 0, b.handle, 0);
+    BASELINE_CALL(false, unused, op, cuMemSetAccess, b.address, g, &e.access, 1);
+    if (with_decoy) {
+        BASELINE_CALL(false, unused, op, cuMemAddressReserve, &b.decoy, g, 0, b.address + g, 0);
+        if (b.decoy != b.address + g) die("setup: the decoy reservation did not land right after the base buffer");
+    }
+    return b;
+}
+
+void drop_base(const Env& e, const Base& b) {
+    const cuvmm::DriverTable& table = e.table;
+    const size_t g = e.granularity;
+    CallCounts unused;
+    static const char* op = "teardown";
+    if (b.decoy != 0) BASELINE_CALL(false, unused, op, cuMemAddressFree, b.decoy, g);
+    BASELINE_CALL(false, unused, op, cuMemUnmap, b.address, g);
+    BASELINE_CALL(false, unused, op, cuMemRelease, b.handle);
+    BASELINE_CALL(false, unused, op, cuMemAddressFree, b.address, g);
+}
+
+struct Settings {
+    int warmup_rounds = 3;
+    int rounds = 5;
+    long round_ms = 1000;
+    std::string only;
+};
+
+// Volatile sink so the compiler keeps every op (each returns an address).
+volatile CUdeviceptr g_sink = 0;
+
+struct Result {
+    std::vector<double> round_ns;  // ns/op of each measured round
+    long long ops = 0;             // measured ops in total
+};
+
+// Runs `op` (inlined: a template, no indirect call) in rounds of s.round_ms each;
+// returns the measured rounds' ns/op.
+template <class Op>
+Result measure(const Settings& s, Op&& op) {
+    Result r;
+    const auto round = std::chrono::milliseconds(s.round_ms);
+    for (int i = 0; i < s.warmup_rounds + s.rounds; ++i) {
+        long long ops = 0;
+        const auto start = Clock::now();
+        auto now = start;
+        // The clock is read every 8 ops (about 20 ns against an op of microseconds).
+        do {
+            for (int k = 0; k < 8; ++k) g_sink = op();
+            ops += 8;
+            now = Clock::now();
+        } while (now - start < round);
+        const double ns = std::chrono::duration<double, std::nano>(now - start).count() / static_cast<double>(ops);
+        if (i >= s.warmup_rounds) {
+            r.round_ns.push_back(ns);
+            r.ops += ops;
+        }
+    }
+    return r;
+}
+
+void print_result(const char* name, const Result& r) {
+    double sum = 0, mn = r.round_ns.front(), mx = r.round_ns.front();
+    for (double v : r.round_ns) {
+        sum += v;
+        mn = std::min(mn, v);
+        mx = std::max(mx, v);
+    }
+    const double mean = sum / static_cast<double>(r.round_ns.size());
+    double var = 0;
+    for (double v : r.round_ns) var += (v - mean) * (v - mean);
+    const double sd = r.round_ns.size() > 1 ? std::sqrt(var / static_cast<double>(r.round_ns.size() - 1)) : 0.0;
+    std::printf("result name=%s mean_ns=%.1f sd_ns=%.1f min_ns=%.1f max_ns=%.1f rounds=%zu ops=%lld rounds_ns=",
+                name, mean, sd, mn, mx, r.round_ns.size(), r.ops);
+    for (size_t i = 0; i < r.round_ns.size(); ++i) std::printf("%s%.1f", i ? "," : "", r.round_ns[i]);
+    std::printf("\n");
+    std::fflush(stdout);
+}
+
+void print_calls(const char* name, const CallCounts& c) {
+    std::printf("calls name=%s", name);
+    for (int i = 0; i < kEntryCount; ++i) {
+        if (c.n[i] != 0) std::printf(" %s=%lld", cuvmm::entry_name(i), c.n[i]);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+}
+
+const char* setting(const char* variable) {
+    const char* v = std::getenv(variable);
+    return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+long long integer_setting(const char* variable, long long fallback) {
+    const char* v = setting(variable);
+    if (v == nullptr) return fallback;
+    char* end = nullptr;
+    long long x = std::strtoll(v, &end, 10);
+    if (end == v || *end != '\0') die(std::string(variable) + ": " + v + " (expected: a whole number)");
+    return x;
+}
+
+cuvmm::DriverSelection selection_from_environment() {
+    cuvmm::DriverSelection s;
+    std::string mode = setting("CUVMM_DRIVER") ? setting("CUVMM_DRIVER") : "auto";
+    if (mode == "auto") s.mode = cuvmm::DriverMode::automatic;
+    else if (mode == "cuda") s.mode = cuvmm::DriverMode::cuda;
+    else if (mode == "host") s.mode = cuvmm::DriverMode::host;
+    else die("CUVMM_DRIVER: " + mode + " (expected: auto, cuda or host)");
+    long long devices = integer_setting("CUVMM_HOST_DEVICES", 1);
+    if (devices < 1 || devices > 8) die("CUVMM_HOST_DEVICES: " + std::to_string(devices) + " (expected: 1 to 8)");
+    long long gran = integer_setting("CUVMM_HOST_GRANULARITY", 2LL << 20);
+    if (gran < 4096 || (gran & (gran - 1)) != 0) {
+        die("CUVMM_HOST_GRANULARITY: " + std::to_string(gran) + " (expected: a power of two >= 4096)");
+    }
+    s.host.device_count = static_cast<int>(devices);
+    s.host.granularity = static_cast<size_t>(gran);
+    if (const char* lib = setting("CUVMM_CUDA_LIBRARY")) s.cuda_library = lib;
+    return s;
+}
+
+long parse_count(int argc, char** argv, int& i, long min) {
+    if (i + 1 >= argc) die(std::string(argv[i]) + " needs a value");
+    char* end = nullptr;
+    long v = std::strtol(argv[i + 1], &end, 10);
+    if (end == argv[i + 1] || *end != '\0' || v < min) {
+        die(std::string(argv[i]) + ": " + argv[i + 1] + " (expected: a whole number >= " + std::to_string(min) + ")");
+    }
+    ++i;
+    return v;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    Settings s;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--warmup-rounds") s.warmup_rounds = static_cast<int>(parse_count(argc, argv, i, 0));
+        else if (a == "--rounds") s.rounds = static_cast<int>(parse_count(argc, argv, i, 1));
+        else if (a == "--round-ms") s.round_ms = parse_count(argc, argv, i, 1);
+        else if (a == "--only" && i + 1 < argc) s.only = argv[++i];
+        else if (a == "--help" || a == "-h") {
+            std::printf("usage: cuvmm-baseline [--warmup-rounds N] [--rounds N] [--round-ms N] [--only NAME]\n"
+                        "driver: CUVMM_DRIVER=auto|cuda|host, CUVMM_HOST_DEVICES, CUVMM_HOST_GRANULARITY, "
+                        "CUVMM_CUDA_LIBRARY\n");
+            return 0;
+        } else {
+            die("unknown argument: " + a + " (try --help)");
+        }
+    }
+
+    cuvmm::DriverKind kind;
+    try {
+        kind = cuvmm::select_driver(selection_from_environment());
+    } catch (const cuvmm::DriverError& err) {
+        die(err.what());
+    }
+    std::printf("driver kind=%s version=%d reason=%s\n", kind == cuvmm::DriverKind::cuda ? "cuda" : "host",
+                cuvmm::driver_version(), cuvmm::driver_reason().c_str());
+
+    const cuvmm::DriverTable& table = cuvmm::driver();
+    CallCounts unused;
+    static const char* op = "setup";
+    // What VirtualMemoryResource.create(0) and its first allocate do: primary context of
+    // device 0 made current, default allocation properties, granularity query.
+    CUdevice dev = 0;
+    BASELINE_CALL(false, unused, op, cuDeviceGet, &dev, 0);
+    CUcontext ctx = nullptr;
+    BASELINE_CALL(false, unused, op, cuDevicePrimaryCtxRetain, &ctx, dev);
+    BASELINE_CALL(false, unused, op, cuCtxSetCurrent, ctx);
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    size_t granularity = 0;
+    BASELINE_CALL(false, unused, op, cuMemGetAllocationGranularity, &granularity, &prop,
+                  CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = 0;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    const Env env{table, ctx, prop, access, granularity};
+    std::printf("settings warmup_rounds=%d rounds=%d round_ms=%ld granularity=%zu\n", s.warmup_rounds, s.rounds,
+                s.round_ms, granularity);
+    std::fflush(stdout);
+
+    auto wanted = [&](const char* name) { return s.only.empty() || s.only == name; };
+    CallCounts none;  // never written: the timed instantiations do not count
+
+    const size_t mib = size_t(1) << 20;
+    const std::pair<const char*, size_t> allocs[] = {{"allocate_close_2MiB", 2 * mib}, {"allocate_close_64MiB", 64 * mib}};
+    for (const auto& [name, bytes] : allocs) {
+        if (!wanted(name)) continue;
+        if (bytes % granularity != 0) die(std::string(name) + ": size is not a multiple of the granularity");
+        const size_t size = bytes;
+        CallCounts c;
+        allocate_close<true>(env, size, c);  // one counted op, the context already current
+        print_calls(name, c);
+        print_result(name, measure(s, [&] { return allocate_close<false>(env, size, none); }));
+    }
+    if (wanted("grow_in_place")) {
+        const Base b = make_base(env, false);
+        CallCounts c;
+        grow_in_place<true>(env, b, c);
+        print_calls("grow_in_place", c);
+        print_result("grow_in_place", measure(s, [&] { return grow_in_place<false>(env, b, none); }));
+        drop_base(env, b);
+    }
+    if (wanted("move")) {
+        const Base b = make_base(env, true);
+        CallCounts c;
+        move<true>(env, b, c);
+        print_calls("move", c);
+        print_result("move", measure(s, [&] { return move<false>(env, b, none); }));
+        drop_base(env, b);
+    }
+    if (kind == cuvmm::DriverKind::host) {
+        cuvmm::HostLiveCounts live = cuvmm::host_live_counts();
+        std::printf("live allocations=%lld reservations=%lld mappings=%lld memfds=%lld\n", live.allocations,
+                    live.reservations, live.mappings, live.memfds);
+    }
+    return 0;
+}
