@@ -5,6 +5,19 @@
 #include <cstdint>
 
 namespace cuvmm {
+namespace {
+
+std::string describe_location(const CUmemLocation& loc) {
+    switch (loc.type) {
+        case CU_MEM_LOCATION_TYPE_DEVICE: return "device " + std::to_string(loc.id);
+        case CU_MEM_LOCATION_TYPE_HOST: return "host memory";
+        case CU_MEM_LOCATION_TYPE_HOST_NUMA: return "host NUMA node " + std::to_string(loc.id);
+        case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT: return "the current host NUMA node";
+        default: return "location type " + std::to_string(static_cast<int>(loc.type));
+    }
+}
+
+}  // namespace
 
 Allocation::Allocation(CUmemGenericAllocationHandle handle, size_t size, bool imported,
                        CUmemAllocationHandleType types)
@@ -21,14 +34,22 @@ Allocation::~Allocation() {
 std::shared_ptr<const Allocation> Allocation::create(const ChunkSpec& spec, size_t size, const Step& step) {
     CUmemGenericAllocationHandle handle = 0;
     CUVMM_CALL(cuMemCreate, step, &handle, size, &spec.prop, 0);
-    // From here the handle is owned: if make_shared throws (bad_alloc), release it.
+    return own(handle, size, false, spec.prop.requestedHandleTypes);
+}
+
+std::shared_ptr<const Allocation> Allocation::own(CUmemGenericAllocationHandle handle, size_t size, bool imported,
+                                                  CUmemAllocationHandleType types) {
+    // Until the box exists nothing would release the handle, so a failed `new` releases it
+    // here. Once the box exists its destructor owns the release: shared_ptr deletes the box
+    // itself if its control block cannot be allocated, so that stays outside the try.
+    Allocation* box = nullptr;
     try {
-        return std::shared_ptr<const Allocation>(
-            new Allocation(handle, size, false, spec.prop.requestedHandleTypes));
+        box = new Allocation(handle, size, imported, types);
     } catch (...) {
         CUVMM_CALL_NOTHROW(cuMemRelease, handle);
         throw;
     }
+    return std::shared_ptr<const Allocation>(box);
 }
 
 std::shared_ptr<const Allocation> Allocation::import_fd(int fd, size_t size, const CUmemLocation& expected,
@@ -36,22 +57,15 @@ std::shared_ptr<const Allocation> Allocation::import_fd(int fd, size_t size, con
     CUmemGenericAllocationHandle handle = 0;
     CUVMM_CALL(cuMemImportFromShareableHandle, step, &handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
-    std::shared_ptr<const Allocation> owned;
-    try {
-        owned.reset(new Allocation(handle, size, true, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR));
-    } catch (...) {
-        CUVMM_CALL_NOTHROW(cuMemRelease, handle);
-        throw;
-    }
+    std::shared_ptr<const Allocation> owned = own(handle, size, true, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     // From here `owned` releases the handle if anything below throws.
     CUmemAllocationProp prop{};
     CUVMM_CALL(cuMemGetAllocationPropertiesFromHandle, step, &prop, handle);
     if (prop.location.type != expected.type || prop.location.id != expected.id) {
         throw DriverError(CUDA_ERROR_INVALID_DEVICE, "import", step.describe(),
-                          "the memory lives at location type " + std::to_string(prop.location.type) + " id " +
-                              std::to_string(prop.location.id) + " but this resource allocates at location type " +
-                              std::to_string(expected.type) + " id " + std::to_string(expected.id) +
-                              "; import with a resource on the device that owns the memory");
+                          "the memory lives at " + describe_location(prop.location) + " but this resource allocates at " +
+                              describe_location(expected) +
+                              "; import with a resource on the device (or host location) that owns the memory");
     }
     return owned;
 }

@@ -60,12 +60,18 @@ bool load_cuda_driver(DriverTable& table, const std::string& library, std::strin
     CUVMM_DRIVER_ENTRY_POINTS(CUVMM_RESOLVE)
 #undef CUVMM_RESOLVE
 
+    // Once cuInit has run, the library stays loaded even when we do not use it: unloading an
+    // initialized driver is not supported.
+    auto refuse = [&](std::string why) {
+        reason = std::move(why);
+        return false;
+    };
     CUresult rc = t.cuInit(0);
-    if (rc != CUDA_SUCCESS) return fail("cuInit(0) failed: " + describe_result(rc));
+    if (rc != CUDA_SUCCESS) return refuse("cuInit(0) failed: " + describe_result(rc));
     int count = 0;
     rc = t.cuDeviceGetCount(&count);
-    if (rc != CUDA_SUCCESS) return fail("cuDeviceGetCount failed: " + describe_result(rc));
-    if (count <= 0) return fail(library + " loaded but reports no CUDA device");
+    if (rc != CUDA_SUCCESS) return refuse("cuDeviceGetCount failed: " + describe_result(rc));
+    if (count <= 0) return refuse(library + " loaded but reports no CUDA device");
     int version = 0;
     t.cuDriverGetVersion(&version);
     table = t;

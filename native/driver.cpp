@@ -146,7 +146,7 @@ void report_cleanup_failure(const char* call, CUresult code, const char* what) {
 
 long long cleanup_failure_count() { return g_cleanup_failures.load(std::memory_order_relaxed); }
 
-void use_device_context(int device) {
+DeviceContextScope::DeviceContextScope(int device) {
     if (device < 0 || device >= kMaxDevices) {
         throw DriverError(CUDA_ERROR_INVALID_DEVICE, "cuDevicePrimaryCtxRetain", "making the device current",
                           "device ordinal " + std::to_string(device) + " is out of range");
@@ -164,9 +164,19 @@ void use_device_context(int device) {
     }
     // Another library on this thread may have changed the current context, so check
     // rather than caching per thread; both calls are cheap driver-side TLS accesses.
-    CUcontext current = nullptr;
-    CUVMM_CALL(cuCtxGetCurrent, Step{"reading the current context"}, &current);
-    if (current != ctx) CUVMM_CALL(cuCtxSetCurrent, Step{"making the device current"}, ctx);
+    CUVMM_CALL(cuCtxGetCurrent, Step{"reading the current context"}, &previous_);
+    if (previous_ != ctx) {
+        CUVMM_CALL(cuCtxSetCurrent, Step{"making the device current"}, ctx);
+        // Only a context someone else set is put back; leaving ours current when there was
+        // none saves a pair of calls on the next operation.
+        changed_ = previous_ != nullptr;
+    }
+}
+
+DeviceContextScope::~DeviceContextScope() {
+    if (!changed_) return;
+    CUresult rc = CUVMM_CALL_NOTHROW(cuCtxSetCurrent, previous_);
+    if (rc != CUDA_SUCCESS) report_cleanup_failure("cuCtxSetCurrent", rc, "restoring the caller's context");
 }
 
 }  // namespace cuvmm

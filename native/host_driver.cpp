@@ -32,7 +32,7 @@
 //   allocation prop: type other than PINNED                                    CUDA_ERROR_INVALID_VALUE
 //   allocation prop: DEVICE location with an id that is not a device          CUDA_ERROR_INVALID_DEVICE
 //   allocation prop: HOST_NUMA location with id != 0                           CUDA_ERROR_INVALID_VALUE
-//   allocation prop: location type not DEVICE/HOST/HOST_NUMA/HOST_NUMA_CURRENT CUDA_ERROR_INVALID_VALUE
+//   allocation prop: location type not DEVICE/HOST/HOST_NUMA (HOST_NUMA_CURRENT too) CUDA_ERROR_INVALID_VALUE
 //   allocation prop: requestedHandleTypes with bits outside the enum           CUDA_ERROR_INVALID_VALUE
 //   allocation prop: requestedHandleTypes FABRIC, WIN32 or WIN32_KMT           CUDA_ERROR_NOT_SUPPORTED
 //   allocation prop: HOST location (not NUMA) with POSIX_FILE_DESCRIPTOR       CUDA_ERROR_INVALID_VALUE
@@ -295,8 +295,10 @@ CUresult validate_prop(const CUmemAllocationProp* prop) {
             if (prop->location.id != 0) return CUDA_ERROR_INVALID_VALUE;
             break;
         case CU_MEM_LOCATION_TYPE_HOST:
-        case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
             break;
+        // cuda.h (cuMemCreate): "Specifying CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT as the
+        // CUmemLocation::type will result in CUDA_ERROR_INVALID_VALUE."
+        case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
         default:
             return CUDA_ERROR_INVALID_VALUE;
     }

@@ -139,32 +139,42 @@ void device_info(int ordinal, DeviceInfo& out, Status& status) {
         CUVMM_CALL(cuDeviceGetName, Step{"reading the device name"}, name, static_cast<int>(sizeof(name) - 1), dev);
         size_t total = 0;
         CUVMM_CALL(cuDeviceTotalMem, Step{"reading the device memory size"}, &total, dev);
-        auto attr = [&](CUdevice_attribute a) {
+        // Attributes newer than the oldest driver we support: an older driver answers
+        // CUDA_ERROR_INVALID_VALUE for them, which means "not supported", not a failure.
+        auto attr = [&](CUdevice_attribute a, const char* name, bool optional) {
             int v = 0;
-            CUVMM_CALL(cuDeviceGetAttribute, Step{"reading a device attribute"}, &v, a, dev);
+            count_call(Entry::cuDeviceGetAttribute);
+            CUresult rc = driver().cuDeviceGetAttribute(&v, a, dev);
+            if (rc == CUDA_ERROR_INVALID_VALUE && optional) return 0;
+            if (rc != CUDA_SUCCESS) {
+                throw DriverError(rc, "cuDeviceGetAttribute", std::string("reading the device attribute ") + name);
+            }
             return v;
         };
         out.ordinal = ordinal;
         out.name = name;
         out.total_memory = static_cast<long long>(total);
-        out.vmm = attr(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
-        out.posix_fd = attr(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED);
-        out.gpu_direct_rdma = attr(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED);
-        out.fabric = attr(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED);
-        out.host_vmm = attr(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
-        out.host_numa_vmm = attr(CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED);
-        out.compute_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR);
-        out.compute_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR);
+        out.vmm = attr(CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, "VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED", false);
+        out.posix_fd = attr(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED, "HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED", false);
+        out.gpu_direct_rdma = attr(CU_DEVICE_ATTRIBUTE_GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED, "GPU_DIRECT_RDMA_WITH_CUDA_VMM_SUPPORTED", true);
+        out.fabric = attr(CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_FABRIC_SUPPORTED, "HANDLE_TYPE_FABRIC_SUPPORTED", true);
+        out.host_vmm = attr(CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, "HOST_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED", true);
+        out.host_numa_vmm = attr(CU_DEVICE_ATTRIBUTE_HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED, "HOST_NUMA_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED", true);
+        out.compute_major = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR, "COMPUTE_CAPABILITY_MAJOR", false);
+        out.compute_minor = attr(CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MINOR, "COMPUTE_CAPABILITY_MINOR", false);
     });
 }
 
 void build_spec(SpecHandle& out, const SpecInput& in, Status& status) {
     guarded(status, "build_spec", [&] {
         if (in.access_count < 0 || in.access_count > SpecInput::kMaxAccess) {
-            throw invalid("build_spec", "access count: " + std::to_string(in.access_count));
+            throw invalid("build_spec", "access count: " + std::to_string(in.access_count) + " (expected: 0 to " +
+                                            std::to_string(SpecInput::kMaxAccess) + ")");
         }
-        if (in.address_hint < 0) throw invalid("build_spec", "address hint: " + std::to_string(in.address_hint));
-        if (in.alignment < 0) throw invalid("build_spec", "alignment: " + std::to_string(in.alignment));
+        if (in.address_hint < 0) {
+            throw invalid("build_spec", "address hint: " + std::to_string(in.address_hint) + " (expected: >= 0)");
+        }
+        if (in.alignment < 0) throw invalid("build_spec", "alignment: " + std::to_string(in.alignment) + " (expected: >= 0)");
         auto spec = std::make_shared<ChunkSpec>();
         spec->prop.type = static_cast<CUmemAllocationType>(in.allocation_type);
         spec->prop.requestedHandleTypes = static_cast<CUmemAllocationHandleType>(in.handle_types);
@@ -181,7 +191,7 @@ void build_spec(SpecHandle& out, const SpecInput& in, Status& status) {
             d.flags = static_cast<CUmemAccess_flags>(in.access_flags[i]);
             spec->access.push_back(d);
         }
-        use_device_context(in.device);
+        DeviceContextScope context(in.device);
         size_t granularity = 0;
         CUVMM_CALL(cuMemGetAllocationGranularity, Step{"querying the allocation granularity"}, &granularity,
                    &spec->prop, static_cast<CUmemAllocationGranularity_flags>(in.granularity_option));
@@ -266,8 +276,8 @@ bool fd_valid(int fd) { return fd_is_open(fd); }
 
 int fd_close(int fd) { return close_fd(fd); }
 
-void write_array(const RangeHandle& dst, long long offset, const signed char* array, long long array_offset,
-                 long long bytes, Status& status) {
+void write_array(const RangeHandle& dst, long long offset, long long array_offset, long long bytes, Status& status,
+                 const signed char* array) {
     guarded(status, "write", [&] {
         const Range& r = require_range(dst, "write");
         if (array == nullptr) throw invalid("write", "source array is null");
@@ -277,8 +287,8 @@ void write_array(const RangeHandle& dst, long long offset, const signed char* ar
     });
 }
 
-void read_array(const RangeHandle& src, long long offset, signed char* array, long long array_offset,
-                long long bytes, Status& status) {
+void read_array(const RangeHandle& src, long long offset, long long array_offset, long long bytes, Status& status,
+                signed char* array) {
     guarded(status, "read", [&] {
         const Range& r = require_range(src, "read");
         if (array == nullptr) throw invalid("read", "destination array is null");

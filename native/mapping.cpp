@@ -20,14 +20,16 @@ std::shared_ptr<const Mapping> Mapping::map(std::shared_ptr<const Reservation> r
                                             const std::vector<CUmemAccessDesc>& access, const Step& step) {
     const size_t size = allocation->size();
     CUVMM_CALL(cuMemMap, step, address, size, 0, allocation->handle(), 0);
-    // The box owns the mapping from here, so any failure below unmaps through ~Mapping.
-    std::shared_ptr<const Mapping> mapping;
+    // A failed `new` unmaps here; after that the box owns the mapping, so any failure
+    // below (shared_ptr's control block included) unmaps through ~Mapping.
+    Mapping* box = nullptr;
     try {
-        mapping.reset(new Mapping(std::move(reservation), address, std::move(allocation)));
+        box = new Mapping(std::move(reservation), address, std::move(allocation));
     } catch (...) {
         CUVMM_CALL_NOTHROW(cuMemUnmap, address, size);
         throw;
     }
+    std::shared_ptr<const Mapping> mapping(box);
     if (!access.empty()) {
         CUVMM_CALL(cuMemSetAccess, step, address, size, access.data(), access.size());
     }

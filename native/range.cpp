@@ -46,7 +46,7 @@ RangeRef Range::empty(ChunkSpecRef spec) { return RangeRef(new Range(std::move(s
 RangeRef Range::allocate(ChunkSpecRef spec, size_t size) {
     if (size == 0) return empty(std::move(spec));
     const size_t chunk = round_up_to_granularity(size, spec->granularity);
-    use_device_context(spec->device);
+    DeviceContextScope context(spec->device);
     auto reservation = Reservation::reserve(chunk, spec->alignment, spec->address_hint, Step{"reserving the address range"});
     auto allocation = Allocation::create(*spec, chunk, Step{"creating chunk", 1, 1});
     auto mapping = Mapping::map(reservation, reservation->base(), std::move(allocation), spec->access,
@@ -77,12 +77,18 @@ RangeRef Range::grow(ChunkSpecRef spec, size_t new_size, GrowOutcome& outcome) c
     }
     const size_t extra = round_up_to_granularity(new_size - mapped_size_, spec->granularity);
     const int total_chunks = static_cast<int>(mappings_.size()) + 1;
-    use_device_context(spec->device);
+    DeviceContextScope context(spec->device);
 
-    // 1. In place: ask for the range that starts exactly where this one ends.
+    // 1. In place: ask for the range that starts exactly where this one ends. A refusal of
+    //    the probe is not an error of the grow: moving still works.
     const CUdeviceptr end = address() + mapped_size_;
-    auto next = Reservation::reserve(extra, 0, end, Step{"reserving the range after the buffer"});
-    if (next->base() == end) {
+    std::shared_ptr<const Reservation> next;
+    try {
+        next = Reservation::reserve(extra, 0, end, Step{"reserving the range after the buffer"});
+    } catch (const DriverError&) {
+        next.reset();
+    }
+    if (next && next->base() == end) {
         auto allocation = Allocation::create(*spec, extra, Step{"creating chunk", total_chunks, total_chunks});
         auto mapping = Mapping::map(std::move(next), end, std::move(allocation), spec->access,
                                     Step{"mapping chunk", total_chunks, total_chunks});
@@ -134,7 +140,7 @@ RangeRef Range::import_fds(ChunkSpecRef spec, const std::vector<int>& fds, const
                           "buffer size " + std::to_string(size) + " exceeds the chunks' total " + std::to_string(total));
     }
     if (fds.empty()) return empty(std::move(spec));
-    use_device_context(spec->device);
+    DeviceContextScope context(spec->device);
     const int chunks = static_cast<int>(fds.size());
     auto reservation = Reservation::reserve(total, spec->alignment, 0, Step{"reserving the imported range"});
     std::vector<std::shared_ptr<const Mapping>> mappings;

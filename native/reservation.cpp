@@ -17,12 +17,16 @@ std::shared_ptr<const Reservation> Reservation::reserve(size_t size, size_t alig
                                                         const Step& step) {
     CUdeviceptr base = 0;
     CUVMM_CALL(cuMemAddressReserve, step, &base, size, alignment, hint, 0);
+    // A failed `new` frees the range here; after that the box's destructor owns it (and
+    // shared_ptr deletes the box if its control block cannot be allocated).
+    Reservation* box = nullptr;
     try {
-        return std::shared_ptr<const Reservation>(new Reservation(base, size));
+        box = new Reservation(base, size);
     } catch (...) {
         CUVMM_CALL_NOTHROW(cuMemAddressFree, base, size);
         throw;
     }
+    return std::shared_ptr<const Reservation>(box);
 }
 
 }  // namespace cuvmm

@@ -30,7 +30,7 @@ std::vector<int> export_range_fds(const Range& range) {
     std::vector<int> fds;
     fds.reserve(chunks);
     try {
-        use_device_context(range.spec()->device);
+        DeviceContextScope context(range.spec()->device);
         for (size_t i = 0; i < chunks; ++i) {
             int fd = -1;
             Step step{"exporting chunk", static_cast<int>(i + 1), static_cast<int>(chunks)};

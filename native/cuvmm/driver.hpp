@@ -73,9 +73,21 @@ void count_call(Entry entry);
 void report_cleanup_failure(const char* call, CUresult code, const char* what);
 long long cleanup_failure_count();
 
-// Makes `device`'s primary context current on the calling thread (retained once per
-// device for the life of the process). Throws DriverError.
-void use_device_context(int device);
+// Makes `device`'s primary context current on the calling thread for the scope's life
+// (the primary context is retained once per device for the life of the process), and puts
+// back whatever context the caller had (a JCuda or presets user's own) when it ends.
+// Construction throws DriverError; the destructor never throws (a failed restore is reported).
+class DeviceContextScope {
+public:
+    explicit DeviceContextScope(int device);
+    ~DeviceContextScope();
+    DeviceContextScope(const DeviceContextScope&) = delete;
+    DeviceContextScope& operator=(const DeviceContextScope&) = delete;
+
+private:
+    CUcontext previous_ = nullptr;
+    bool changed_ = false;
+};
 
 }  // namespace cuvmm
 

@@ -1,6 +1,8 @@
 // Copies and fills on ranges. Each checks its byte window against the range's logical
 // size (throws DriverError CUDA_ERROR_INVALID_VALUE naming the window), makes the range's
-// device current, and makes one driver call. The caller keeps the range alive.
+// device current, makes one driver call and returns only when the device is done with it
+// (a cuStreamSynchronize follows the calls that are asynchronous to the host). The caller
+// keeps the range alive.
 #pragma once
 
 #include "cuvmm/vmm.hpp"

@@ -64,6 +64,9 @@ public:
 
 private:
     Allocation(CUmemGenericAllocationHandle handle, size_t size, bool imported, CUmemAllocationHandleType types);
+    // Boxes a handle that was just created or imported; releases it if boxing fails.
+    static std::shared_ptr<const Allocation> own(CUmemGenericAllocationHandle handle, size_t size, bool imported,
+                                                 CUmemAllocationHandleType types);
 
     const CUmemGenericAllocationHandle handle_;
     const size_t size_;

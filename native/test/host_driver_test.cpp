@@ -321,7 +321,7 @@ void test_props_and_granularity() {
     OK(gran(prop_on(CU_MEM_LOCATION_TYPE_HOST, 0, 0)));
     OK(gran(prop_on(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, kPosix)));
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, gran(prop_on(CU_MEM_LOCATION_TYPE_HOST_NUMA, 1, kPosix)));
-    OK(gran(prop_on(CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT, 0, kPosix)));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, gran(prop_on(CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT, 0, kPosix)));
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, gran(prop_on(CU_MEM_LOCATION_TYPE_INVALID, 0, 0)));
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, gran(prop_on(static_cast<CUmemLocationType>(9), 0, 0)));
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, gran(prop_on(CU_MEM_LOCATION_TYPE_HOST, 0, kPosix)));  // HOST + fd

@@ -1,8 +1,9 @@
 package org.cuvmm;
 
 import java.util.Arrays;
-import java.util.concurrent.atomic.AtomicBoolean;
+import java.lang.ref.Cleaner;
 
+import org.cuvmm.internal.AcquireState;
 import org.cuvmm.internal.Checks;
 import org.cuvmm.internal.NativeCalls;
 import org.cuvmm.internal.jni.JavaCppSettings;
@@ -40,7 +41,12 @@ public final class BufferDescriptor implements AutoCloseable {
     private final long[] sizes;
     private final long size;
     private final HandleType handleType;
-    private final AtomicBoolean closed = new AtomicBoolean();
+    // Imports register a use, so close() cannot close fds an import is reading: it
+    // defers to the end of that import instead (the same state word as a buffer's).
+    private final AcquireState state = new AcquireState();
+    private volatile boolean closePending;
+    private final FdCloser closer;
+    private final Cleaner.Cleanable cleanable;
 
     /** Takes ownership of {@code fds} (already duplicated or freshly exported). */
     BufferDescriptor(int[] fds, long[] sizes, long size, HandleType handleType) {
@@ -48,6 +54,33 @@ public final class BufferDescriptor implements AutoCloseable {
         this.sizes = sizes;
         this.size = size;
         this.handleType = handleType;
+        this.closer = new FdCloser(fds, size, LeakDetection.captureSite());
+        this.cleanable = LeakDetection.CLEANER.register(this, closer);
+    }
+
+    /** Closes the fds exactly once: from close(), or from the cleaner for a leaked descriptor. */
+    private static final class FdCloser implements Runnable {
+        private final int[] fds;
+        private final long size;
+        private final Throwable site;
+        volatile boolean explicit;
+
+        FdCloser(int[] fds, long size, Throwable site) {
+            this.fds = fds;
+            this.size = size;
+            this.site = site;
+        }
+
+        @Override
+        public void run() {
+            try {
+                if (!explicit) {
+                    LeakDetection.report("BufferDescriptor[" + fds.length + " fds, size " + size + "] (its fds)", site);
+                }
+            } finally {
+                for (int fd : fds) NativeApi.fd_close(fd);
+            }
+        }
     }
 
     /**
@@ -146,29 +179,48 @@ public final class BufferDescriptor implements AutoCloseable {
         return total;
     }
 
-    /** Closes every fd this descriptor owns. Idempotent; never throws. */
+    /**
+     * Closes every fd this descriptor owns. Idempotent; never throws. If an import is reading
+     * the fds right now, they are closed when it ends.
+     */
     @Override
     public void close() {
-        if (closed.compareAndSet(false, true)) {
-            for (int fd : fds) NativeApi.fd_close(fd);
+        closePending = true;
+        closeIfIdle();
+    }
+
+    private void closeIfIdle() {
+        if (state.tryCloseIfIdle()) {
+            closer.explicit = true;
+            cleanable.clean();
         }
     }
 
-    public boolean isClosed() { return closed.get(); }
+    /** True once {@link #close()} was called (the fds may still close a moment later). */
+    public boolean isClosed() { return closePending || state.isClosed(); }
 
-    /** The owned fds for import: checked open, not copied. */
-    int[] fdsForImport() {
-        requireOpen();
+    /** Registers an import's use of the fds; pair with {@link #endImport()}. */
+    int[] beginImport() {
+        state.acquire(this);
+        if (closePending) {
+            endImport();
+            throw new IllegalStateException(this + " is closed; its fds are gone");
+        }
         return fds;
     }
 
+    void endImport() {
+        state.release();
+        if (closePending) closeIfIdle();
+    }
+
     private void requireOpen() {
-        if (closed.get()) throw new IllegalStateException(this + " is closed; its fds are gone");
+        if (isClosed()) throw new IllegalStateException(this + " is closed; its fds are gone");
     }
 
     @Override
     public String toString() {
         return "BufferDescriptor[" + handleType + ", size " + size + ", chunks " + Arrays.toString(sizes)
-                + (closed.get() ? ", closed" : "") + "]";
+                + (isClosed() ? ", closed" : "") + "]";
     }
 }

@@ -8,7 +8,10 @@ public enum LocationType {
     HOST(2),
     /** In host memory on a NUMA node (id from the options); can be exported. */
     HOST_NUMA(3),
-    /** In host memory on the calling thread's NUMA node. */
+    /**
+     * In host memory on the calling thread's NUMA node. Listed for completeness of the
+     * driver's enum: cuMemCreate refuses it, so options with it do not build.
+     */
     HOST_NUMA_CURRENT(4);
 
     final int cuValue;

@@ -113,9 +113,12 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
         @Override
         public void run() {
-            if (!explicit) LeakDetection.report(description(), site);
-            if (recycler != null) recycler.recycle(range, !explicit);
-            else range.deallocate();
+            try {
+                if (!explicit) LeakDetection.report(description(), site);
+            } finally {
+                if (recycler != null) recycler.recycle(range, !explicit);
+                else range.deallocate();
+            }
         }
     }
 
@@ -174,7 +177,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         acquire();
         try {
             NativeStatus st = NativeCalls.status();
-            NativeApi.write_array(range, offset, src, srcOffset, length, st);
+            NativeApi.write_array(range, offset, srcOffset, length, st, src);
             NativeCalls.check(st);
         } finally {
             releaseUse();
@@ -195,7 +198,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         acquire();
         try {
             NativeStatus st = NativeCalls.status();
-            NativeApi.read_array(range, offset, dst, dstOffset, length, st);
+            NativeApi.read_array(range, offset, dstOffset, length, st, dst);
             NativeCalls.check(st);
         } finally {
             releaseUse();
@@ -312,6 +315,10 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             throw new IllegalStateException("asByteBuffer: size " + size + " (expected: at most " + Integer.MAX_VALUE
                     + " bytes; a ByteBuffer cannot address more)");
         }
+        if (size == 0) {
+            requireOpen();
+            return ByteBuffer.allocateDirect(0);
+        }
         acquire();
         try {
             NativeRangeHandle viewRange = new NativeRangeHandle(range);
@@ -401,9 +408,14 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     public BufferLease lease(String holder) {
         Checks.notNull("holder", holder);
         acquire();
-        BufferLease lease = new BufferLease(this, holder);
-        leaseSet().add(lease);
-        return lease;
+        try {
+            BufferLease lease = new BufferLease(this, holder);
+            leaseSet().add(lease);
+            return lease;
+        } catch (RuntimeException | Error e) {
+            releaseUse(); // registered but never handed out: undo, or close would refuse forever
+            throw e;
+        }
     }
 
     private java.util.Set<BufferLease> leaseSet() {
@@ -503,13 +515,23 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
                 case 2: o = BufferOrigin.MOVED; break;
                 default: o = BufferOrigin.ALLOCATED; break;
             }
-            return new VirtualMemoryBuffer(resource, out, o);
+            return adopt(resource, out, o);
         } finally {
             releaseUse();
         }
     }
 
     private void acquire() { state.acquire(release); }
+
+    /** A buffer owning {@code range}; if building it fails, the range is released at once. */
+    static VirtualMemoryBuffer adopt(VirtualMemoryResource resource, NativeRangeHandle range, BufferOrigin origin) {
+        try {
+            return new VirtualMemoryBuffer(resource, range, origin);
+        } catch (RuntimeException | Error e) {
+            range.deallocate();
+            throw e;
+        }
+    }
 
     private void requireOpen() {
         if (state.isClosed()) {

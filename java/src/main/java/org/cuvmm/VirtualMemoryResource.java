@@ -61,6 +61,13 @@ public final class VirtualMemoryResource implements AutoCloseable {
         Device dev = driver.device(device);
         checkCapabilities(driver, dev, options);
         NativeSpecHandle spec = buildSpec(device, options);
+        long alignment = Math.max(spec.granularity(), options.addressAlignment());
+        if (options.addressHint() % alignment != 0) {
+            spec.close();
+            throw new IllegalArgumentException("addressHint: 0x" + Long.toHexString(options.addressHint())
+                    + " (expected: a multiple of " + alignment + ", the larger of the granularity and addressAlignment, "
+                    + "or 0 for none)");
+        }
         return new VirtualMemoryResource(driver, device, options, spec);
     }
 
@@ -118,8 +125,14 @@ public final class VirtualMemoryResource implements AutoCloseable {
                     throw new IllegalArgumentException("peers: " + o.peers() + " (expected: at most 15 peers)");
                 }
             }
-            // Host-located memory is what the CPU reads and writes directly: grant it access.
-            if (o.locationType().isHost()) in.add_access(LocationType.HOST.cuValue, 0, AccessMode.READ_WRITE.cuValue);
+            // Host-located memory is what the CPU reads and writes directly: grant the CPU
+            // access, at the same kind of location the memory lives at (HOST, or HOST_NUMA
+            // with the node id), as cuMemSetAccess expects for host allocations.
+            if (o.locationType() == LocationType.HOST) {
+                in.add_access(LocationType.HOST.cuValue, 0, AccessMode.READ_WRITE.cuValue);
+            } else if (o.locationType() == LocationType.HOST_NUMA) {
+                in.add_access(LocationType.HOST_NUMA.cuValue, o.locationId(), AccessMode.READ_WRITE.cuValue);
+            }
             NativeSpecHandle spec = new NativeSpecHandle();
             NativeStatus st = NativeCalls.status();
             NativeApi.build_spec(spec, in, st);
@@ -143,7 +156,7 @@ public final class VirtualMemoryResource implements AutoCloseable {
      * @throws CudaException when the driver fails; nothing stays reserved or mapped
      */
     public VirtualMemoryBuffer allocate(long size) {
-        return new VirtualMemoryBuffer(this, allocateRange(size), BufferOrigin.ALLOCATED);
+        return VirtualMemoryBuffer.adopt(this, allocateRange(size), BufferOrigin.ALLOCATED);
     }
 
     /** reserve + create + map + set access: a new native range the caller owns. */
@@ -208,7 +221,13 @@ public final class VirtualMemoryResource implements AutoCloseable {
         }
         state.acquire(this);
         try {
-            NativeSpecHandle growSpec = options == null || options.equals(this.options) ? spec : buildSpec(device, options);
+            NativeSpecHandle growSpec;
+            if (options == null || options.equals(this.options)) {
+                growSpec = spec;
+            } else {
+                checkCapabilities(driver, driver.device(device), options);
+                growSpec = buildSpec(device, options);
+            }
             try {
                 return buffer.grow(growSpec, newSize);
             } finally {
@@ -256,15 +275,20 @@ public final class VirtualMemoryResource implements AutoCloseable {
         }
         state.acquire(this);
         try {
-            NativeRangeHandle range = new NativeRangeHandle();
-            NativeStatus st = NativeCalls.status();
-            NativeApi.import_fds(range, spec, descriptor.fdsForImport(), sizes, sizes.length, descriptor.size(), st);
-            if (st.code() != 0) {
-                CudaException e = NativeCalls.toException(st);
-                range.close();
-                throw e;
+            int[] fds = descriptor.beginImport();
+            try {
+                NativeRangeHandle range = new NativeRangeHandle();
+                NativeStatus st = NativeCalls.status();
+                NativeApi.import_fds(range, spec, fds, sizes, sizes.length, descriptor.size(), st);
+                if (st.code() != 0) {
+                    CudaException e = NativeCalls.toException(st);
+                    range.close();
+                    throw e;
+                }
+                return VirtualMemoryBuffer.adopt(this, range, BufferOrigin.IMPORTED);
+            } finally {
+                descriptor.endImport();
             }
-            return new VirtualMemoryBuffer(this, range, BufferOrigin.IMPORTED);
         } finally {
             state.release();
         }

@@ -187,9 +187,13 @@ public final class VirtualMemoryResourceOptions {
             if (locationType == LocationType.HOST_NUMA && locationId < 0) {
                 throw invalid("locationId", locationId, "a NUMA node id >= 0 with locationType HOST_NUMA");
             }
+            if (locationType == LocationType.HOST_NUMA_CURRENT) {
+                throw invalid("locationType", "HOST_NUMA_CURRENT", "HOST_NUMA with locationId set to the node, or HOST: "
+                        + "cuMemCreate refuses HOST_NUMA_CURRENT with CUDA_ERROR_INVALID_VALUE");
+            }
             if (locationType == LocationType.HOST && handleType != HandleType.NONE) {
                 throw invalid("handleType", handleType + " with locationType HOST",
-                        "handleType NONE, or locationType HOST_NUMA / HOST_NUMA_CURRENT to share host memory");
+                        "handleType NONE, or locationType HOST_NUMA to share host memory");
             }
             if (locationType.isHost() && handleType == HandleType.FABRIC) {
                 throw invalid("handleType", "FABRIC with locationType " + locationType, "POSIX_FD or NONE for host memory");

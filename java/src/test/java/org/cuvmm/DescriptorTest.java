@@ -219,6 +219,54 @@ class DescriptorTest {
     }
 
     @Test
+    void aLeakedDescriptorsFdsAreClosedByTheCleaner() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer b = r.allocate(2 * MiB)) {
+            long memfds = TestSupport.memfdFds();
+            long leaks = LeakDetection.reportedLeaks();
+            leakDescriptor(b);
+            assertEquals(memfds + 1, TestSupport.memfdFds(), "the leaked descriptor still holds its fd");
+            long deadline = System.nanoTime() + 20_000_000_000L;
+            while (TestSupport.memfdFds() > memfds && System.nanoTime() < deadline) {
+                System.gc();
+                Thread.sleep(20);
+            }
+            assertEquals(memfds, TestSupport.memfdFds(), "the cleaner closed the fd");
+            assertTrue(LeakDetection.reportedLeaks() > leaks);
+        }
+    }
+
+    private static void leakDescriptor(VirtualMemoryBuffer b) {
+        b.exportDescriptor(); // never closed
+    }
+
+    @Test
+    void closingADescriptorWhileImportsRunNeverBreaksThem() throws Exception {
+        long[] before = TestSupport.live();
+        java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(2);
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer src = r.allocate(2 * MiB)) {
+            src.fill((byte) 3);
+            for (int round = 0; round < 100; round++) {
+                BufferDescriptor d = src.exportDescriptor();
+                java.util.concurrent.Future<?> importer = pool.submit(() -> {
+                    try (VirtualMemoryBuffer imp = r.importBuffer(d)) {
+                        byte[] one = new byte[1];
+                        imp.copyTo(0, one, 0, 1);
+                        assertEquals(3, one[0], "an import that started saw the right memory");
+                    } catch (IllegalStateException closedFirst) {
+                        assertTrue(closedFirst.getMessage().contains("closed"), closedFirst.getMessage());
+                    }
+                });
+                d.close();
+                importer.get(10, java.util.concurrent.TimeUnit.SECONDS);
+                assertTrue(d.isClosed());
+            }
+        } finally {
+            pool.shutdownNow();
+        }
+        TestSupport.assertLive(before, "after import/close races");
+    }
+
+    @Test
     void exportNeedsAPosixFdResource() {
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0,
                 VirtualMemoryResourceOptions.builder().handleType(HandleType.NONE).build());

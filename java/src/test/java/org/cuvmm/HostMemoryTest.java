@@ -16,6 +16,13 @@ class HostMemoryTest {
     }
 
     @Test
+    void anEmptyBufferHasAnEmptyView() {
+        try (VirtualMemoryResource r = hostResource(); VirtualMemoryBuffer empty = r.allocate(0)) {
+            assertEquals(0, empty.asByteBuffer().capacity());
+        }
+    }
+
+    @Test
     void byteBufferViewSeesCopiesAndOutlivesClose() throws Exception {
         long[] before = TestSupport.live();
         try (VirtualMemoryResource r = hostResource()) {

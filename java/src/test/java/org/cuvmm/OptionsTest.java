@@ -56,6 +56,16 @@ class OptionsTest {
                 "MANAGED");
         assertRejected(VirtualMemoryResourceOptions.builder().peers(1).peerAccess(AccessMode.NONE), "peerAccess: NONE");
         assertThrows(IllegalArgumentException.class, () -> VirtualMemoryResourceOptions.builder().handleType(null));
+        assertRejected(VirtualMemoryResourceOptions.builder().locationType(LocationType.HOST_NUMA_CURRENT),
+                "locationType: HOST_NUMA_CURRENT", "cuMemCreate refuses");
+    }
+
+    @Test
+    void anAddressHintOffTheGranularityIsRejectedByTheResource() {
+        VirtualMemoryResourceOptions odd = VirtualMemoryResourceOptions.builder().addressHint(0x7f0000012345L).build();
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> VirtualMemoryResource.create(0, odd));
+        assertTrue(e.getMessage().startsWith("addressHint: 0x7f0000012345"), e.getMessage());
+        assertTrue(e.getMessage().contains("multiple of"), e.getMessage());
     }
 
     @Test

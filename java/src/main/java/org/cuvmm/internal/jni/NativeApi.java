@@ -47,14 +47,15 @@ public final class NativeApi {
     public static native @Cast("bool") boolean fd_valid(int fd);
     public static native int fd_close(int fd);
 
+    // The array is the last argument: once JavaCPP has pinned it, no JNI call may follow.
     @CriticalRegion
     public static native void write_array(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long offset,
-                                          @Cast("const signed char*") byte[] array, @Cast("long long") long arrayOffset,
-                                          @Cast("long long") long bytes, @ByRef NativeStatus status);
+                                          @Cast("long long") long arrayOffset, @Cast("long long") long bytes,
+                                          @ByRef NativeStatus status, @Cast("const signed char*") byte[] array);
     @CriticalRegion
     public static native void read_array(@Const @ByRef NativeRangeHandle src, @Cast("long long") long offset,
-                                         @Cast("signed char*") byte[] array, @Cast("long long") long arrayOffset,
-                                         @Cast("long long") long bytes, @ByRef NativeStatus status);
+                                         @Cast("long long") long arrayOffset, @Cast("long long") long bytes,
+                                         @ByRef NativeStatus status, @Cast("signed char*") byte[] array);
     public static native void write_address(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long offset,
                                             @Cast("long long") long address, @Cast("long long") long bytes,
                                             @ByRef NativeStatus status);
