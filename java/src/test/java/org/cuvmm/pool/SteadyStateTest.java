@@ -5,7 +5,9 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.List;
 import java.util.Map;
 
 import org.bytedeco.javacpp.Pointer;
@@ -67,15 +69,15 @@ class SteadyStateTest {
      * allocate 8 MiB, write every page and release it. A pooled buffer's pages stay mapped
      * and materialized, so a round takes no fault; the same rounds through the resource take
      * one fault per page. JVM noise on this thread (a TLAB landing on a fresh heap page) is
-     * removed by cycling the young generation first ({@link #preTouchHeap()}); the best of a
-     * few attempts must be zero, and no attempt may come near one buffer's worth of pages.
+     * removed by cycling the young generation first ({@link #preTouchHeap()}); one of up to 20
+     * attempts must take no fault at all, and no attempt may come near one buffer's worth of pages.
      */
     @Test
     void steadyStateTakesNoPageFault() throws Exception {
         assumeTrue(PoolTestSupport.onHostDriver(), "page faults of device memory are not the CPU's: host driver only");
         final long size = 8 * MiB;
         final long pages = size / 4096;
-        final int rounds = 50;
+        final int rounds = 20;
         try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
              VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(resource).build()) {
             // Control: without the pool every round materializes the buffer again.
@@ -89,15 +91,20 @@ class SteadyStateTest {
 
             for (int i = 0; i < 200; i++) pooledRound(pool, size, i); // materialize the pool's pages, warm up the JIT
             preTouchHeap();
-            long[] faults = new long[5];
+            // Attempts end at the first one without a fault: noise from other work on the machine
+            // (the kernel touching this thread's heap pages) comes and goes, while a pool that
+            // re-materialized its memory would fault ~2048 times in every attempt.
+            List<Long> faults = new ArrayList<>();
             long best = Long.MAX_VALUE;
-            for (int attempt = 0; attempt < faults.length; attempt++) {
+            for (int attempt = 0; attempt < 20 && best > 0; attempt++) {
+                if (attempt > 0) preTouchHeap();
                 before = PoolTestSupport.minorFaultsOfThisThread();
                 for (int i = 0; i < rounds; i++) pooledRound(pool, size, i);
-                faults[attempt] = PoolTestSupport.minorFaultsOfThisThread() - before;
-                best = Math.min(best, faults[attempt]);
+                long f = PoolTestSupport.minorFaultsOfThisThread() - before;
+                faults.add(f);
+                best = Math.min(best, f);
             }
-            String report = "minor faults per attempt of " + rounds + " pooled rounds: " + Arrays.toString(faults)
+            String report = "minor faults per attempt of " + rounds + " pooled rounds: " + faults
                     + "; unpooled: " + unpooledPerRound + " per round (" + pages + " pages per buffer)";
             System.out.println("[pool] " + report);
             assertTrue(unpooledPerRound >= pages / 2, "the control shows page faults are counted: " + report);
