@@ -174,14 +174,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         Checks.notNull("src", src);
         Checks.arrayWindow("src", srcOffset, length, src.length);
         Checks.window("copyFrom", offset, length, size);
-        acquire();
-        try {
-            NativeStatus st = NativeCalls.status();
-            NativeApi.write_array(range, offset, srcOffset, length, st, src);
-            NativeCalls.check(st);
-        } finally {
-            releaseUse();
-        }
+        callNative(st -> NativeApi.write_array(range, offset, srcOffset, length, st, src));
     }
 
     /** Copies the start of this buffer into all of {@code dst}. */
@@ -195,14 +188,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         Checks.notNull("dst", dst);
         Checks.arrayWindow("dst", dstOffset, length, dst.length);
         Checks.window("copyTo", offset, length, size);
-        acquire();
-        try {
-            NativeStatus st = NativeCalls.status();
-            NativeApi.read_array(range, offset, dstOffset, length, st, dst);
-            NativeCalls.check(st);
-        } finally {
-            releaseUse();
-        }
+        callNative(st -> NativeApi.read_array(range, offset, dstOffset, length, st, dst));
     }
 
     /**
@@ -216,14 +202,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         if (src.hasArray()) {
             copyFrom(offset, src.array(), src.arrayOffset() + src.position(), length);
         } else if (src.isDirect()) {
-            acquire();
-            try {
-                NativeStatus st = NativeCalls.status();
-                NativeApi.write_address(range, offset, directAddress(src), length, st);
-                NativeCalls.check(st);
-            } finally {
-                releaseUse();
-            }
+            callNative(st -> NativeApi.write_address(range, offset, directAddress(src), length, st));
         } else { // read-only heap buffer: its array is hidden
             byte[] tmp = new byte[length];
             src.duplicate().get(tmp);
@@ -241,14 +220,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         if (dst.hasArray()) {
             copyTo(offset, dst.array(), dst.arrayOffset() + dst.position(), length);
         } else {
-            acquire();
-            try {
-                NativeStatus st = NativeCalls.status();
-                NativeApi.read_address(range, offset, directAddress(dst), length, st);
-                NativeCalls.check(st);
-            } finally {
-                releaseUse();
-            }
+            callNative(st -> NativeApi.read_address(range, offset, directAddress(dst), length, st));
         }
         dst.position(dst.position() + length);
     }
@@ -285,14 +257,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     /** Sets {@code length} bytes from {@code offset} to {@code value}. */
     public void fill(long offset, long length, byte value) {
         Checks.window("fill", offset, length, size);
-        acquire();
-        try {
-            NativeStatus st = NativeCalls.status();
-            NativeApi.fill(range, offset, length, value, st);
-            NativeCalls.check(st);
-        } finally {
-            releaseUse();
-        }
+        callNative(st -> NativeApi.fill(range, offset, length, value, st));
     }
 
     /**
@@ -522,6 +487,18 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     }
 
     private void acquire() { state.acquire(release); }
+
+    /** One native call on this buffer: registered as a use, its status checked. */
+    private void callNative(java.util.function.Consumer<NativeStatus> call) {
+        acquire();
+        try {
+            NativeStatus st = NativeCalls.status();
+            call.accept(st);
+            NativeCalls.check(st);
+        } finally {
+            releaseUse();
+        }
+    }
 
     /** A buffer owning {@code range}; if building it fails, the range is released at once. */
     static VirtualMemoryBuffer adopt(VirtualMemoryResource resource, NativeRangeHandle range, BufferOrigin origin) {
