@@ -1,0 +1,408 @@
+// The C++ baseline of the descriptor-transport benchmark (bench/run-sharing-pool,
+// org.cuvmm.bench.sharing.TransportBenchmark): a sendmsg/recvmsg SCM_RIGHTS ping-pong
+// between two threads over a socketpair, with the same driver-table calls the Java path
+// makes, and nothing of ours in between.
+//
+// Like bench/native/baseline.cpp it links native/'s static library only to select the
+// driver exactly as Java does (cuvmm::select_driver; CUVMM_DRIVER, CUVMM_HOST_DEVICES,
+// CUVMM_HOST_GRANULARITY, CUVMM_CUDA_LIBRARY) and then calls the driver table's function
+// pointers directly: no call counters in the timed path, no Step, no shared_ptr, no
+// exceptions.
+//
+// Setup (not timed): a source buffer of N chunks of one granularity (2 MiB) each, mapped
+// in one reservation (the Java side builds the same by growing a one-chunk buffer).
+//
+// One round, timed on the sender thread:
+//   sender:   cuCtxGetCurrent, N x cuMemExportToShareableHandle; sendmsg(frame, N fds);
+//             close the N fds; recv the 1-byte ack
+//   receiver: recvmsg(frame, N fds); cuCtxGetCurrent, cuMemAddressReserve (N chunks),
+//             N x (cuMemImportFromShareableHandle, cuMemGetAllocationPropertiesFromHandle,
+//             cuMemMap, cuMemSetAccess); N x (cuMemUnmap, cuMemRelease); cuMemAddressFree;
+//             close the N fds; send the 1-byte ack
+// The frame is the same bytes the Java side sends: int32 flags (0), int32 N, int64 size,
+// N x int64 chunk size, little-endian (host order on x86-64 and aarch64).
+//
+// Usage: cuvmm-transport-baseline [--chunks N] [--warmup-rounds N] [--rounds N] [--round-ms N]
+// Output: "driver ...", "calls name=... entry=count ..." (one counted round),
+//         "result name=transport_<N>chunk mean_ns=... rounds_ns=a,b,c", "live ..." (host driver).
+#include "cuvmm/driver.hpp"
+
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cerrno>
+#include <chrono>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+namespace {
+
+using cuvmm::Entry;
+using cuvmm::kEntryCount;
+using Clock = std::chrono::steady_clock;
+
+constexpr int kMaxChunks = 16;
+
+[[noreturn]] void die(const std::string& what) {
+    std::fprintf(stderr, "cuvmm-transport-baseline: %s\n", what.c_str());
+    std::exit(2);
+}
+
+[[noreturn]] void fail_call(const char* call, CUresult rc, const char* op) {
+    const char* name = nullptr;
+    if (cuvmm::driver().cuGetErrorName(rc, &name) != CUDA_SUCCESS || name == nullptr) name = "?";
+    die(std::string(op) + ": " + call + " returned " + name + " (" + std::to_string(static_cast<int>(rc)) + ")");
+}
+
+struct CallCounts {
+    std::array<long long, kEntryCount> n{};
+};
+
+// Both threads count into one table, only in the counted round (the socket ping-pong
+// orders their accesses: never both at once).
+CallCounts g_counts;
+
+#define TB_CALL(kCount, op, name, ...)                                               \
+    do {                                                                             \
+        if constexpr (kCount) ++g_counts.n[static_cast<int>(Entry::name)];           \
+        CUresult rc_ = table.name(__VA_ARGS__);                                      \
+        if (rc_ != CUDA_SUCCESS) fail_call(#name, rc_, op);                          \
+    } while (0)
+
+struct Env {
+    const cuvmm::DriverTable& table;
+    CUcontext ctx;
+    CUmemAllocationProp prop;
+    CUmemAccessDesc access;
+    size_t granularity;
+};
+
+template <bool kCount>
+inline void make_current(const Env& e, const char* op) {
+    const cuvmm::DriverTable& table = e.table;
+    CUcontext current = nullptr;
+    TB_CALL(kCount, op, cuCtxGetCurrent, &current);
+    if (current != e.ctx) TB_CALL(kCount, op, cuCtxSetCurrent, e.ctx);
+}
+
+struct Frame {
+    int32_t flags;
+    int32_t chunks;
+    int64_t size;
+    int64_t sizes[kMaxChunks];
+};
+
+size_t frame_bytes(int chunks) { return 16 + 8 * static_cast<size_t>(chunks); }
+
+void send_with_fds(int sock, const void* data, size_t len, const int* fds, int nfds) {
+    iovec iov{const_cast<void*>(data), len};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxChunks)];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    if (nfds > 0) {
+        msg.msg_control = control;
+        msg.msg_controllen = CMSG_SPACE(sizeof(int) * nfds);
+        cmsghdr* c = CMSG_FIRSTHDR(&msg);
+        c->cmsg_level = SOL_SOCKET;
+        c->cmsg_type = SCM_RIGHTS;
+        c->cmsg_len = CMSG_LEN(sizeof(int) * nfds);
+        std::memcpy(CMSG_DATA(c), fds, sizeof(int) * nfds);
+    }
+    ssize_t r;
+    do r = ::sendmsg(sock, &msg, MSG_NOSIGNAL);
+    while (r < 0 && errno == EINTR);
+    if (r != static_cast<ssize_t>(len)) die(std::string("sendmsg: ") + (r < 0 ? std::strerror(errno) : "short send"));
+}
+
+// Returns bytes read (0 at end of stream); fds received go to out_fds / *nfds.
+ssize_t recv_with_fds(int sock, void* data, size_t len, int* out_fds, int* nfds) {
+    iovec iov{data, len};
+    alignas(cmsghdr) char control[CMSG_SPACE(sizeof(int) * kMaxChunks)];
+    msghdr msg{};
+    msg.msg_iov = &iov;
+    msg.msg_iovlen = 1;
+    msg.msg_control = control;
+    msg.msg_controllen = sizeof(control);
+    ssize_t r;
+    do r = ::recvmsg(sock, &msg, MSG_CMSG_CLOEXEC | MSG_WAITALL);
+    while (r < 0 && errno == EINTR);
+    if (r < 0) die(std::string("recvmsg: ") + std::strerror(errno));
+    if (msg.msg_flags & MSG_CTRUNC) die("recvmsg: control truncated");
+    *nfds = 0;
+    for (cmsghdr* c = CMSG_FIRSTHDR(&msg); c != nullptr; c = CMSG_NXTHDR(&msg, c)) {
+        if (c->cmsg_level == SOL_SOCKET && c->cmsg_type == SCM_RIGHTS) {
+            int n = static_cast<int>((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+            std::memcpy(out_fds + *nfds, CMSG_DATA(c), sizeof(int) * n);
+            *nfds += n;
+        }
+    }
+    return r;
+}
+
+struct Source {
+    CUdeviceptr address = 0;
+    std::vector<CUmemGenericAllocationHandle> handles;
+};
+
+// Sender side of one round. The frame is prebuilt (its content does not change).
+template <bool kCount>
+inline void send_round(const Env& e, const Source& s, int sock, const Frame& frame, int chunks) {
+    static const char* op = "export";
+    const cuvmm::DriverTable& table = e.table;
+    int fds[kMaxChunks];
+    make_current<kCount>(e, op);
+    for (int i = 0; i < chunks; ++i) {
+        TB_CALL(kCount, op, cuMemExportToShareableHandle, &fds[i], s.handles[i],
+                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+    }
+    send_with_fds(sock, &frame, frame_bytes(chunks), fds, chunks);
+    for (int i = 0; i < chunks; ++i) ::close(fds[i]);
+    char ack = 0;
+    ssize_t r;
+    do r = ::recv(sock, &ack, 1, 0);
+    while (r < 0 && errno == EINTR);
+    if (r != 1) die("recv ack failed");
+}
+
+// Receiver side of one round, after the frame and its fds arrived.
+template <bool kCount>
+inline void import_round(const Env& e, const Frame& f, const int* fds) {
+    static const char* op = "import";
+    const cuvmm::DriverTable& table = e.table;
+    const int chunks = f.chunks;
+    size_t total = 0;
+    for (int i = 0; i < chunks; ++i) total += static_cast<size_t>(f.sizes[i]);
+    make_current<kCount>(e, op);
+    CUdeviceptr base = 0;
+    TB_CALL(kCount, op, cuMemAddressReserve, &base, total, 0, 0, 0);
+    CUmemGenericAllocationHandle h[kMaxChunks];
+    CUdeviceptr at = base;
+    for (int i = 0; i < chunks; ++i) {
+        const size_t sz = static_cast<size_t>(f.sizes[i]);
+        TB_CALL(kCount, op, cuMemImportFromShareableHandle, &h[i], reinterpret_cast<void*>(static_cast<intptr_t>(fds[i])),
+                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+        CUmemAllocationProp prop{};
+        TB_CALL(kCount, op, cuMemGetAllocationPropertiesFromHandle, &prop, h[i]);
+        if (prop.location.type != e.prop.location.type || prop.location.id != e.prop.location.id) {
+            die("import: the memory lives elsewhere");
+        }
+        TB_CALL(kCount, op, cuMemMap, at, sz, 0, h[i], 0);
+        TB_CALL(kCount, op, cuMemSetAccess, at, sz, &e.access, 1);
+        at += sz;
+    }
+    // close of the imported buffer: each mapping unmapped and its allocation released, then the range.
+    at = base;
+    for (int i = 0; i < chunks; ++i) {
+        const size_t sz = static_cast<size_t>(f.sizes[i]);
+        TB_CALL(kCount, op, cuMemUnmap, at, sz);
+        TB_CALL(kCount, op, cuMemRelease, h[i]);
+        at += sz;
+    }
+    TB_CALL(kCount, op, cuMemAddressFree, base, total);
+}
+
+std::atomic<bool> g_counting{false};
+
+void receiver_loop(const Env& e, int sock, int chunks) {
+    Frame f{};
+    const size_t want = frame_bytes(chunks);
+    for (;;) {
+        int fds[kMaxChunks];
+        int nfds = 0;
+        ssize_t r = recv_with_fds(sock, &f, want, fds, &nfds);
+        if (r == 0) return;  // the sender shut down: done
+        if (static_cast<size_t>(r) != want) die("receiver: short frame");
+        if (f.chunks != chunks || nfds != chunks) die("receiver: frame/fd count mismatch");
+        if (g_counting.load(std::memory_order_acquire)) import_round<true>(e, f, fds);
+        else import_round<false>(e, f, fds);
+        for (int i = 0; i < nfds; ++i) ::close(fds[i]);
+        char ack = 1;
+        ssize_t w;
+        do w = ::send(sock, &ack, 1, MSG_NOSIGNAL);
+        while (w < 0 && errno == EINTR);
+        if (w != 1) die("send ack failed");
+    }
+}
+
+const char* setting(const char* variable) {
+    const char* v = std::getenv(variable);
+    return v != nullptr && *v != '\0' ? v : nullptr;
+}
+
+long long integer_setting(const char* variable, long long fallback) {
+    const char* v = setting(variable);
+    if (v == nullptr) return fallback;
+    char* end = nullptr;
+    long long x = std::strtoll(v, &end, 10);
+    if (end == v || *end != '\0') die(std::string(variable) + ": " + v + " (expected: a whole number)");
+    return x;
+}
+
+cuvmm::DriverSelection selection_from_environment() {
+    cuvmm::DriverSelection s;
+    std::string mode = setting("CUVMM_DRIVER") ? setting("CUVMM_DRIVER") : "auto";
+    if (mode == "auto") s.mode = cuvmm::DriverMode::automatic;
+    else if (mode == "cuda") s.mode = cuvmm::DriverMode::cuda;
+    else if (mode == "host") s.mode = cuvmm::DriverMode::host;
+    else die("CUVMM_DRIVER: " + mode + " (expected: auto, cuda or host)");
+    s.host.device_count = static_cast<int>(integer_setting("CUVMM_HOST_DEVICES", 1));
+    s.host.granularity = static_cast<size_t>(integer_setting("CUVMM_HOST_GRANULARITY", 2LL << 20));
+    if (const char* lib = setting("CUVMM_CUDA_LIBRARY")) s.cuda_library = lib;
+    return s;
+}
+
+long parse_count(int argc, char** argv, int& i, long min) {
+    if (i + 1 >= argc) die(std::string(argv[i]) + " needs a value");
+    char* end = nullptr;
+    long v = std::strtol(argv[i + 1], &end, 10);
+    if (end == argv[i + 1] || *end != '\0' || v < min) {
+        die(std::string(argv[i]) + ": " + argv[i + 1] + " (expected: a whole number >= " + std::to_string(min) + ")");
+    }
+    ++i;
+    return v;
+}
+
+volatile long long g_sink = 0;
+
+}  // namespace
+
+int main(int argc, char** argv) {
+    int chunks = 1, warmup = 3, rounds = 5;
+    long round_ms = 1000;
+    for (int i = 1; i < argc; ++i) {
+        std::string a = argv[i];
+        if (a == "--chunks") chunks = static_cast<int>(parse_count(argc, argv, i, 1));
+        else if (a == "--warmup-rounds") warmup = static_cast<int>(parse_count(argc, argv, i, 0));
+        else if (a == "--rounds") rounds = static_cast<int>(parse_count(argc, argv, i, 1));
+        else if (a == "--round-ms") round_ms = parse_count(argc, argv, i, 1);
+        else if (a == "--help" || a == "-h") {
+            std::printf("usage: cuvmm-transport-baseline [--chunks N] [--warmup-rounds N] [--rounds N] [--round-ms N]\n");
+            return 0;
+        } else {
+            die("unknown argument: " + a + " (try --help)");
+        }
+    }
+    if (chunks > kMaxChunks) die("--chunks: at most " + std::to_string(kMaxChunks));
+
+    cuvmm::DriverKind kind;
+    try {
+        kind = cuvmm::select_driver(selection_from_environment());
+    } catch (const cuvmm::DriverError& err) {
+        die(err.what());
+    }
+    std::printf("driver kind=%s version=%d reason=%s\n", kind == cuvmm::DriverKind::cuda ? "cuda" : "host",
+                cuvmm::driver_version(), cuvmm::driver_reason().c_str());
+
+    const cuvmm::DriverTable& table = cuvmm::driver();
+    static const char* op = "setup";
+    CUdevice dev = 0;
+    TB_CALL(false, op, cuDeviceGet, &dev, 0);
+    CUcontext ctx = nullptr;
+    TB_CALL(false, op, cuDevicePrimaryCtxRetain, &ctx, dev);
+    TB_CALL(false, op, cuCtxSetCurrent, ctx);
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    size_t g = 0;
+    TB_CALL(false, op, cuMemGetAllocationGranularity, &g, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED);
+    CUmemAccessDesc access{};
+    access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    access.location.id = 0;
+    access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    const Env env{table, ctx, prop, access, g};
+
+    // The source buffer: N chunks of g in one reservation.
+    Source src;
+    TB_CALL(false, op, cuMemAddressReserve, &src.address, g * chunks, 0, 0, 0);
+    for (int i = 0; i < chunks; ++i) {
+        CUmemGenericAllocationHandle h = 0;
+        TB_CALL(false, op, cuMemCreate, &h, g, &prop, 0);
+        TB_CALL(false, op, cuMemMap, src.address + g * i, g, 0, h, 0);
+        TB_CALL(false, op, cuMemSetAccess, src.address + g * i, g, &access, 1);
+        src.handles.push_back(h);
+    }
+    Frame frame{};
+    frame.flags = 0;
+    frame.chunks = chunks;
+    frame.size = static_cast<int64_t>(g) * chunks;
+    for (int i = 0; i < chunks; ++i) frame.sizes[i] = static_cast<int64_t>(g);
+
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) die(std::string("socketpair: ") + std::strerror(errno));
+    std::thread receiver([&] { receiver_loop(env, sv[1], chunks); });
+    const int sock = sv[0];
+    std::printf("settings chunks=%d warmup_rounds=%d rounds=%d round_ms=%ld granularity=%zu\n", chunks, warmup, rounds,
+                round_ms, g);
+    std::fflush(stdout);
+
+    // Two warm rounds (each thread makes its context current once), then one counted round.
+    send_round<false>(env, src, sock, frame, chunks);
+    send_round<false>(env, src, sock, frame, chunks);
+    g_counting.store(true, std::memory_order_release);
+    send_round<true>(env, src, sock, frame, chunks);
+    g_counting.store(false, std::memory_order_release);
+    const std::string name = "transport_" + std::to_string(chunks) + "chunk";
+    std::printf("calls name=%s", name.c_str());
+    for (int i = 0; i < kEntryCount; ++i) {
+        if (g_counts.n[i] != 0) std::printf(" %s=%lld", cuvmm::entry_name(i), g_counts.n[i]);
+    }
+    std::printf("\n");
+    std::fflush(stdout);
+
+    std::vector<double> round_ns;
+    long long measured_ops = 0;
+    const auto round = std::chrono::milliseconds(round_ms);
+    for (int i = 0; i < warmup + rounds; ++i) {
+        long long ops = 0;
+        const auto start = Clock::now();
+        auto now = start;
+        do {
+            send_round<false>(env, src, sock, frame, chunks);
+            ++ops;
+            now = Clock::now();  // a round trip is microseconds: reading the clock each op is noise
+        } while (now - start < round);
+        g_sink = ops;
+        const double ns = std::chrono::duration<double, std::nano>(now - start).count() / static_cast<double>(ops);
+        if (i >= warmup) {
+            round_ns.push_back(ns);
+            measured_ops += ops;
+        }
+    }
+    ::shutdown(sock, SHUT_WR);
+    receiver.join();
+    ::close(sv[0]);
+    ::close(sv[1]);
+
+    double sum = 0;
+    for (double v : round_ns) sum += v;
+    const double mean = sum / static_cast<double>(round_ns.size());
+    std::printf("result name=%s mean_ns=%.1f rounds=%zu ops=%lld rounds_ns=", name.c_str(), mean, round_ns.size(),
+                measured_ops);
+    for (size_t i = 0; i < round_ns.size(); ++i) std::printf("%s%.1f", i ? "," : "", round_ns[i]);
+    std::printf("\n");
+
+    for (int i = 0; i < chunks; ++i) {
+        TB_CALL(false, op, cuMemUnmap, src.address + g * i, g);
+        TB_CALL(false, op, cuMemRelease, src.handles[i]);
+    }
+    TB_CALL(false, op, cuMemAddressFree, src.address, g * chunks);
+    if (kind == cuvmm::DriverKind::host) {
+        cuvmm::HostLiveCounts live = cuvmm::host_live_counts();
+        std::printf("live allocations=%lld reservations=%lld mappings=%lld memfds=%lld\n", live.allocations,
+                    live.reservations, live.mappings, live.memfds);
+    }
+    return 0;
+}

@@ -1,0 +1,67 @@
+package org.cuvmm.bench.pool;
+
+import java.util.concurrent.TimeUnit;
+
+import org.cuvmm.VirtualMemoryBuffer;
+import org.cuvmm.VirtualMemoryResource;
+import org.cuvmm.bench.sharing.Checks;
+import org.cuvmm.pool.VirtualMemoryPool;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Param;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.TearDown;
+
+/**
+ * Pool allocate+close ({@code pool.allocate(size).close()}: after the first op, an idle
+ * buffer of the class is reused) against the resource's own allocate+close (reserve, create,
+ * map, set access; unmap, release, free), at 2 and 64 MiB. The pool has the default settings
+ * (unbounded retention, leak sampling 1 in 64, no MBeans).
+ */
+@State(Scope.Thread)
+@BenchmarkMode(Mode.AverageTime)
+@OutputTimeUnit(TimeUnit.NANOSECONDS)
+public class PoolBenchmark {
+    @Param({"2", "64"})
+    public int sizeMiB;
+
+    private VirtualMemoryResource resource;
+    private VirtualMemoryPool pool;
+    private long size;
+
+    @Setup(Level.Trial)
+    public void setup() {
+        Checks.expectedDriver();
+        resource = VirtualMemoryResource.create(0);
+        pool = VirtualMemoryPool.builder().resource(resource).name("bench-pool").build();
+        size = (long) sizeMiB << 20;
+    }
+
+    @TearDown(Level.Trial)
+    public void tearDown() {
+        pool.close();
+        resource.close();
+        Checks.nothingLeft();
+    }
+
+    @Benchmark
+    public long pool() {
+        VirtualMemoryBuffer b = pool.allocate(size);
+        long a = b.address();
+        b.close();
+        return a;
+    }
+
+    @Benchmark
+    public long direct() {
+        VirtualMemoryBuffer b = resource.allocate(size);
+        long a = b.address();
+        b.close();
+        return a;
+    }
+}

@@ -1,0 +1,95 @@
+package org.cuvmm.bench.pool;
+
+import java.util.concurrent.TimeUnit;
+
+import org.cuvmm.VirtualMemoryBuffer;
+import org.cuvmm.VirtualMemoryResource;
+import org.cuvmm.bench.sharing.Checks;
+import org.cuvmm.pool.VirtualMemoryPool;
+import org.openjdk.jmh.annotations.Benchmark;
+import org.openjdk.jmh.annotations.BenchmarkMode;
+import org.openjdk.jmh.annotations.Level;
+import org.openjdk.jmh.annotations.Mode;
+import org.openjdk.jmh.annotations.OutputTimeUnit;
+import org.openjdk.jmh.annotations.Scope;
+import org.openjdk.jmh.annotations.Setup;
+import org.openjdk.jmh.annotations.State;
+import org.openjdk.jmh.annotations.TearDown;
+import org.openjdk.jmh.annotations.Threads;
+
+/**
+ * Pool allocate+close of 2 MiB from ONE pool shared by all benchmark threads, throughput
+ * (ops/µs, all threads together): one thread, then two. The 2-thread / 1-thread ratio shows
+ * whether the hot path has a lock every thread takes (target: at least 1.6x).
+ */
+@State(Scope.Benchmark)
+@BenchmarkMode(Mode.Throughput)
+@OutputTimeUnit(TimeUnit.MICROSECONDS)
+public class PoolThreadsBenchmark {
+    static final long SIZE = 2L << 20;
+
+    private VirtualMemoryResource resource;
+    private VirtualMemoryPool pool;
+
+    @Setup(Level.Trial)
+    public void setup() {
+        Checks.expectedDriver();
+        resource = VirtualMemoryResource.create(0);
+        pool = VirtualMemoryPool.builder().resource(resource).name("bench-threads").build();
+    }
+
+    @TearDown(Level.Trial)
+    public void tearDown() {
+        pool.close();
+        resource.close();
+        Checks.nothingLeft();
+    }
+
+    private long op() {
+        VirtualMemoryBuffer b = pool.allocate(SIZE);
+        long a = b.address();
+        b.close();
+        return a;
+    }
+
+    @Benchmark
+    @Threads(1)
+    public long threads1() {
+        return op();
+    }
+
+    @Benchmark
+    @Threads(2)
+    public long threads2() {
+        return op();
+    }
+
+    /** Diagnostic: each thread its own resource and pool (nothing of the pool shared). */
+    @State(Scope.Thread)
+    public static class OwnPool {
+        VirtualMemoryResource resource;
+        VirtualMemoryPool pool;
+
+        @Setup(Level.Trial)
+        public void setup() {
+            resource = VirtualMemoryResource.create(0);
+            pool = VirtualMemoryPool.builder().resource(resource).build();
+        }
+
+        @TearDown(Level.Trial)
+        public void tearDown() {
+            pool.close();
+            resource.close();
+        }
+    }
+
+    /** Diagnostic: 2 threads, one pool each: what this machine allows with no shared pool state. */
+    @Benchmark
+    @Threads(2)
+    public long threads2OwnPools(OwnPool own) {
+        VirtualMemoryBuffer b = own.pool.allocate(SIZE);
+        long a = b.address();
+        b.close();
+        return a;
+    }
+}
