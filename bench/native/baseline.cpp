@@ -22,13 +22,21 @@
 //                          with cuMemCreate before the second map, 2 x cuMemUnmap,
 //                          cuMemRelease, cuMemAddressFree
 //
+// Diagnostic ops (not part of the ratio; run with --model or --only model_*): the same work
+// through cuvmm's C++ object model (vmm.hpp: Range::allocate / Range::grow and the boxes'
+// destructors, every call through CUVMM_CALL with its counter and Step), i.e. what the Java
+// path runs below JNI. model_* minus the raw op is the cost of the C++ layer; Java minus
+// model_* is the cost of JNI and the Java objects.
+//   model_allocate_close_2MiB, model_allocate_close_64MiB, model_grow_in_place, model_move
+//
 // Timing mirrors the JMH settings RatioReport uses: a fixed number of warm-up rounds and
 // measured rounds of a fixed duration each; a round's result is its elapsed time divided
 // by the ops it completed; the reported value is the mean of the measured rounds.
 //
-// Usage: cuvmm-baseline [--warmup-rounds N] [--rounds N] [--round-ms N] [--only NAME]
+// Usage: cuvmm-baseline [--warmup-rounds N] [--rounds N] [--round-ms N] [--only NAME] [--model]
 // Output: line-oriented "key=value" records (see print_* below), parsed by RatioReport.
 #include "cuvmm/driver.hpp"
+#include "cuvmm/vmm.hpp"
 
 #include <algorithm>
 #include <array>
@@ -78,7 +86,8 @@ struct Env {
     size_t granularity;
 };
 
-// What use_device_context does on every allocate / grow once the context is current.
+// What DeviceContextScope does on every allocate / grow once the context is current (the
+// caller had none of its own, so nothing is put back when the op ends).
 template <bool kCount>
 inline void make_current(const Env& e, CallCounts& c, const char* op) {
     const cuvmm::DriverTable& table = e.table;
@@ -198,11 +207,67 @@ void drop_base(const Env& e, const Base& b) {
     BASELINE_CALL(false, unused, op, cuMemAddressFree, b.address, g);
 }
 
+// ---- the same ops through cuvmm's C++ object model (diagnostic) ----
+
+// A one-chunk base range at the start of a free 2-chunk range, and for the move a decoy
+// range right after it; built with address hints, as GrowFixture does on the Java side.
+struct ModelBase {
+    cuvmm::RangeRef base;
+    cuvmm::RangeRef decoy;
+};
+
+cuvmm::ChunkSpecRef hinted(const cuvmm::ChunkSpecRef& spec, CUdeviceptr hint) {
+    auto s = std::make_shared<cuvmm::ChunkSpec>(*spec);
+    s->address_hint = hint;
+    return s;
+}
+
+ModelBase make_model_base(const Env& e, const cuvmm::ChunkSpecRef& spec, bool with_decoy) {
+    const size_t g = e.granularity;
+    CUdeviceptr start = cuvmm::Range::allocate(spec, 2 * g)->address();  // freed again at once
+    ModelBase m;
+    m.base = cuvmm::Range::allocate(hinted(spec, start), g);
+    if (m.base->address() != start) die("model setup: the base range did not land at the probed free address");
+    if (with_decoy) {
+        m.decoy = cuvmm::Range::allocate(hinted(spec, start + g), g);
+        if (m.decoy->address() != start + g) die("model setup: the decoy range did not land after the base");
+    }
+    return m;
+}
+
+inline CUdeviceptr model_allocate_close(const cuvmm::ChunkSpecRef& spec, size_t size) {
+    cuvmm::RangeRef r = cuvmm::Range::allocate(spec, size);
+    CUdeviceptr a = r->address();
+    r.reset();
+    return a;
+}
+
+inline CUdeviceptr model_grow(const cuvmm::ChunkSpecRef& spec, const ModelBase& m, cuvmm::GrowOutcome expected,
+                              const char* op) {
+    cuvmm::GrowOutcome outcome = cuvmm::GrowOutcome::alias;
+    cuvmm::RangeRef grown = m.base->grow(spec, 2 * m.base->mapped_size(), outcome);
+    if (outcome != expected) die(std::string(op) + ": the grow did not take the path this op measures");
+    CUdeviceptr a = grown->address();
+    grown.reset();
+    return a;
+}
+
+// Calls one op makes, read from the library's own counters (CUVMM_CALL counts them).
+template <class Op>
+CallCounts counted_by_library(Op&& op) {
+    cuvmm::reset_call_counts();
+    op();
+    CallCounts c;
+    for (int i = 0; i < kEntryCount; ++i) c.n[i] = cuvmm::call_count(static_cast<Entry>(i));
+    return c;
+}
+
 struct Settings {
     int warmup_rounds = 3;
     int rounds = 5;
     long round_ms = 1000;
     std::string only;
+    bool model = false;  // also run the model_* diagnostic ops
 };
 
 // Volatile sink so the compiler keeps every op (each returns an address).
@@ -319,8 +384,11 @@ int main(int argc, char** argv) {
         else if (a == "--rounds") s.rounds = static_cast<int>(parse_count(argc, argv, i, 1));
         else if (a == "--round-ms") s.round_ms = parse_count(argc, argv, i, 1);
         else if (a == "--only" && i + 1 < argc) s.only = argv[++i];
+        else if (a == "--model") s.model = true;
         else if (a == "--help" || a == "-h") {
-            std::printf("usage: cuvmm-baseline [--warmup-rounds N] [--rounds N] [--round-ms N] [--only NAME]\n"
+            std::printf("usage: cuvmm-baseline [--warmup-rounds N] [--rounds N] [--round-ms N] [--only NAME] [--model]\n"
+                        "ops: allocate_close_2MiB allocate_close_64MiB grow_in_place move; with --model (or --only)\n"
+                        "also model_allocate_close_2MiB model_allocate_close_64MiB model_grow_in_place model_move\n"
                         "driver: CUVMM_DRIVER=auto|cuda|host, CUVMM_HOST_DEVICES, CUVMM_HOST_GRANULARITY, "
                         "CUVMM_CUDA_LIBRARY\n");
             return 0;
@@ -395,6 +463,36 @@ int main(int argc, char** argv) {
         print_result("move", measure(s, [&] { return move<false>(env, b, none); }));
         drop_base(env, b);
     }
+    // Diagnostic: the same ops through the object model. Only on request.
+    auto wanted_model = [&](const char* name) { return s.only.empty() ? s.model : s.only == name; };
+    auto spec = std::make_shared<cuvmm::ChunkSpec>();
+    spec->prop = prop;
+    spec->device = 0;
+    spec->access = {access};
+    spec->granularity = granularity;
+    const cuvmm::ChunkSpecRef model_spec = spec;
+    const std::pair<const char*, size_t> model_allocs[] = {{"model_allocate_close_2MiB", 2 * mib},
+                                                           {"model_allocate_close_64MiB", 64 * mib}};
+    for (const auto& [name, bytes] : model_allocs) {
+        if (!wanted_model(name)) continue;
+        const size_t size = bytes;
+        model_allocate_close(model_spec, size);
+        print_calls(name, counted_by_library([&] { model_allocate_close(model_spec, size); }));
+        print_result(name, measure(s, [&] { return model_allocate_close(model_spec, size); }));
+    }
+    if (wanted_model("model_grow_in_place")) {
+        const ModelBase m = make_model_base(env, model_spec, false);
+        auto op = [&] { return model_grow(model_spec, m, cuvmm::GrowOutcome::in_place, "model_grow_in_place"); };
+        print_calls("model_grow_in_place", counted_by_library(op));
+        print_result("model_grow_in_place", measure(s, op));
+    }
+    if (wanted_model("model_move")) {
+        const ModelBase m = make_model_base(env, model_spec, true);
+        auto op = [&] { return model_grow(model_spec, m, cuvmm::GrowOutcome::moved, "model_move"); };
+        print_calls("model_move", counted_by_library(op));
+        print_result("model_move", measure(s, op));
+    }
+
     if (kind == cuvmm::DriverKind::host) {
         cuvmm::HostLiveCounts live = cuvmm::host_live_counts();
         std::printf("live allocations=%lld reservations=%lld mappings=%lld memfds=%lld\n", live.allocations,

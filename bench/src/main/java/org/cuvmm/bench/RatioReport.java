@@ -4,9 +4,12 @@ import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.io.UncheckedIOException;
+import java.nio.channels.FileChannel;
+import java.nio.channels.FileLock;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.nio.file.StandardOpenOption;
 import java.time.ZoneOffset;
 import java.time.ZonedDateTime;
 import java.time.format.DateTimeFormatter;
@@ -25,7 +28,6 @@ import org.cuvmm.DriverCounters;
 import org.openjdk.jmh.annotations.Mode;
 import org.openjdk.jmh.results.BenchmarkResult;
 import org.openjdk.jmh.results.IterationResult;
-import org.openjdk.jmh.results.Result;
 import org.openjdk.jmh.results.RunResult;
 import org.openjdk.jmh.runner.Runner;
 import org.openjdk.jmh.runner.RunnerException;
@@ -38,25 +40,29 @@ import org.openjdk.jmh.runner.options.VerboseMode;
  * Runs every benchmark in JMH and its C++ baseline in one invocation and prints the
  * Java / C++ ratio of each (target: at most {@value #TARGET}x, brief section 9).
  *
- * <p>For each operation, in this order, so that the two sides are measured close in time
- * on a shared machine: the driver calls one Java op makes are counted (outside JMH, with
- * {@link DriverCounters}) and compared with the calls the baseline reports for one op; the
- * C++ baseline runs; JMH runs the Java benchmark (its own forked JVM); the C++ baseline
- * runs again. Both sides use the same schedule: {@code --warmup} rounds then
- * {@code --iterations} measured rounds of {@code --time-ms} each, a round's value being its
- * ns/op. The headline ratio is the median Java iteration over the median C++ round (both
- * C++ runs together); the ratio of the means is printed beside it. Medians, because on a
- * shared machine a burst of someone else's work inflates a few rounds of one side.
+ * <p>For each operation: the driver calls one Java op makes are counted (outside JMH, with
+ * {@link DriverCounters}) and compared with the calls the baseline reports for one op; then
+ * {@code --forks} + 1 runs of the C++ baseline alternate with {@code --forks} JMH runs of the
+ * Java benchmark (one forked JVM each): C++, Java, C++, Java, ..., C++. Interleaving keeps
+ * both sides close in time on a shared machine, and several processes per side average out
+ * the address-space layout of one process (on the host driver it moves the cost of the
+ * same mmap calls by up to about 10% from one process to the next). Every process uses the
+ * same schedule: {@code --warmup} rounds then {@code --iterations} measured rounds of
+ * {@code --time-ms} each, a round's value being its ns/op. The headline ratio is the median
+ * of all Java iterations over the median of all C++ rounds; the ratio of the means is
+ * printed beside it. Medians, because a burst of someone else's work inflates a few rounds.
  *
  * <pre>
  * java -cp "bench/target/cuvmm-bench.jar:bench/target/lib/*" org.cuvmm.bench.RatioReport [options]
- *   --warmup N       warm-up rounds per side (default 3)
- *   --iterations N   measured rounds per side (default 5)
+ *   --warmup N       warm-up rounds per process (default 2)
+ *   --iterations N   measured rounds per process (default 3)
  *   --time-ms N      length of one round in ms (default 1000)
- *   --forks N        JMH forks (default 1)
+ *   --forks N        JMH forks per operation, each between two baseline runs (default 3)
  *   --only a,b       operations to run: alloc2, alloc64, grow, move (default all)
  *   --out FILE       also write the report (markdown) there (default bench/target/ratio-report.md)
  *   --quiet          no JMH progress output
+ *   --model          also time the C++ baseline's model_* ops (the same work through cuvmm's
+ *                    C++ object model), one run per JMH fork, and show where the overhead goes
  * </pre>
  *
  * <p>The driver follows the usual settings ({@code -Dcuvmm.driver} / {@code CUVMM_DRIVER},
@@ -113,13 +119,14 @@ public final class RatioReport {
 
     /** Settings of one invocation. */
     static final class Settings {
-        int warmup = 3;
-        int iterations = 5;
+        int warmup = 2;
+        int iterations = 3;
         long timeMs = 1000;
-        int forks = 1;
+        int forks = 3;
         List<Operation> operations = new ArrayList<>(Arrays.asList(Operation.values()));
         Path out;
         boolean quiet;
+        boolean model;
     }
 
     /** What the baseline printed for one operation in one run. */
@@ -133,24 +140,18 @@ public final class RatioReport {
         Map<String, Long> calls = new LinkedHashMap<>();
     }
 
-    /** One row of the report. */
+    /** One row of the report: every measured round of every process, per side. */
     static final class Row {
         Operation op;
         Map<String, Long> javaCalls;
         Map<String, Long> cppCalls;
-        double javaNs;                              // JMH score: mean of the measured iterations
-        double javaErrorNs;                         // JMH 99.9% confidence half-width
-        List<Double> javaIterations = new ArrayList<>();
-        double cppNs1;                              // mean of run 1's measured rounds
-        double cppNs2;                              // mean of run 2's measured rounds
-        List<Double> cppRounds = new ArrayList<>(); // both runs' rounds
+        final List<List<Double>> java = new ArrayList<>();  // per JMH fork: its measured iterations (ns/op)
+        final List<List<Double>> cpp = new ArrayList<>();   // per baseline run: its measured rounds (ns/op)
+        final List<List<Double>> model = new ArrayList<>(); // --model: per object-model run
 
-        double cppNs() { return (cppNs1 + cppNs2) / 2; }
-        double ratio() { return javaNs / cppNs(); }
-        double javaMedian() { return median(javaIterations); }
-        double cppMedian() { return median(cppRounds); }
         /** The headline: medians resist the bursts of other work on a shared machine. */
-        double medianRatio() { return javaMedian() / cppMedian(); }
+        double ratio() { return median(flat(java)) / median(flat(cpp)); }
+        double meanRatio() { return mean(flat(java)) / mean(flat(cpp)); }
     }
 
     private RatioReport() {}
@@ -167,8 +168,8 @@ public final class RatioReport {
         System.out.println("driver: " + kind + " (" + driver.reason() + ")");
         System.out.println("machine: " + machine);
         System.out.println("baseline: " + baseline);
-        System.out.println("schedule per side: " + s.warmup + " warm-up + " + s.iterations + " measured rounds of "
-                + s.timeMs + " ms" + ", JMH forks " + s.forks);
+        System.out.println("schedule: " + (s.forks + 1) + " C++ runs interleaved with " + s.forks + " JMH forks per"
+                + " operation, each " + s.warmup + " warm-up + " + s.iterations + " measured rounds of " + s.timeMs + " ms");
 
         List<Row> rows = new ArrayList<>();
         for (Operation op : s.operations) {
@@ -177,25 +178,35 @@ public final class RatioReport {
             Row row = new Row();
             row.op = op;
             row.javaCalls = javaCallsPerOp(op);
-            BaselineRun first = runBaseline(baseline, op, s);
-            checkSameDriver(kind, first);
-            row.cppCalls = first.calls;
-            row.cppNs1 = first.meanNs;
-            System.out.printf(Locale.ROOT, "C++ run 1: %.1f ns/op (rounds %s)%n", first.meanNs, first.rounds);
-            RunResult jmh = runJmh(op, s, kind);
-            Result<?> primary = jmh.getPrimaryResult();
-            row.javaNs = primary.getScore();
-            row.javaErrorNs = primary.getScoreError();
-            for (BenchmarkResult br : jmh.getBenchmarkResults()) {
-                for (IterationResult ir : br.getIterationResults()) row.javaIterations.add(ir.getPrimaryResult().getScore());
+            // C++, [model,] Java, C++, [model,] Java, ..., C++: every side samples several
+            // processes (each has its own address-space layout, which moves the host driver's
+            // mmap costs by up to ~10%), interleaved in time.
+            for (int run = 0; run <= s.forks; run++) {
+                BaselineRun cpp = runBaseline(baseline, op.baselineName, s);
+                checkSameDriver(kind, cpp);
+                if (row.cppCalls == null) row.cppCalls = cpp.calls;
+                row.cpp.add(cpp.roundNs);
+                System.out.printf(Locale.ROOT, "C++ run %d: %.1f ns/op (rounds %s)%n", run + 1, cpp.meanNs, cpp.rounds);
+                if (run == s.forks) break;
+                if (s.model) {
+                    BaselineRun model = runBaseline(baseline, "model_" + op.baselineName, s);
+                    if (!model.calls.equals(cpp.calls)) {
+                        throw new IllegalStateException(op.label + ": the object-model op makes other calls than the raw"
+                                + " one: " + model.calls + " vs " + cpp.calls);
+                    }
+                    row.model.add(model.roundNs);
+                    System.out.printf(Locale.ROOT, "C++ via the object model, run %d: %.1f ns/op (rounds %s)%n", run + 1,
+                            model.meanNs, model.rounds);
+                }
+                RunResult jmh = runJmh(op, s, kind);
+                List<Double> iterations = new ArrayList<>();
+                for (BenchmarkResult br : jmh.getBenchmarkResults()) {
+                    for (IterationResult ir : br.getIterationResults()) iterations.add(ir.getPrimaryResult().getScore());
+                }
+                row.java.add(iterations);
+                System.out.printf(Locale.ROOT, "Java (JMH) fork %d: %.1f ns/op (iterations %s)%n", run + 1,
+                        jmh.getPrimaryResult().getScore(), join(iterations));
             }
-            row.cppRounds.addAll(first.roundNs);
-            System.out.printf(Locale.ROOT, "Java (JMH): %.1f ± %.1f ns/op (iterations %s)%n", row.javaNs, row.javaErrorNs,
-                    join(row.javaIterations));
-            BaselineRun second = runBaseline(baseline, op, s);
-            row.cppNs2 = second.meanNs;
-            row.cppRounds.addAll(second.roundNs);
-            System.out.printf(Locale.ROOT, "C++ run 2: %.1f ns/op (rounds %s)%n", second.meanNs, second.rounds);
             rows.add(row);
         }
 
@@ -240,10 +251,10 @@ public final class RatioReport {
         return perOp;
     }
 
-    static RunResult runJmh(Operation op, Settings s, String kind) throws RunnerException {
+    static RunResult runJmh(Operation op, Settings s, String kind) throws RunnerException, IOException, InterruptedException {
         ChainedOptionsBuilder b = new OptionsBuilder()
                 .include("^" + Pattern.quote(op.benchmarkClass.getName() + "." + op.method) + "$")
-                .forks(s.forks)
+                .forks(1)
                 .warmupIterations(s.warmup)
                 .warmupTime(TimeValue.milliseconds(s.timeMs))
                 .measurementIterations(s.iterations)
@@ -257,7 +268,19 @@ public final class RatioReport {
                 .jvmArgsAppend("-D" + BenchChecks.EXPECT_DRIVER_PROPERTY + "=" + kind)
                 .verbosity(s.quiet ? VerboseMode.SILENT : VerboseMode.NORMAL);
         if (op.param != null) b.param(op.param, op.paramValue);
-        Collection<RunResult> results = new Runner(b.build()).run();
+        Collection<RunResult> results;
+        while (true) {
+            // JMH takes /tmp/jmh.lock itself and refuses to start while another JMH holds it:
+            // wait for it to be free rather than fail (another benchmark on a shared machine).
+            new BenchLock().waitUntilFree();
+            try {
+                results = new Runner(b.build()).run();
+                break;
+            } catch (RunnerException e) {
+                if (String.valueOf(e.getMessage()).contains("Unable to acquire the JMH lock")) continue;
+                throw e;
+            }
+        }
         if (results.size() != 1) {
             throw new IllegalStateException(op.label + ": JMH returned " + results.size() + " results (expected 1)");
         }
@@ -283,8 +306,8 @@ public final class RatioReport {
         return p;
     }
 
-    static BaselineRun runBaseline(Path binary, Operation op, Settings s) throws IOException, InterruptedException {
-        ProcessBuilder pb = new ProcessBuilder(binary.toString(), "--only", op.baselineName,
+    static BaselineRun runBaseline(Path binary, String name, Settings s) throws IOException, InterruptedException {
+        ProcessBuilder pb = new ProcessBuilder(binary.toString(), "--only", name,
                 "--warmup-rounds", Integer.toString(s.warmup), "--rounds", Integer.toString(s.iterations),
                 "--round-ms", Long.toString(s.timeMs));
         // The same driver settings this JVM resolved (system property, else environment).
@@ -293,18 +316,27 @@ public final class RatioReport {
         passSetting(pb, "cuvmm.host.granularity", "CUVMM_HOST_GRANULARITY");
         passSetting(pb, "cuvmm.cuda.library", "CUVMM_CUDA_LIBRARY");
         pb.redirectErrorStream(true);
+        // Hold JMH's machine-wide lock while the baseline runs, so that no other JMH run
+        // (another benchmark on a shared machine) overlaps it. Released before JMH runs.
+        try (BenchLock lock = new BenchLock()) {
+            lock.acquire();
+            return runBaselineProcess(pb, name);
+        }
+    }
+
+    private static BaselineRun runBaselineProcess(ProcessBuilder pb, String name) throws IOException, InterruptedException {
         Process process = pb.start();
         BaselineRun run = new BaselineRun();
         StringBuilder all = new StringBuilder();
         try (BufferedReader r = new BufferedReader(new InputStreamReader(process.getInputStream(), StandardCharsets.UTF_8))) {
             for (String line; (line = r.readLine()) != null; ) {
                 all.append(line).append('\n');
-                parseBaselineLine(line, op, run);
+                parseBaselineLine(line, name, run);
             }
         }
         int rc = process.waitFor();
         if (rc != 0 || Double.isNaN(run.meanNs) || run.kind == null) {
-            throw new IllegalStateException("C++ baseline for " + op.baselineName + " failed (exit " + rc + "):\n" + all);
+            throw new IllegalStateException("C++ baseline for " + name + " failed (exit " + rc + "):\n" + all);
         }
         return run;
     }
@@ -314,14 +346,14 @@ public final class RatioReport {
         if (v != null && !v.isBlank()) pb.environment().put(variable, v.trim());
     }
 
-    static void parseBaselineLine(String line, Operation op, BaselineRun run) {
+    static void parseBaselineLine(String line, String name, BaselineRun run) {
         if (line.startsWith("driver ")) {
             Map<String, String> kv = keyValues(line.substring("driver ".length(), line.indexOf(" reason=")));
             run.kind = kv.get("kind");
             run.reason = line.substring(line.indexOf(" reason=") + " reason=".length());
         } else if (line.startsWith("result ")) {
             Map<String, String> kv = keyValues(line.substring("result ".length()));
-            if (op.baselineName.equals(kv.get("name"))) {
+            if (name.equals(kv.get("name"))) {
                 run.meanNs = Double.parseDouble(kv.get("mean_ns"));
                 run.sdNs = Double.parseDouble(kv.get("sd_ns"));
                 run.rounds = kv.getOrDefault("rounds_ns", "");
@@ -331,7 +363,7 @@ public final class RatioReport {
             }
         } else if (line.startsWith("calls ")) {
             Map<String, String> kv = keyValues(line.substring("calls ".length()));
-            if (op.baselineName.equals(kv.remove("name"))) {
+            if (name.equals(kv.remove("name"))) {
                 for (Map.Entry<String, String> e : kv.entrySet()) run.calls.put(e.getKey(), Long.parseLong(e.getValue()));
             }
         } else if (line.startsWith("live ")) {
@@ -360,6 +392,49 @@ public final class RatioReport {
         }
     }
 
+    /**
+     * The lock file JMH uses to keep two JMH runs off one machine ({@code java.io.tmpdir}/jmh.lock).
+     * Waits (polling once a second) while another process holds it; owns the channel and
+     * the lock until {@link #close()}.
+     */
+    static final class BenchLock implements AutoCloseable {
+        private final FileChannel channel;
+        private FileLock lock;
+
+        BenchLock() throws IOException {
+            Path file = Path.of(System.getProperty("java.io.tmpdir"), "jmh.lock");
+            channel = FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
+        }
+
+        void acquire() throws IOException, InterruptedException {
+            boolean said = false;
+            while ((lock = channel.tryLock()) == null) {
+                if (!said) {
+                    System.out.println("waiting for another benchmark to finish (it holds the JMH lock "
+                            + System.getProperty("java.io.tmpdir") + "/jmh.lock)...");
+                    said = true;
+                }
+                Thread.sleep(1000);
+            }
+        }
+
+        /** Waits until no one holds the lock, then lets it go at once (JMH takes it itself). */
+        void waitUntilFree() throws IOException, InterruptedException {
+            try {
+                acquire();
+            } finally {
+                close();
+            }
+        }
+
+        @Override
+        public void close() throws IOException {
+            if (lock != null) lock.release();
+            lock = null;
+            channel.close();
+        }
+    }
+
     // ---- report ----
 
     static String report(List<Row> rows, String kind, Driver driver, String machine, String started,
@@ -371,18 +446,34 @@ public final class RatioReport {
         sb.append("Machine: ").append(machine).append("\n\n");
         sb.append("Date: ").append(started).append("; load average before ").append(loadBefore).append(", after ")
                 .append(loadAfter).append("\n\n");
-        sb.append("Schedule per side: ").append(s.warmup).append(" warm-up + ").append(s.iterations)
-                .append(" measured rounds of ").append(s.timeMs).append(" ms; JMH ").append(s.forks)
-                .append(" fork(s), mode avgt; C++ runs twice, before and after JMH. Ratio = median Java iteration / median C++ round"
-                        + " (the mean ratio is given too; a burst of other work on the machine moves means, rarely medians)\n\n");
-        sb.append("| operation | Java ns/op: median (mean ± 99.9% CI) | C++ ns/op: median (mean run 1 / run 2)"
-                + " | overhead ns (medians) | ratio: median (mean) | target ≤ ").append(TARGET).append("x |\n");
-        sb.append("|---|---:|---:|---:|---:|:---:|\n");
+        sb.append("Schedule: per operation, ").append(s.forks + 1).append(" C++ baseline runs interleaved with ")
+                .append(s.forks).append(" JMH forks").append(s.model ? " (and " + s.forks + " object-model runs)" : "")
+                .append("; each process ").append(s.warmup).append(" warm-up + ").append(s.iterations)
+                .append(" measured rounds of ").append(s.timeMs).append(" ms (JMH: mode avgt, 1 thread). ")
+                .append("ns/op = median of all measured rounds of that side (mean in brackets); per-process means show the"
+                        + " spread between processes. Ratio = Java median / C++ median (ratio of means in brackets).\n\n");
+        sb.append("| operation | Java ns/op | C++ ns/op | Java per-process means | C++ per-process means"
+                + " | overhead ns | ratio | target ≤ ").append(TARGET).append("x |\n");
+        sb.append("|---|---:|---:|---|---|---:|---:|:---:|\n");
         for (Row r : rows) {
-            sb.append(String.format(Locale.ROOT, "| %s | %.0f (%.0f ± %.0f) | %.0f (%.0f / %.0f) | %.0f | %.3fx (%.3fx) | %s |%n",
-                    r.op.label, r.javaMedian(), r.javaNs, r.javaErrorNs, r.cppMedian(), r.cppNs1, r.cppNs2,
-                    r.javaMedian() - r.cppMedian(), r.medianRatio(), r.ratio(),
-                    r.medianRatio() <= TARGET ? "met" : "**missed**"));
+            double j = median(flat(r.java));
+            double c = median(flat(r.cpp));
+            sb.append(String.format(Locale.ROOT, "| %s | %.0f (%.0f) | %.0f (%.0f) | %s | %s | %.0f | %.3fx (%.3fx) | %s |%n",
+                    r.op.label, j, mean(flat(r.java)), c, mean(flat(r.cpp)), processMeans(r.java), processMeans(r.cpp),
+                    j - c, r.ratio(), r.meanRatio(), r.ratio() <= TARGET ? "met" : "**missed**"));
+        }
+        if (s.model) {
+            sb.append("\nWhere the overhead goes (--model: the same op in C++ through cuvmm's object model, vmm.hpp;"
+                    + " medians, ns/op):\n\n");
+            sb.append("| operation | C++ raw table calls | C++ object model | Java | object model − raw | Java − object model |\n");
+            sb.append("|---|---:|---:|---:|---:|---:|\n");
+            for (Row r : rows) {
+                double c = median(flat(r.cpp));
+                double m = median(flat(r.model));
+                double j = median(flat(r.java));
+                sb.append(String.format(Locale.ROOT, "| %s | %.0f | %.0f | %.0f | %.0f | %.0f |%n", r.op.label, c, m, j,
+                        m - c, j - m));
+            }
         }
         sb.append("\nDriver calls per op, in driver-table order (Java counted with DriverCounters, C++ counted by the"
                 + " baseline):\n\n");
@@ -398,6 +489,24 @@ public final class RatioReport {
     private static String join(List<Double> values) {
         StringBuilder sb = new StringBuilder();
         for (double v : values) sb.append(sb.length() > 0 ? "," : "").append(String.format(Locale.ROOT, "%.1f", v));
+        return sb.toString();
+    }
+
+    static List<Double> flat(List<List<Double>> runs) {
+        List<Double> all = new ArrayList<>();
+        for (List<Double> r : runs) all.addAll(r);
+        return all;
+    }
+
+    static double mean(List<Double> values) {
+        double sum = 0;
+        for (double v : values) sum += v;
+        return values.isEmpty() ? Double.NaN : sum / values.size();
+    }
+
+    private static String processMeans(List<List<Double>> runs) {
+        StringBuilder sb = new StringBuilder();
+        for (List<Double> r : runs) sb.append(sb.length() > 0 ? ", " : "").append(String.format(Locale.ROOT, "%.0f", mean(r)));
         return sb.toString();
     }
 
@@ -463,6 +572,7 @@ public final class RatioReport {
                 case "--forks": s.forks = (int) number(args, ++i, a, 1); break;
                 case "--out": s.out = Path.of(value(args, ++i, a)); break;
                 case "--quiet": s.quiet = true; break;
+                case "--model": s.model = true; break;
                 case "--only": {
                     s.operations.clear();
                     for (String k : value(args, ++i, a).split(",")) {
@@ -477,12 +587,12 @@ public final class RatioReport {
                 }
                 case "--help": case "-h":
                     System.out.println("usage: RatioReport [--warmup N] [--iterations N] [--time-ms N] [--forks N] "
-                            + "[--only alloc2,alloc64,grow,move] [--out FILE] [--quiet]");
+                            + "[--only alloc2,alloc64,grow,move] [--out FILE] [--quiet] [--model]");
                     System.exit(0);
                     break;
                 default:
                     throw new IllegalArgumentException("argument: " + a + " (expected: --warmup, --iterations, "
-                            + "--time-ms, --forks, --only, --out, --quiet or --help)");
+                            + "--time-ms, --forks, --only, --out, --quiet, --model or --help)");
             }
         }
         return s;
