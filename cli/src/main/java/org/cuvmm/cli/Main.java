@@ -49,7 +49,7 @@ public final class Main {
         add(m, new DemoCommand());
         add(m, new ServeCommand());
         add(m, new AttachCommand());
-        add(m, new UnavailableCommand("bench", "run the benchmarks"));
+        add(m, new BenchCommand());
         add(m, new HelpCommand(m));
         return m;
     }

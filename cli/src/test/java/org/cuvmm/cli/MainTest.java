@@ -116,11 +116,24 @@ class MainTest {
     }
 
     @Test
-    void commandsOfLaterVersionsSaySoHonestly() {
-        Result r = cuvmm("bench");
-        assertEquals(2, r.status());
-        assertTrue(r.err().contains("cuvmm bench: not available yet in this version"), r.err());
-        assertEquals("", r.out());
+    void benchNeedsTheSourceTreeAndAKnownSuite() {
+        String previous = System.getProperty("cuvmm.home");
+        try {
+            System.clearProperty("cuvmm.home");
+            Result none = cuvmm("bench");
+            assertEquals(2, none.status());
+            assertTrue(none.err().contains("run through the ./cuvmm launcher"), none.err());
+            System.setProperty("cuvmm.home", System.getProperty("java.io.tmpdir"));
+            Result unknown = cuvmm("bench", "frob");
+            assertEquals(2, unknown.status());
+            assertTrue(unknown.err().contains("unknown suite 'frob'"), unknown.err());
+            Result missing = cuvmm("bench", "core");
+            assertEquals(2, missing.status());
+            assertTrue(missing.err().contains("missing or not executable"), missing.err());
+        } finally {
+            if (previous == null) System.clearProperty("cuvmm.home");
+            else System.setProperty("cuvmm.home", previous);
+        }
     }
 
     @Test
