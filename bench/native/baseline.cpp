@@ -37,6 +37,7 @@
 // Output: line-oriented "key=value" records (see print_* below), parsed by RatioReport.
 #include "cuvmm/driver.hpp"
 #include "cuvmm/vmm.hpp"
+#include "baseline_common.hpp"
 
 #include <algorithm>
 #include <array>
@@ -50,20 +51,10 @@
 
 namespace {
 
+using namespace cuvmm_bench;
 using cuvmm::Entry;
 using cuvmm::kEntryCount;
 using Clock = std::chrono::steady_clock;
-
-[[noreturn]] void die(const std::string& what) {
-    std::fprintf(stderr, "cuvmm-baseline: %s\n", what.c_str());
-    std::exit(2);
-}
-
-[[noreturn]] void fail_call(const char* call, CUresult rc, const char* op) {
-    const char* name = nullptr;
-    if (cuvmm::driver().cuGetErrorName(rc, &name) != CUDA_SUCCESS || name == nullptr) name = "?";
-    die(std::string(op) + ": " + call + " returned " + name + " (" + std::to_string(static_cast<int>(rc)) + ")");
-}
 
 // Calls per entry point, filled only by the counting instantiation of an op.
 struct CallCounts {
@@ -328,50 +319,6 @@ void print_calls(const char* name, const CallCounts& c) {
     }
     std::printf("\n");
     std::fflush(stdout);
-}
-
-const char* setting(const char* variable) {
-    const char* v = std::getenv(variable);
-    return v != nullptr && *v != '\0' ? v : nullptr;
-}
-
-long long integer_setting(const char* variable, long long fallback) {
-    const char* v = setting(variable);
-    if (v == nullptr) return fallback;
-    char* end = nullptr;
-    long long x = std::strtoll(v, &end, 10);
-    if (end == v || *end != '\0') die(std::string(variable) + ": " + v + " (expected: a whole number)");
-    return x;
-}
-
-cuvmm::DriverSelection selection_from_environment() {
-    cuvmm::DriverSelection s;
-    std::string mode = setting("CUVMM_DRIVER") ? setting("CUVMM_DRIVER") : "auto";
-    if (mode == "auto") s.mode = cuvmm::DriverMode::automatic;
-    else if (mode == "cuda") s.mode = cuvmm::DriverMode::cuda;
-    else if (mode == "host") s.mode = cuvmm::DriverMode::host;
-    else die("CUVMM_DRIVER: " + mode + " (expected: auto, cuda or host)");
-    long long devices = integer_setting("CUVMM_HOST_DEVICES", 1);
-    if (devices < 1 || devices > 8) die("CUVMM_HOST_DEVICES: " + std::to_string(devices) + " (expected: 1 to 8)");
-    long long gran = integer_setting("CUVMM_HOST_GRANULARITY", 2LL << 20);
-    if (gran < 4096 || (gran & (gran - 1)) != 0) {
-        die("CUVMM_HOST_GRANULARITY: " + std::to_string(gran) + " (expected: a power of two >= 4096)");
-    }
-    s.host.device_count = static_cast<int>(devices);
-    s.host.granularity = static_cast<size_t>(gran);
-    if (const char* lib = setting("CUVMM_CUDA_LIBRARY")) s.cuda_library = lib;
-    return s;
-}
-
-long parse_count(int argc, char** argv, int& i, long min) {
-    if (i + 1 >= argc) die(std::string(argv[i]) + " needs a value");
-    char* end = nullptr;
-    long v = std::strtol(argv[i + 1], &end, 10);
-    if (end == argv[i + 1] || *end != '\0' || v < min) {
-        die(std::string(argv[i]) + ": " + argv[i + 1] + " (expected: a whole number >= " + std::to_string(min) + ")");
-    }
-    ++i;
-    return v;
 }
 
 }  // namespace

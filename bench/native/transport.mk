@@ -19,6 +19,6 @@ native:
 
 $(NATIVE_LIB): native
 
-$(BUILD)/cuvmm-transport-baseline: transport_baseline.cpp $(NATIVE_LIB) $(wildcard ../../native/cuvmm/*.hpp)
+$(BUILD)/cuvmm-transport-baseline: transport_baseline.cpp baseline_common.hpp $(NATIVE_LIB) $(wildcard ../../native/cuvmm/*.hpp)
 	@mkdir -p $(dir $@)
 	$(CXX) $(CXXFLAGS) transport_baseline.cpp $(NATIVE_LIB) -o $@ -ldl -pthread

@@ -26,6 +26,7 @@
 // Output: "driver ...", "calls name=... entry=count ..." (one counted round),
 //         "result name=transport_<N>chunk mean_ns=... rounds_ns=a,b,c", "live ..." (host driver).
 #include "cuvmm/driver.hpp"
+#include "baseline_common.hpp"
 
 #include <sys/socket.h>
 #include <sys/types.h>
@@ -47,22 +48,12 @@
 
 namespace {
 
+using namespace cuvmm_bench;
 using cuvmm::Entry;
 using cuvmm::kEntryCount;
 using Clock = std::chrono::steady_clock;
 
 constexpr int kMaxChunks = 16;
-
-[[noreturn]] void die(const std::string& what) {
-    std::fprintf(stderr, "cuvmm-transport-baseline: %s\n", what.c_str());
-    std::exit(2);
-}
-
-[[noreturn]] void fail_call(const char* call, CUresult rc, const char* op) {
-    const char* name = nullptr;
-    if (cuvmm::driver().cuGetErrorName(rc, &name) != CUDA_SUCCESS || name == nullptr) name = "?";
-    die(std::string(op) + ": " + call + " returned " + name + " (" + std::to_string(static_cast<int>(rc)) + ")");
-}
 
 struct CallCounts {
     std::array<long long, kEntryCount> n{};
@@ -235,49 +226,12 @@ void receiver_loop(const Env& e, int sock, int chunks) {
     }
 }
 
-const char* setting(const char* variable) {
-    const char* v = std::getenv(variable);
-    return v != nullptr && *v != '\0' ? v : nullptr;
-}
-
-long long integer_setting(const char* variable, long long fallback) {
-    const char* v = setting(variable);
-    if (v == nullptr) return fallback;
-    char* end = nullptr;
-    long long x = std::strtoll(v, &end, 10);
-    if (end == v || *end != '\0') die(std::string(variable) + ": " + v + " (expected: a whole number)");
-    return x;
-}
-
-cuvmm::DriverSelection selection_from_environment() {
-    cuvmm::DriverSelection s;
-    std::string mode = setting("CUVMM_DRIVER") ? setting("CUVMM_DRIVER") : "auto";
-    if (mode == "auto") s.mode = cuvmm::DriverMode::automatic;
-    else if (mode == "cuda") s.mode = cuvmm::DriverMode::cuda;
-    else if (mode == "host") s.mode = cuvmm::DriverMode::host;
-    else die("CUVMM_DRIVER: " + mode + " (expected: auto, cuda or host)");
-    s.host.device_count = static_cast<int>(integer_setting("CUVMM_HOST_DEVICES", 1));
-    s.host.granularity = static_cast<size_t>(integer_setting("CUVMM_HOST_GRANULARITY", 2LL << 20));
-    if (const char* lib = setting("CUVMM_CUDA_LIBRARY")) s.cuda_library = lib;
-    return s;
-}
-
-long parse_count(int argc, char** argv, int& i, long min) {
-    if (i + 1 >= argc) die(std::string(argv[i]) + " needs a value");
-    char* end = nullptr;
-    long v = std::strtol(argv[i + 1], &end, 10);
-    if (end == argv[i + 1] || *end != '\0' || v < min) {
-        die(std::string(argv[i]) + ": " + argv[i + 1] + " (expected: a whole number >= " + std::to_string(min) + ")");
-    }
-    ++i;
-    return v;
-}
-
 volatile long long g_sink = 0;
 
 }  // namespace
 
 int main(int argc, char** argv) {
+    cuvmm_bench::program = "cuvmm-transport-baseline";
     int chunks = 1, warmup = 3, rounds = 5;
     long round_ms = 1000;
     for (int i = 1; i < argc; ++i) {
