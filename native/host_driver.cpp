@@ -403,6 +403,25 @@ uint64_t new_handle(State& st) {
     return h;
 }
 
+// Records a new allocation that owns `fd` under a fresh handle with one reference, and
+// returns the handle. Caller holds the exclusive lock.
+CUmemGenericAllocationHandle register_allocation(State& st, int fd, size_t size, const CUmemAllocationProp& prop,
+                                                 bool imported) {
+    auto a = std::make_unique<Allocation>();
+    a->fd = fd;
+    a->size = size;
+    a->prop = prop;
+    a->imported = imported;
+    a->refcount = 1;
+    a->handle = new_handle(st);
+    const CUmemGenericAllocationHandle handle = a->handle;
+    uint64_t id = st.next_alloc_id++;
+    st.handles.emplace(handle, id);
+    st.allocations.emplace(id, std::move(a));
+    ++st.memfds;
+    return handle;
+}
+
 // Closes and forgets an allocation once nothing references it. Exclusive lock.
 void drop_if_dead(State& st, uint64_t alloc_id) {
     auto it = st.allocations.find(alloc_id);
@@ -682,17 +701,7 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, 
 
     Exclusive lock(g_state->mutex);
     State& st = *g_state;
-    auto a = std::make_unique<Allocation>();
-    a->fd = fd;
-    a->size = size;
-    a->prop = recorded;
-    a->refcount = 1;
-    a->handle = new_handle(st);
-    uint64_t id = st.next_alloc_id++;
-    st.handles.emplace(a->handle, id);
-    *handle = a->handle;
-    st.allocations.emplace(id, std::move(a));
-    ++st.memfds;
+    *handle = register_allocation(st, fd, size, recorded, false);
     return CUDA_SUCCESS;
 }
 
@@ -961,18 +970,7 @@ CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* ha
 
     Exclusive lock(g_state->mutex);
     State& st = *g_state;
-    auto a = std::make_unique<Allocation>();
-    a->fd = own;
-    a->size = static_cast<size_t>(sb.st_size);
-    a->prop = prop;
-    a->imported = true;
-    a->refcount = 1;
-    a->handle = new_handle(st);
-    uint64_t id = st.next_alloc_id++;
-    st.handles.emplace(a->handle, id);
-    *handle = a->handle;
-    st.allocations.emplace(id, std::move(a));
-    ++st.memfds;
+    *handle = register_allocation(st, own, static_cast<size_t>(sb.st_size), prop, true);
     return CUDA_SUCCESS;
 }
 
