@@ -4,7 +4,8 @@ import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
 
 /**
- * The hot-path counters of one stripe of a {@link LifetimePool}, on their own cache line.
+ * The hot-path counters of one stripe of a {@link LifetimePool}, with 128 bytes of padding on
+ * each side ({@link CacheLinePadding}; every field is a {@code long}, so they stay in order).
  * A thread updates the cell of its stripe index; the pool's totals are the sums over all
  * cells (read by stats, JMX, and the peak and cap checks when they cannot be skipped). The
  * adds are atomic because threads outnumbering the stripes share cells. Like
@@ -39,7 +40,7 @@ final class AccountingCell extends CacheLinePadding {
     private volatile long hits;
     private volatile long largerClassHits;
     @SuppressWarnings("unused")
-    private long q00, q01, q02, q03, q04, q05, q06, q07;
+    private long q00, q01, q02, q03, q04, q05, q06, q07, q08, q09, q10, q11, q12, q13, q14, q15;
 
     /** A buffer of {@code classSize} capacity and {@code reqSize} bytes was handed out. */
     void allocated(long classSize, long reqSize, boolean hit, boolean largerClass) {

@@ -20,11 +20,12 @@ import org.cuvmm.internal.jni.NativeRangeHandle;
  *
  * <h2>Structures and locks</h2>
  * <ul>
- * <li>Per size class, {@code stripes} free lists ({@link Stripe}): a doubly linked list of
- *     idle {@link PoolSlot}s, newest first, guarded by the stripe's own monitor. A thread
+ * <li>Per size class, {@code stripes} free lists ({@link FreeListStripe}): a doubly linked list of
+ *     idle {@link PoolSlot}s, newest first, guarded by the stripe's own lock (a padded field,
+ *     not the object's monitor: see {@link FreeListStripe} for why). A thread
  *     pushes to and pops from "its" stripe (a round-robin index given to each thread on first
  *     use) and looks at the class's other stripes only when its own is empty, so threads
- *     working on the same class do not meet on one lock. The monitors guard list links only:
+ *     working on the same class do not meet on one lock. The locks guard list links only:
  *     no driver call, allocation or logging happens while one is held.</li>
  * <li>A bitmask of classes that may have idle buffers ({@link #nonEmptyHint}), so the
  *     larger-class search and eviction look only at non-empty classes. It is a hint: a push
@@ -67,7 +68,7 @@ final class LifetimePool {
     private final SizeClasses classes;
     private final int stripeMask;
     /** sizeIdx -> that class's stripes, created on the class's first release. */
-    private final AtomicReferenceArray<Stripe[]> freeLists;
+    private final AtomicReferenceArray<FreeListStripe[]> freeLists;
     /** Bit sizeIdx set: class sizeIdx may have idle buffers (see the class comment). */
     private final AtomicLongArray nonEmptyHint;
 
@@ -138,14 +139,17 @@ final class LifetimePool {
 
     /** The newest idle slot of class {@code sizeIdx}, own stripe first; null when none. */
     private PoolSlot takeIdle(int sizeIdx, int probe) {
-        Stripe[] stripes = freeLists.get(sizeIdx);
+        FreeListStripe[] stripes = freeLists.get(sizeIdx);
         if (stripes == null) return null;
         for (int i = 0; i < stripes.length; i++) {
-            Stripe st = stripes[(probe + i) & stripeMask];
+            FreeListStripe st = stripes[(probe + i) & stripeMask];
             if (st.count == 0) continue;
             PoolSlot s;
-            synchronized (st) {
+            st.lock();
+            try {
                 s = st.popNewest();
+            } finally {
+                st.unlock();
             }
             if (s != null) return s;
         }
@@ -234,19 +238,23 @@ final class LifetimePool {
     }
 
     private void push(PoolSlot slot) {
-        Stripe[] stripes = stripes(slot.sizeIdx);
-        Stripe st = stripes[PROBE.get() & stripeMask];
-        synchronized (st) {
-            st.pushNewest(slot, System.nanoTime());
+        FreeListStripe[] stripes = stripes(slot.sizeIdx);
+        FreeListStripe st = stripes[PROBE.get() & stripeMask];
+        long now = System.nanoTime();
+        st.lock();
+        try {
+            st.pushNewest(slot, now);
+        } finally {
+            st.unlock();
         }
         setHint(slot.sizeIdx);
     }
 
-    private Stripe[] stripes(int sizeIdx) {
-        Stripe[] stripes = freeLists.get(sizeIdx);
+    private FreeListStripe[] stripes(int sizeIdx) {
+        FreeListStripe[] stripes = freeLists.get(sizeIdx);
         if (stripes != null) return stripes;
-        Stripe[] created = new Stripe[stripeMask + 1];
-        for (int i = 0; i < created.length; i++) created[i] = new Stripe();
+        FreeListStripe[] created = new FreeListStripe[stripeMask + 1];
+        for (int i = 0; i < created.length; i++) created[i] = new FreeListStripe();
         return freeLists.compareAndSet(sizeIdx, null, created) ? created : freeLists.get(sizeIdx);
     }
 
@@ -279,12 +287,15 @@ final class LifetimePool {
     /** Unlinks the idle slot freed longest ago, across all classes and stripes; null when none. */
     private PoolSlot removeOldest() {
         for (int attempt = 0; attempt < 4; attempt++) {
-            Stripe best = oldestStripe(true);
+            FreeListStripe best = oldestStripe(true);
             if (best == null) best = oldestStripe(false);
             if (best == null) return null;
             PoolSlot s;
-            synchronized (best) {
+            best.lock();
+            try {
                 s = best.popOldest();
+            } finally {
+                best.unlock();
             }
             if (s != null) {
                 forget(s); // retained shrinks now, before the victim is released outside the lock
@@ -296,17 +307,17 @@ final class LifetimePool {
     }
 
     /** The stripe whose oldest slot was freed first; only hinted classes when {@code hinted}. */
-    private Stripe oldestStripe(boolean hinted) {
-        Stripe best = null;
+    private FreeListStripe oldestStripe(boolean hinted) {
+        FreeListStripe best = null;
         long bestAt = 0;
         for (int idx = 0; idx < classes.count(); idx++) {
             if (hinted) {
                 idx = nextHinted(idx, classes.count() - 1);
                 if (idx < 0) break;
             }
-            Stripe[] stripes = freeLists.get(idx);
+            FreeListStripe[] stripes = freeLists.get(idx);
             if (stripes == null) continue;
-            for (Stripe st : stripes) {
+            for (FreeListStripe st : stripes) {
                 if (st.count == 0) continue;
                 long at = st.oldestFreedAtNanos;
                 if (best == null || at - bestAt < 0) {
@@ -323,13 +334,16 @@ final class LifetimePool {
         List<PoolSlot> released = new ArrayList<>();
         long bytes = 0;
         for (int idx = 0; idx < classes.count(); idx++) {
-            Stripe[] stripes = freeLists.get(idx);
+            FreeListStripe[] stripes = freeLists.get(idx);
             if (stripes == null) continue;
-            for (Stripe st : stripes) {
+            for (FreeListStripe st : stripes) {
                 if (st.count == 0) continue;
                 PoolSlot s;
-                synchronized (st) {
+                st.lock();
+                try {
                     s = st.detachAll();
+                } finally {
+                    st.unlock();
                 }
                 while (s != null) {
                     PoolSlot older = s.older;
@@ -411,9 +425,9 @@ final class LifetimePool {
     }
 
     private boolean classNonEmpty(int sizeIdx) {
-        Stripe[] stripes = freeLists.get(sizeIdx);
+        FreeListStripe[] stripes = freeLists.get(sizeIdx);
         if (stripes == null) return false;
-        for (Stripe st : stripes) {
+        for (FreeListStripe st : stripes) {
             if (st.count != 0) return true;
         }
         return false;
@@ -479,90 +493,16 @@ final class LifetimePool {
     /** Idle slots of class {@code sizeIdx}, newest first within each stripe; for tests. */
     List<PoolSlot> idleSlots(int sizeIdx) {
         List<PoolSlot> out = new ArrayList<>();
-        Stripe[] stripes = freeLists.get(sizeIdx);
+        FreeListStripe[] stripes = freeLists.get(sizeIdx);
         if (stripes == null) return out;
-        for (Stripe st : stripes) {
-            synchronized (st) {
+        for (FreeListStripe st : stripes) {
+            st.lock();
+            try {
                 for (PoolSlot s = st.newest; s != null; s = s.older) out.add(s);
+            } finally {
+                st.unlock();
             }
         }
         return out;
-    }
-
-    // ---- free lists ----
-
-    /** The fields of a {@link Stripe}; links guarded by the stripe's monitor. Padded on both sides. */
-    static class StripeFields extends CacheLinePadding {
-        PoolSlot newest;
-        PoolSlot oldest;
-        /** Slots on this list; written under the monitor, read without it to skip empty stripes. */
-        volatile int count;
-        /** {@code freedAtNanos} of {@link #oldest}; read without the monitor by eviction. */
-        volatile long oldestFreedAtNanos;
-    }
-
-    /**
-     * One free list of one size class: idle slots, newest first. Allocation takes the newest
-     * (its pages are the most likely to be warm in caches and TLBs); eviction takes the
-     * oldest. Every method runs under the stripe's monitor.
-     */
-    @SuppressWarnings("unused")
-    static final class Stripe extends StripeFields {
-        long q00, q01, q02, q03, q04, q05, q06, q07;
-
-        void pushNewest(PoolSlot s, long nowNanos) {
-            s.freedAtNanos = nowNanos;
-            s.newer = null;
-            s.older = newest;
-            if (newest != null) {
-                newest.newer = s;
-            } else {
-                oldest = s;
-                oldestFreedAtNanos = nowNanos;
-            }
-            newest = s;
-            s.setState(PoolSlot.IDLE);
-            count = count + 1;
-        }
-
-        PoolSlot popNewest() {
-            PoolSlot s = newest;
-            if (s == null) return null;
-            newest = s.older;
-            if (newest != null) {
-                newest.newer = null;
-            } else {
-                oldest = null;
-            }
-            s.older = null;
-            s.setState(PoolSlot.TAKEN);
-            count = count - 1;
-            return s;
-        }
-
-        PoolSlot popOldest() {
-            PoolSlot s = oldest;
-            if (s == null) return null;
-            oldest = s.newer;
-            if (oldest != null) {
-                oldest.older = null;
-                oldestFreedAtNanos = oldest.freedAtNanos;
-            } else {
-                newest = null;
-            }
-            s.newer = null;
-            s.setState(PoolSlot.DEAD);
-            count = count - 1;
-            return s;
-        }
-
-        /** Unlinks every slot; returns the newest, the others follow through {@code older}. */
-        PoolSlot detachAll() {
-            PoolSlot s = newest;
-            newest = null;
-            oldest = null;
-            count = 0;
-            return s;
-        }
     }
 }

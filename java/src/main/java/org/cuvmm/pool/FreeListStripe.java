@@ -1,0 +1,136 @@
+package org.cuvmm.pool;
+
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+
+/**
+ * The fields of a {@link FreeListStripe}, between the leading padding of
+ * {@link CacheLinePadding} and the trailing padding of {@code FreeListStripe}.
+ *
+ * <p>The stripe's lock is a field here, not the object's monitor: {@code synchronized} writes
+ * the object header on every enter and exit, and the header sits just after whatever the
+ * garbage collector copied before the stripe, often the array of stripes that every thread
+ * reads on every allocation. Two threads then bounce that line on each operation. Measured
+ * on the host driver (2 cores): with the monitor, two threads on one pool ran at 0.5x to 1.9x
+ * the throughput of one thread, changing whenever a garbage collection moved the objects;
+ * with this field, 2.0x, as with one pool per thread (bench/RESULTS-sharing-pool.md).
+ */
+abstract class FreeListStripeFields extends CacheLinePadding {
+    private static final VarHandle LOCKED;
+
+    static {
+        try {
+            LOCKED = MethodHandles.lookup().findVarHandle(FreeListStripeFields.class, "locked", int.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    /** Spins before the lock starts yielding the processor to a holder that may be descheduled. */
+    private static final int SPINS_BEFORE_YIELD = 64;
+
+    // Links: guarded by the lock.
+    PoolSlot newest;
+    PoolSlot oldest;
+    /** Slots on this list; written under the lock, read without it to skip empty stripes. */
+    volatile int count;
+    /** {@code freedAtNanos} of {@link #oldest}; read without the lock by eviction. */
+    volatile long oldestFreedAtNanos;
+
+    /** 1 while a thread holds the lock. Accessed through {@link #LOCKED}. */
+    @SuppressWarnings("unused")
+    private volatile int locked;
+
+    /**
+     * Takes the lock. Critical sections only relink a few slots (no allocation, no driver
+     * call, no logging), so a waiter spins, then yields: a holder is never blocked, only at
+     * worst descheduled.
+     */
+    final void lock() {
+        if (!LOCKED.compareAndSet(this, 0, 1)) lockContended();
+    }
+
+    private void lockContended() {
+        for (int spins = 0;; spins++) {
+            if ((int) LOCKED.getVolatile(this) == 0 && LOCKED.compareAndSet(this, 0, 1)) return;
+            if (spins < SPINS_BEFORE_YIELD) Thread.onSpinWait();
+            else Thread.yield();
+        }
+    }
+
+    /**
+     * Releases the lock. A volatile store, not a release store: the push that ends here is
+     * followed by a read of the pool's non-empty hint, and that read must not move before this
+     * store (see LifetimePool, "the non-empty hint").
+     */
+    final void unlock() {
+        LOCKED.setVolatile(this, 0);
+    }
+}
+
+/**
+ * One free list of one size class of a {@link LifetimePool}: idle slots, newest first, doubly
+ * linked through {@link PoolSlot#newer} and {@link PoolSlot#older}. Allocation takes the
+ * newest (its pages are the most likely to be warm in caches and TLBs); eviction takes the
+ * oldest. Every method except {@link #lock()} and {@link #unlock()} runs under the lock.
+ */
+@SuppressWarnings("unused")
+final class FreeListStripe extends FreeListStripeFields {
+    // Trailing padding (see CacheLinePadding).
+    private long q00, q01, q02, q03, q04, q05, q06, q07, q08, q09, q10, q11, q12, q13, q14, q15;
+
+    void pushNewest(PoolSlot s, long nowNanos) {
+        s.freedAtNanos = nowNanos;
+        s.newer = null;
+        s.older = newest;
+        if (newest != null) {
+            newest.newer = s;
+        } else {
+            oldest = s;
+            oldestFreedAtNanos = nowNanos;
+        }
+        newest = s;
+        s.setState(PoolSlot.IDLE);
+        count = count + 1;
+    }
+
+    PoolSlot popNewest() {
+        PoolSlot s = newest;
+        if (s == null) return null;
+        newest = s.older;
+        if (newest != null) {
+            newest.newer = null;
+        } else {
+            oldest = null;
+        }
+        s.older = null;
+        s.setState(PoolSlot.TAKEN);
+        count = count - 1;
+        return s;
+    }
+
+    PoolSlot popOldest() {
+        PoolSlot s = oldest;
+        if (s == null) return null;
+        oldest = s.newer;
+        if (oldest != null) {
+            oldest.older = null;
+            oldestFreedAtNanos = oldest.freedAtNanos;
+        } else {
+            newest = null;
+        }
+        s.newer = null;
+        s.setState(PoolSlot.DEAD);
+        count = count - 1;
+        return s;
+    }
+
+    /** Unlinks every slot; returns the newest, the others follow through {@code older}. */
+    PoolSlot detachAll() {
+        PoolSlot s = newest;
+        newest = null;
+        oldest = null;
+        count = 0;
+        return s;
+    }
+}

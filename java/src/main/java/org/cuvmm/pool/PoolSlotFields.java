@@ -1,0 +1,72 @@
+package org.cuvmm.pool;
+
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
+
+import org.cuvmm.internal.jni.NativeRangeHandle;
+
+/**
+ * The fields of a {@link PoolSlot}, between the leading padding of {@link CacheLinePadding}
+ * and the trailing padding of {@code PoolSlot}. They live in a class of their own because the
+ * JVM lays out a class's {@code long} fields before its {@code int} and reference fields: in
+ * one class with its padding, {@link #state} and the links would land after the padding,
+ * unprotected.
+ */
+abstract class PoolSlotFields extends CacheLinePadding {
+    static final int TAKEN = 0;
+    static final int LIVE = 1;
+    static final int RETURNING = 2;
+    static final int IDLE = 3;
+    static final int DEAD = 4;
+
+    private static final VarHandle STATE;
+
+    static {
+        try {
+            STATE = MethodHandles.lookup().findVarHandle(PoolSlotFields.class, "state", int.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    final LifetimePool home;
+    final NativeRangeHandle range;
+    final int sizeIdx;
+    final long classSize;
+
+    /**
+     * {@code size()} of the buffer now made over this slot. Written before the release store
+     * of {@link #LIVE}, read after the CAS that leaves it, so the recycling thread sees it.
+     */
+    long reqSize;
+
+    // Free-list links and the time this slot was freed: guarded by the lock of the stripe
+    // that holds the slot (see FreeListStripe). head side = most recently freed.
+    PoolSlot newer;
+    PoolSlot older;
+    long freedAtNanos;
+
+    @SuppressWarnings("unused") // accessed through STATE
+    private volatile int state = TAKEN;
+
+    PoolSlotFields(LifetimePool home, NativeRangeHandle range, int sizeIdx, long classSize) {
+        this.home = home;
+        this.range = range;
+        this.sizeIdx = sizeIdx;
+        this.classSize = classSize;
+    }
+
+    /** Publishes a hand-out: {@link #reqSize} is visible to whoever later sees {@link #LIVE}. */
+    final void markLive(long reqSize) {
+        this.reqSize = reqSize;
+        STATE.setRelease(this, LIVE);
+    }
+
+    /** LIVE to RETURNING; false when the slot was not live (a second recycle). */
+    final boolean beginReturn() { return STATE.compareAndSet(this, LIVE, RETURNING); }
+
+    /** Only under the lock of the stripe that (un)links the slot, or for a slot no list holds. */
+    final void setState(int s) { STATE.setVolatile(this, s); }
+
+    final int state() { return (int) STATE.getVolatile(this); }
+}
