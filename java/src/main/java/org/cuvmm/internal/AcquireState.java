@@ -26,8 +26,10 @@ public final class AcquireState {
         }
     }
 
+    // Starts at 0, OPEN, by default: an explicit "= OPEN" would be a volatile store, and the
+    // JIT follows each with a full fence, on every buffer creation.
     @SuppressWarnings("unused") // accessed through STATE
-    private volatile int state = OPEN;
+    private volatile int state;
 
     /** Outcome of {@link #tryClose()}. */
     public enum CloseResult { CLOSED_NOW, ALREADY_CLOSED }

@@ -46,8 +46,9 @@ abstract class PoolSlotFields extends CacheLinePadding {
     PoolSlot older;
     long freedAtNanos;
 
+    // Starts at 0, TAKEN, by default (no volatile store and fence in the constructor).
     @SuppressWarnings("unused") // accessed through STATE
-    private volatile int state = TAKEN;
+    private volatile int state;
 
     PoolSlotFields(LifetimePool home, NativeRangeHandle range, int sizeIdx, long classSize) {
         this.home = home;

@@ -37,6 +37,7 @@ import org.openjdk.jmh.runner.options.ChainedOptionsBuilder;
 import org.openjdk.jmh.runner.options.OptionsBuilder;
 import org.openjdk.jmh.runner.options.TimeValue;
 import org.openjdk.jmh.runner.options.VerboseMode;
+import org.openjdk.jmh.util.Statistics;
 
 /**
  * Runs the descriptor-transport and pool benchmarks in one invocation and prints markdown
@@ -241,6 +242,18 @@ public final class SharingPoolReport {
         out("| size | pool ns/op (median) | direct ns/op (median) | pool / direct | speed-up |");
         out("|---|---:|---:|---:|---:|");
         rows.forEach(SharingPoolReport::out);
+        out("");
+        // The brief's "median allocate+release under 1 µs" is about single operations: sample them.
+        RunResult sampled = runJmh(PoolBenchmark.class, "pool", "sizeMiB", "2", Mode.SampleTime,
+                TimeUnit.NANOSECONDS, s, kind);
+        Statistics st = sampled.getPrimaryResult().getStatistics();
+        out("Single pool allocate+close of 2 MiB, JMH sample mode (each sampled op timed with System.nanoTime, "
+                + "whose own cost and granularity are included; " + st.getN() + " samples):");
+        out("");
+        out("| p50 ns | p90 ns | p99 ns | p99.9 ns | max ns |");
+        out("|---:|---:|---:|---:|---:|");
+        out("| " + f1(st.getPercentile(50)) + " | " + f1(st.getPercentile(90)) + " | " + f1(st.getPercentile(99))
+                + " | " + f1(st.getPercentile(99.9)) + " | " + f1(st.getMax()) + " |");
         out("");
         out("Steady state, counted outside JMH (not timed): per op, after warm-up ops; page faults are this thread's "
                 + "minflt from /proc/thread-self/stat.");
