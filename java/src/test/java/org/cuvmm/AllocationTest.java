@@ -1,7 +1,7 @@
 package org.cuvmm;
 
 import static org.cuvmm.TestSupport.MiB;
-import static org.cuvmm.TestSupport.pattern;
+import static org.cuvmm.testing.TestData.pattern;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
@@ -9,27 +9,29 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.ByteBuffer;
+import java.util.Map;
 
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
+import org.cuvmm.testing.LiveObjects;
 
 class AllocationTest {
     private VirtualMemoryResource resource;
-    private long[] liveBefore;
+    private Map<String, Long> liveBefore;
 
     @BeforeEach
     void open() {
         resource = VirtualMemoryResource.create(0);
-        liveBefore = TestSupport.live();
+        liveBefore = LiveObjects.now();
     }
 
     @AfterEach
     void closeAndCheckNothingLeft() {
         resource.close();
-        TestSupport.assertLive(liveBefore, "after the test closed its buffers");
+        LiveObjects.assertBack(liveBefore, "after the test closed its buffers");
     }
 
     @Test

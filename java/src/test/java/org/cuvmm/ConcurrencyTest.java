@@ -1,5 +1,6 @@
 package org.cuvmm;
 
+import java.util.Map;
 import static org.cuvmm.TestSupport.MiB;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -16,6 +17,7 @@ import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
 import org.junit.jupiter.api.Test;
+import org.cuvmm.testing.LiveObjects;
 
 /** 8 threads share a table of buffers and allocate, grow, copy and close at random. */
 class ConcurrencyTest {
@@ -25,7 +27,7 @@ class ConcurrencyTest {
 
     @Test
     void randomAllocateGrowCopyCloseLeavesNothingBehind() throws Exception {
-        long[] before = TestSupport.live();
+        Map<String, Long> before = LiveObjects.now();
         java.util.Map<String, String> fdsBefore = TestSupport.fdTargets();
         ExecutorService pool = Executors.newFixedThreadPool(THREADS);
         ConcurrentLinkedQueue<Throwable> unexpected = new ConcurrentLinkedQueue<>();
@@ -85,7 +87,7 @@ class ConcurrencyTest {
             pool.shutdownNow();
         }
         assertTrue(unexpected.isEmpty(), () -> "unexpected failures: " + unexpected);
-        TestSupport.assertLive(before, "after the random run");
+        LiveObjects.assertBack(before, "after the random run");
         TestSupport.assertNoNewFds(fdsBefore, "after the random run");
     }
 
@@ -108,7 +110,7 @@ class ConcurrencyTest {
     @Test
     void dataWrittenByOneThreadIsSeenByAnother() throws Exception {
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer b = r.allocate(MiB)) {
-            byte[] data = TestSupport.pattern(4096, 9);
+            byte[] data = org.cuvmm.testing.TestData.pattern(4096, 9);
             Thread w = new Thread(() -> b.copyFrom(0, data, 0, data.length));
             w.start();
             w.join();

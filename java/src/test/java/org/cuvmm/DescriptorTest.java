@@ -1,7 +1,8 @@
 package org.cuvmm;
 
+import java.util.Map;
 import static org.cuvmm.TestSupport.MiB;
-import static org.cuvmm.TestSupport.pattern;
+import static org.cuvmm.testing.TestData.pattern;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -11,6 +12,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.function.Supplier;
 
 import org.junit.jupiter.api.Test;
+import org.cuvmm.testing.LiveObjects;
 
 /** Export, import, fromFds and the imported mark, within one process (issue 3, items 1 to 3). */
 class DescriptorTest {
@@ -28,7 +30,7 @@ class DescriptorTest {
 
     @Test
     void exportImportRoundTripSharesTheSameMemory() throws Exception {
-        long[] before = TestSupport.live();
+        Map<String, Long> before = LiveObjects.now();
         java.util.Map<String, String> fds = TestSupport.fdTargets();
         long hint = GrowTest.freeRegion(64 * MiB);
         try (VirtualMemoryResource r = GrowTest.resourceAt(hint); VirtualMemoryBuffer a = r.allocate(2 * MiB);
@@ -56,7 +58,7 @@ class DescriptorTest {
             // Every call exports anew; nothing is cached on the buffer.
             for (int i = 0; i < 50; i++) b.exportDescriptor().close();
         }
-        TestSupport.assertLive(before, "after export/import/close");
+        LiveObjects.assertBack(before, "after export/import/close");
         TestSupport.assertNoNewFds(fds, "by the test");
     }
 
@@ -160,16 +162,16 @@ class DescriptorTest {
 
     @Test
     void forgedDescriptorsAreRejectedAndRolledBack() throws Exception {
-        long[] before = TestSupport.live();
+        Map<String, Long> before = LiveObjects.now();
         java.util.Map<String, String> fds = TestSupport.fdTargets();
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer src = r.allocate(2 * MiB);
              BufferDescriptor good = src.exportDescriptor()) {
-            long[] live = TestSupport.live();
+            Map<String, Long> live = LiveObjects.now();
             // wrong size: claims 4 MiB for a 2 MiB allocation -> the map fails, the import is undone
             try (BufferDescriptor big = BufferDescriptor.fromFds(good.fds(), new long[] {4 * MiB}, HandleType.POSIX_FD, 4 * MiB)) {
                 CudaException e = assertThrows(CudaException.class, () -> r.importBuffer(big));
                 assertEquals("cuMemMap", e.call());
-                TestSupport.assertLive(live, "after a failed import (wrong size)");
+                LiveObjects.assertBack(live, "after a failed import (wrong size)");
             }
             // a size that is not a multiple of the granularity never reaches the driver
             try (BufferDescriptor odd = BufferDescriptor.fromFds(good.fds(), new long[] {4096}, HandleType.POSIX_FD, 4096)) {
@@ -183,7 +185,7 @@ class DescriptorTest {
                         HandleType.POSIX_FD, 2 * MiB)) {
                     CudaException e = assertThrows(CudaException.class, () -> r.importBuffer(forged));
                     assertEquals("cuMemImportFromShareableHandle", e.call());
-                    TestSupport.assertLive(live, "after a failed import (plain file)");
+                    LiveObjects.assertBack(live, "after a failed import (plain file)");
                 }
             } finally {
                 for (java.io.Closeable c : opened) c.close();
@@ -194,11 +196,11 @@ class DescriptorTest {
                     CudaException e = assertThrows(CudaException.class, () -> other.importBuffer(good));
                     assertEquals("CUDA_ERROR_INVALID_DEVICE", e.resultName());
                     assertTrue(e.getMessage().contains("import with a resource on the device"), e.getMessage());
-                    TestSupport.assertLive(live, "after a failed import (wrong device)");
+                    LiveObjects.assertBack(live, "after a failed import (wrong device)");
                 }
             }
         }
-        TestSupport.assertLive(before, "after the test");
+        LiveObjects.assertBack(before, "after the test");
         TestSupport.assertNoNewFds(fds, "by the test");
     }
 
@@ -241,7 +243,7 @@ class DescriptorTest {
 
     @Test
     void closingADescriptorWhileImportsRunNeverBreaksThem() throws Exception {
-        long[] before = TestSupport.live();
+        Map<String, Long> before = LiveObjects.now();
         java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(2);
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer src = r.allocate(2 * MiB)) {
             src.fill((byte) 3);
@@ -263,7 +265,7 @@ class DescriptorTest {
         } finally {
             pool.shutdownNow();
         }
-        TestSupport.assertLive(before, "after import/close races");
+        LiveObjects.assertBack(before, "after import/close races");
     }
 
     @Test

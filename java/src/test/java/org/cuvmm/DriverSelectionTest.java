@@ -12,6 +12,7 @@ import java.util.List;
 import java.util.Map;
 
 import org.junit.jupiter.api.Test;
+import org.cuvmm.testing.ChildJvm;
 
 /** Driver selection and the reasons it reports; child JVMs get a fresh selection each. */
 class DriverSelectionTest {
@@ -38,20 +39,20 @@ class DriverSelectionTest {
     @Test
     void autoFallsBackToHostAndSaysWhyWhenLibcudaIsAbsent() throws Exception {
         assumeTrue(!libcudaPresent(), "libcuda.so.1 is installed here; the fallback reason cannot be observed");
-        TestSupport.ChildResult r = TestSupport.runChild(Probe.class, List.of(), Map.of("CUVMM_DRIVER", "auto"));
-        assertEquals(0, r.exitCode, r.toString());
-        assertTrue(r.output.contains("KIND=HOST"), r.toString());
-        assertTrue(r.output.contains("dlopen(libcuda.so.1) failed"), r.toString());
+        ChildJvm.Result r = TestSupport.runChild(Probe.class, List.of(), Map.of("CUVMM_DRIVER", "auto"));
+        assertEquals(0, r.exitCode(), r.toString());
+        assertTrue(r.output().contains("KIND=HOST"), r.toString());
+        assertTrue(r.output().contains("dlopen(libcuda.so.1) failed"), r.toString());
     }
 
     @Test
     void forcedCudaWithoutTheDriverFailsWithTheReason() throws Exception {
         assumeTrue(!libcudaPresent(), "libcuda.so.1 is installed here");
-        TestSupport.ChildResult r = TestSupport.runChild(Probe.class, List.of("-Dcuvmm.driver=cuda"), Map.of());
-        assertEquals(3, r.exitCode, r.toString());
-        assertTrue(r.output.contains("CUDA_EXCEPTION=CUDA_ERROR_NO_DEVICE"), r.toString());
-        assertTrue(r.output.contains("libcuda.so.1"), r.toString());
-        assertTrue(r.output.contains("fall back to the host driver"), r.toString());
+        ChildJvm.Result r = TestSupport.runChild(Probe.class, List.of("-Dcuvmm.driver=cuda"), Map.of());
+        assertEquals(3, r.exitCode(), r.toString());
+        assertTrue(r.output().contains("CUDA_EXCEPTION=CUDA_ERROR_NO_DEVICE"), r.toString());
+        assertTrue(r.output().contains("libcuda.so.1"), r.toString());
+        assertTrue(r.output().contains("fall back to the host driver"), r.toString());
     }
 
     @Test
@@ -59,23 +60,23 @@ class DriverSelectionTest {
         Path libc = List.of(Path.of("/lib/x86_64-linux-gnu/libm.so.6"), Path.of("/usr/lib/x86_64-linux-gnu/libm.so.6"))
                 .stream().filter(Files::exists).findFirst().orElse(null);
         assumeTrue(libc != null, "no libm.so.6 at a known path to stand in for a wrong library");
-        TestSupport.ChildResult r = TestSupport.runChild(Probe.class,
+        ChildJvm.Result r = TestSupport.runChild(Probe.class,
                 List.of("-Dcuvmm.cuda.library=" + libc), Map.of());
-        assertEquals(0, r.exitCode, r.toString());
-        assertTrue(r.output.contains("KIND=HOST"), r.toString());
-        assertTrue(r.output.contains("has no cuGetProcAddress"), r.toString());
+        assertEquals(0, r.exitCode(), r.toString());
+        assertTrue(r.output().contains("KIND=HOST"), r.toString());
+        assertTrue(r.output().contains("has no cuGetProcAddress"), r.toString());
     }
 
     @Test
     void hostDevicesComeFromTheConfiguration() throws Exception {
-        TestSupport.ChildResult r = TestSupport.runChild(Probe.class,
+        ChildJvm.Result r = TestSupport.runChild(Probe.class,
                 List.of("-Dcuvmm.driver=host", "-Dcuvmm.host.devices=3"), Map.of());
-        assertEquals(0, r.exitCode, r.toString());
-        assertTrue(r.output.contains("DEVICES=3"), r.toString());
-        TestSupport.ChildResult bad = TestSupport.runChild(Probe.class,
+        assertEquals(0, r.exitCode(), r.toString());
+        assertTrue(r.output().contains("DEVICES=3"), r.toString());
+        ChildJvm.Result bad = TestSupport.runChild(Probe.class,
                 List.of("-Dcuvmm.driver=host", "-Dcuvmm.host.devices=9"), Map.of());
-        assertNotEquals(0, bad.exitCode);
-        assertTrue(bad.output.contains("cuvmm.host.devices / CUVMM_HOST_DEVICES: 9 (expected: 1 to 8)"), bad.toString());
+        assertNotEquals(0, bad.exitCode());
+        assertTrue(bad.output().contains("cuvmm.host.devices / CUVMM_HOST_DEVICES: 9 (expected: 1 to 8)"), bad.toString());
     }
 
     @Test

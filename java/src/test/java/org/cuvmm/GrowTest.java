@@ -1,7 +1,8 @@
 package org.cuvmm;
 
+import java.util.Map;
 import static org.cuvmm.TestSupport.MiB;
-import static org.cuvmm.TestSupport.pattern;
+import static org.cuvmm.testing.TestData.pattern;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
@@ -9,6 +10,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import org.junit.jupiter.api.Test;
+import org.cuvmm.testing.LiveObjects;
 
 /**
  * modifyAllocation's three outcomes. In-place growth is forced by placing the buffer at an
@@ -116,7 +118,7 @@ class GrowTest {
 
     @Test
     void closeOrderFreesEachChunkWhenItsLastHolderGoes() {
-        long[] base = TestSupport.live();
+        Map<String, Long> base = LiveObjects.now();
         long hint = freeRegion(64 * MiB);
         VirtualMemoryResource r = resourceAt(hint);
         VirtualMemoryBuffer a = r.allocate(2 * MiB);                     // chunk 1 at hint
@@ -130,22 +132,22 @@ class GrowTest {
         decoyResource.close();
         DriverCounters k = TestSupport.counters();
         // allocations: 1, 2, 3; mappings: a{1} b{2} (b shares a's) c{1',2',3}; reservations: r1, r2, r3
-        assertEquals(base[0] + 3, k.liveAllocations());
-        assertEquals(base[2] + 5, k.liveMappings());
-        assertEquals(base[1] + 3, k.liveReservations());
+        assertEquals(base.get("allocations") + 3, k.liveAllocations());
+        assertEquals(base.get("mappings") + 5, k.liveMappings());
+        assertEquals(base.get("reservations") + 3, k.liveReservations());
         a.close(); // chunk 1's first mapping is still held by b
-        assertEquals(base[2] + 5, k.liveMappings());
+        assertEquals(base.get("mappings") + 5, k.liveMappings());
         b.close(); // first mappings of chunks 1 and 2 go, and with them r1 and r2
-        assertEquals(base[2] + 3, k.liveMappings());
-        assertEquals(base[1] + 1, k.liveReservations());
-        assertEquals(base[0] + 3, k.liveAllocations(), "c still maps all three chunks");
+        assertEquals(base.get("mappings") + 3, k.liveMappings());
+        assertEquals(base.get("reservations") + 1, k.liveReservations());
+        assertEquals(base.get("allocations") + 3, k.liveAllocations(), "c still maps all three chunks");
         if (TestSupport.onHostDriver()) {
-            assertEquals(base[6] + 3, k.hostMappings());
-            assertEquals(base[4] + 3, k.hostAllocations());
+            assertEquals(base.get("host mappings") + 3, k.hostMappings());
+            assertEquals(base.get("host allocations") + 3, k.hostAllocations());
         }
         c.close();
         r.close();
-        TestSupport.assertLive(base, "after the last holder closed");
+        LiveObjects.assertBack(base, "after the last holder closed");
     }
 
     @Test

@@ -1,5 +1,6 @@
 package org.cuvmm;
 
+import java.util.Map;
 import static org.cuvmm.TestSupport.MiB;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -7,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.nio.ByteBuffer;
 
 import org.junit.jupiter.api.Test;
+import org.cuvmm.testing.LiveObjects;
 
 /** Host-located memory: CPU access through a ByteBuffer view that pins the memory. */
 class HostMemoryTest {
@@ -24,7 +26,7 @@ class HostMemoryTest {
 
     @Test
     void byteBufferViewSeesCopiesAndOutlivesClose() throws Exception {
-        long[] before = TestSupport.live();
+        Map<String, Long> before = LiveObjects.now();
         try (VirtualMemoryResource r = hostResource()) {
             assertTrue(r.isHostAccessible());
             VirtualMemoryBuffer b = r.allocate(MiB);
@@ -39,14 +41,14 @@ class HostMemoryTest {
             b.close();
             // The view holds its own reference: still mapped, still readable.
             assertEquals(7, view.get((int) MiB - 1));
-            assertTrue(TestSupport.counters().liveMappings() > before[2]);
+            assertTrue(TestSupport.counters().liveMappings() > before.get("mappings"));
             view = null;
         }
         long deadline = System.nanoTime() + 10_000_000_000L;
-        while (TestSupport.counters().liveMappings() > before[2] && System.nanoTime() < deadline) {
+        while (TestSupport.counters().liveMappings() > before.get("mappings") && System.nanoTime() < deadline) {
             System.gc();
             Thread.sleep(20);
         }
-        TestSupport.assertLive(before, "after the view became unreachable");
+        LiveObjects.assertBack(before, "after the view became unreachable");
     }
 }

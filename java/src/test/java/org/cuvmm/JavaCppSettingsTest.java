@@ -8,6 +8,7 @@ import java.util.Map;
 
 import org.bytedeco.javacpp.Pointer;
 import org.junit.jupiter.api.Test;
+import org.cuvmm.testing.ChildJvm;
 
 /** JavaCPP's physical-memory check (a /proc/self/statm read per Pointer) is off in cuvmm. */
 class JavaCppSettingsTest {
@@ -21,8 +22,8 @@ class JavaCppSettingsTest {
 
     @Test
     void maxPhysicalBytesIsZeroFromTheFirstCall() throws Exception {
-        TestSupport.ChildResult r = TestSupport.runChild(Child.class, List.of(), Map.of());
-        assertEquals(0, r.exitCode, r.toString());
-        assertTrue(r.output.contains("MAX_PHYSICAL=0"), r.toString());
+        ChildJvm.Result r = TestSupport.runChild(Child.class, List.of(), Map.of());
+        assertEquals(0, r.exitCode(), r.toString());
+        assertTrue(r.output().contains("MAX_PHYSICAL=0"), r.toString());
     }
 }

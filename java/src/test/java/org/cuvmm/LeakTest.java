@@ -1,9 +1,11 @@
 package org.cuvmm;
 
+import java.util.Map;
 import static org.cuvmm.TestSupport.MiB;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import org.junit.jupiter.api.Test;
+import org.cuvmm.testing.LiveObjects;
 
 /** Brief section 6, rule 7: a buffer never closed is released by the cleaner with a warning. */
 class LeakTest {
@@ -12,7 +14,7 @@ class LeakTest {
 
     @Test
     void unreachableOpenBufferIsReleasedAndReportedWithItsSite() throws Exception {
-        long[] before = TestSupport.live();
+        Map<String, Long> before = LiveObjects.now();
         long leaks = LeakDetection.reportedLeaks();
         long address;
         String previous = System.getProperty(LeakDetection.CAPTURE_PROPERTY);
@@ -39,8 +41,8 @@ class LeakTest {
         assertTrue(report.contains("was never closed"), report);
         assertTrue(report.contains("leakOne"), "report names the allocation site: " + report);
         // The report is written just before the release: wait for the counters too.
-        while (!java.util.Arrays.equals(before, TestSupport.live()) && System.nanoTime() < deadline) Thread.sleep(10);
-        TestSupport.assertLive(before, "after the cleaner released the leaked buffer");
+        while (!before.equals(LiveObjects.now()) && System.nanoTime() < deadline) Thread.sleep(10);
+        LiveObjects.assertBack(before, "after the cleaner released the leaked buffer");
     }
 
     private static long leakOne(VirtualMemoryResource r) {

@@ -1,5 +1,6 @@
 package org.cuvmm;
 
+import java.util.Map;
 import static org.cuvmm.TestSupport.MiB;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -13,6 +14,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import org.junit.jupiter.api.Test;
+import org.cuvmm.testing.LiveObjects;
 
 /** Brief section 6, rules 2, 3 and 4: refuse while in use, atomic check, idempotent close. */
 class LifecycleTest {
@@ -82,7 +84,7 @@ class LifecycleTest {
 
     @Test
     void closeWhenUnusedClosesWithTheLastLease() {
-        long[] before = TestSupport.live();
+        Map<String, Long> before = LiveObjects.now();
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
             VirtualMemoryBuffer idle = r.allocate(MiB);
             idle.closeWhenUnused();
@@ -100,7 +102,7 @@ class LifecycleTest {
             assertTrue(b.isClosed(), "the last lease closed it");
             assertFalse(b.isClosePending());
         }
-        TestSupport.assertLive(before, "after deferred closes");
+        LiveObjects.assertBack(before, "after deferred closes");
     }
 
     @Test
@@ -146,7 +148,7 @@ class LifecycleTest {
     @Test
     void closeRacingCopiesEitherRefusesOrWinsNeverBoth() throws Exception {
         ExecutorService pool = Executors.newFixedThreadPool(2);
-        long[] before = TestSupport.live();
+        Map<String, Long> before = LiveObjects.now();
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
             byte[] chunk = new byte[256 * 1024];
             for (int round = 0; round < 200; round++) {
@@ -181,6 +183,6 @@ class LifecycleTest {
         } finally {
             pool.shutdownNow();
         }
-        TestSupport.assertLive(before, "after 200 close/copy races");
+        LiveObjects.assertBack(before, "after 200 close/copy races");
     }
 }

@@ -26,7 +26,7 @@ class PeerAccessTest {
              VirtualMemoryBuffer shared = onZero.allocate(MiB);
              VirtualMemoryBuffer secret = privateZero.allocate(MiB);
              VirtualMemoryBuffer target = onOne.allocate(MiB)) {
-            byte[] data = TestSupport.pattern(4096, 5);
+            byte[] data = org.cuvmm.testing.TestData.pattern(4096, 5);
             shared.copyFrom(data);
             target.copyFrom(0, shared, 0, data.length); // device 1 reads device 0's peer-readable memory
             byte[] back = new byte[data.length];

@@ -1,5 +1,6 @@
 package org.cuvmm;
 
+import java.util.Map;
 import static org.cuvmm.TestSupport.MiB;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 
@@ -7,6 +8,7 @@ import java.util.ArrayList;
 import java.util.List;
 
 import org.junit.jupiter.api.Test;
+import org.cuvmm.testing.LiveObjects;
 
 /** fds (/proc/self/fd), host memfd mappings (/proc/self/maps) and live counters return to baseline. */
 class ResourceAccountingTest {
@@ -18,19 +20,19 @@ class ResourceAccountingTest {
 
     private long memfds;
 
-    private void checkWhileHeld(long[] before) throws Exception {
+    private void checkWhileHeld(Map<String, Long> before) throws Exception {
         if (TestSupport.onHostDriver()) {
             assertEquals(memfds + 40, TestSupport.memfdFds(), "one memfd per live host allocation");
-            assertEquals(TestSupport.counters().hostMemfds() - before[7], TestSupport.memfdFds() - memfds);
+            assertEquals(TestSupport.counters().hostMemfds() - before.get("host memfds"), TestSupport.memfdFds() - memfds);
         }
     }
 
     private interface Check {
-        void run(long[] before) throws Exception;
+        void run(Map<String, Long> before) throws Exception;
     }
 
     private void cycle(Check whileHeld) throws Exception {
-        long[] before = TestSupport.live();
+        Map<String, Long> before = LiveObjects.now();
         java.util.Map<String, String> fds = TestSupport.fdTargets();
         long maps = TestSupport.memfdMappings();
         memfds = TestSupport.memfdFds();
@@ -47,7 +49,7 @@ class ResourceAccountingTest {
                 for (VirtualMemoryBuffer b : held) b.close();
             }
         }
-        TestSupport.assertLive(before, "after closing every buffer");
+        LiveObjects.assertBack(before, "after closing every buffer");
         assertEquals(memfds, TestSupport.memfdFds(), "memfds back to baseline");
         TestSupport.assertNoNewFds(fds, "after closing every buffer");
         assertEquals(maps, TestSupport.memfdMappings(), "memfd mappings back to baseline");

@@ -1,7 +1,8 @@
 package org.cuvmm.gpu;
 
+import java.util.Map;
 import static org.cuvmm.gpu.GpuSupport.assertContent;
-import static org.cuvmm.gpu.GpuSupport.pattern;
+import static org.cuvmm.testing.TestData.pattern;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
@@ -30,6 +31,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+import org.cuvmm.testing.LiveObjects;
 
 /**
  * The core contract on the real NVIDIA driver: sizes and rounding, data round trips, the
@@ -43,12 +45,12 @@ class CudaContractTest {
     private Driver driver;
     private VirtualMemoryResource resource;
     private long g;
-    private long[] liveBefore;
+    private Map<String, Long> liveBefore;
 
     @BeforeEach
     void open() {
         driver = GpuSupport.assumeCuda();
-        liveBefore = GpuSupport.live();
+        liveBefore = LiveObjects.now();
         resource = VirtualMemoryResource.create(0);
         g = resource.granularity();
     }
@@ -57,7 +59,7 @@ class CudaContractTest {
     void closeAndCheckNothingLeft() {
         if (resource == null) return; // skipped before anything was opened
         resource.close();
-        GpuSupport.assertLive(liveBefore, "after the test closed its buffers");
+        LiveObjects.assertBack(liveBefore, "after the test closed its buffers");
         GpuSupport.assertHostCountersZero();
     }
 
@@ -267,7 +269,7 @@ class CudaContractTest {
 
     @Test
     void closeOrderFreesEachChunkWhenItsLastHolderGoes() {
-        long[] base = GpuSupport.live();
+        Map<String, Long> base = LiveObjects.now();
         long hint = GpuSupport.freeRegion(32 * g);
         DriverCounters k = driver.counters();
         VirtualMemoryResource r = GpuSupport.resourceAt(hint);
@@ -284,17 +286,17 @@ class CudaContractTest {
         decoy.close();
         decoyResource.close();
         // allocations: 1, 2, 3; mappings: a{1} b{+2} c{1',2',3}; reservations: r1, r2, r3
-        assertEquals(base[0] + 3, k.liveAllocations());
-        assertEquals(base[2] + 5, k.liveMappings());
-        assertEquals(base[1] + 3, k.liveReservations());
+        assertEquals(base.get("allocations") + 3, k.liveAllocations());
+        assertEquals(base.get("mappings") + 5, k.liveMappings());
+        assertEquals(base.get("reservations") + 3, k.liveReservations());
         long unmaps = k.calls("cuMemUnmap"), releases = k.calls("cuMemRelease"), frees = k.calls("cuMemAddressFree");
         a.close(); // chunk 1's first mapping is still held by b
-        assertEquals(base[2] + 5, k.liveMappings());
+        assertEquals(base.get("mappings") + 5, k.liveMappings());
         assertEquals(0, k.calls("cuMemUnmap") - unmaps, "closing a still-shared alias unmaps nothing");
         b.close(); // the first mappings of chunks 1 and 2 go, and with them r1 and r2
-        assertEquals(base[2] + 3, k.liveMappings());
-        assertEquals(base[1] + 1, k.liveReservations());
-        assertEquals(base[0] + 3, k.liveAllocations(), "c still maps all three chunks");
+        assertEquals(base.get("mappings") + 3, k.liveMappings());
+        assertEquals(base.get("reservations") + 1, k.liveReservations());
+        assertEquals(base.get("allocations") + 3, k.liveAllocations(), "c still maps all three chunks");
         assertEquals(2, k.calls("cuMemUnmap") - unmaps);
         assertEquals(2, k.calls("cuMemAddressFree") - frees);
         assertEquals(0, k.calls("cuMemRelease") - releases, "no allocation is released while c maps it");
@@ -305,7 +307,7 @@ class CudaContractTest {
         assertEquals(3, k.calls("cuMemRelease") - releases);
         assertEquals(3, k.calls("cuMemAddressFree") - frees);
         r.close();
-        GpuSupport.assertLive(base, "after the last holder closed");
+        LiveObjects.assertBack(base, "after the last holder closed");
     }
 
     @Test

@@ -1,12 +1,14 @@
 package org.cuvmm.gpu;
 
-import static org.cuvmm.gpu.GpuSupport.pattern;
+import static org.cuvmm.testing.TestData.pattern;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
+
+import java.util.Map;
 
 import org.bytedeco.cuda.cudart.CUctx_st;
 import org.bytedeco.cuda.cudart.CUmemLocation_v1;
@@ -27,6 +29,7 @@ import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
+import org.cuvmm.testing.LiveObjects;
 
 /**
  * Cross-checks cuvmm's mappings with an independent binding of the NVIDIA driver, the
@@ -46,7 +49,7 @@ class CudaCrossCheckTest {
     private Driver driver;
     private VirtualMemoryResource resource;
     private long g;
-    private long[] liveBefore;
+    private Map<String, Long> liveBefore;
     private boolean contextRetained;
 
     @BeforeEach
@@ -58,7 +61,7 @@ class CudaCrossCheckTest {
         Cu.check(cudart.cuDevicePrimaryCtxRetain(ctx, 0), "cuDevicePrimaryCtxRetain(device 0)");
         contextRetained = true;
         Cu.check(cudart.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
-        liveBefore = GpuSupport.live();
+        liveBefore = LiveObjects.now();
         resource = VirtualMemoryResource.create(0);
         g = resource.granularity();
     }
@@ -67,7 +70,7 @@ class CudaCrossCheckTest {
     void close() {
         if (resource != null) {
             resource.close();
-            GpuSupport.assertLive(liveBefore, "after the test closed its buffers");
+            LiveObjects.assertBack(liveBefore, "after the test closed its buffers");
             GpuSupport.assertHostCountersZero();
         }
         if (contextRetained) Cu.check(cudart.cuDevicePrimaryCtxRelease(0), "cuDevicePrimaryCtxRelease(device 0)");

@@ -39,35 +39,12 @@ final class GpuSupport {
                 + d.kind().name().toLowerCase(Locale.ROOT) + " driver reports " + d.deviceCount() + ": " + d.devices());
     }
 
-    /** Live objects of cuvmm's object model: allocations, reservations, mappings, ranges. */
-    static long[] live() {
-        DriverCounters c = Driver.get().counters();
-        return new long[] {c.liveAllocations(), c.liveReservations(), c.liveMappings(), c.liveRanges()};
-    }
-
-    static void assertLive(long[] expected, String when) {
-        assertEquals(Arrays.toString(expected), Arrays.toString(live()),
-                "live [allocations, reservations, mappings, ranges] " + when);
-    }
-
     /** The host driver's own counters stay 0 while the cuda driver runs. */
     static void assertHostCountersZero() {
         DriverCounters c = Driver.get().counters();
         assertEquals("[0, 0, 0, 0]", Arrays.toString(new long[] {c.hostAllocations(), c.hostReservations(),
                 c.hostMappings(), c.hostMemfds()}), "host-driver counters [allocations, reservations, mappings, memfds] "
                 + "on the cuda driver");
-    }
-
-    static byte[] pattern(int length, int seed) {
-        byte[] b = new byte[length];
-        int x = seed * 0x9E3779B9 + 1;
-        for (int i = 0; i < length; i++) {
-            x ^= x << 13;
-            x ^= x >>> 17;
-            x ^= x << 5;
-            b[i] = (byte) x;
-        }
-        return b;
     }
 
     static void assertContent(VirtualMemoryBuffer b, long offset, byte[] expected) {

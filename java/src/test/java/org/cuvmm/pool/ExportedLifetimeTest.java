@@ -1,5 +1,6 @@
 package org.cuvmm.pool;
 
+import java.util.Map;
 import static org.cuvmm.pool.PoolTestSupport.assertStats;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
@@ -19,6 +20,7 @@ import org.cuvmm.BufferLease;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.junit.jupiter.api.Test;
+import org.cuvmm.testing.LiveObjects;
 
 /**
  * Exported buffers: leased memory is never reused; it comes back once the owner gave it up
@@ -28,7 +30,7 @@ import org.junit.jupiter.api.Test;
 class ExportedLifetimeTest {
     @Test
     void leasedBufferIsNotReusedUntilEveryLeaseIsReleased() {
-        long[] liveBefore = PoolTestSupport.live();
+        Map<String, Long> liveBefore = LiveObjects.now();
         try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
              VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(resource).build()) {
             long g = resource.granularity();
@@ -79,7 +81,7 @@ class ExportedLifetimeTest {
             assertStats(pool.stats(PoolLifetime.LOCAL), 0, 0, 0, 0, "the local pool was never involved");
             assertEquals(3 * g, pool.trim(E));
         }
-        PoolTestSupport.assertLive(liveBefore, "after the pool and resource closed");
+        LiveObjects.assertBack(liveBefore, "after the pool and resource closed");
     }
 
     @Test

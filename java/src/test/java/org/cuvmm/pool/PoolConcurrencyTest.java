@@ -23,6 +23,7 @@ import org.cuvmm.DriverCounters;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.junit.jupiter.api.Test;
+import org.cuvmm.testing.LiveObjects;
 
 /**
  * 8 threads allocate (both lifetimes), tag, lease, hand leases to each other, give buffers
@@ -37,7 +38,7 @@ class PoolConcurrencyTest {
     @Test
     void eightThreadsOfMixedWorkLeaveNothingBehind() throws Exception {
         DriverCounters c = PoolTestSupport.counters();
-        long[] liveBefore = PoolTestSupport.live();
+        Map<String, Long> liveBefore = LiveObjects.now();
         Map<String, Long> callsBefore = c.calls();
         ConcurrentLinkedQueue<Throwable> failures = new ConcurrentLinkedQueue<>();
         ConcurrentLinkedQueue<Leased> leases = new ConcurrentLinkedQueue<>();
@@ -137,7 +138,7 @@ class PoolConcurrencyTest {
         } finally {
             threads.shutdownNow();
         }
-        PoolTestSupport.assertLive(liveBefore, "after 8 threads, trim and close");
+        LiveObjects.assertBack(liveBefore, "after 8 threads, trim and close");
         Map<String, Long> calls = c.calls();
         long creates = calls.get("cuMemCreate") - callsBefore.get("cuMemCreate");
         assertTrue(creates > 0);

@@ -1,5 +1,6 @@
 package org.cuvmm.pool;
 
+import java.util.Map;
 import static org.cuvmm.pool.PoolTestSupport.assertStats;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -7,12 +8,13 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import org.cuvmm.LeakDetection;
 import org.cuvmm.VirtualMemoryResource;
 import org.junit.jupiter.api.Test;
+import org.cuvmm.testing.LiveObjects;
 
 /** Sampled leak tracking: a watched pooled buffer never closed comes back through the cleaner. */
 class PoolLeakTest {
     @Test
     void leakedLocalBufferIsReportedAndReusedLeakedExportedIsReleased() throws Exception {
-        long[] liveBefore = PoolTestSupport.live();
+        Map<String, Long> liveBefore = LiveObjects.now();
         try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
              VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(resource).leakSampleRate(1).build()) {
             long g = resource.granularity();
@@ -32,7 +34,7 @@ class PoolLeakTest {
             assertEquals(1, pool.stats(PoolLifetime.LOCAL).leaks());
             assertEquals(1, pool.stats(PoolLifetime.EXPORTED).leaks());
         }
-        PoolTestSupport.assertLive(liveBefore, "after the pool closed");
+        LiveObjects.assertBack(liveBefore, "after the pool closed");
     }
 
     private static void leak(VirtualMemoryPool pool, boolean exported) {

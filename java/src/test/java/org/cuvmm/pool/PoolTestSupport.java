@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.util.Arrays;
 
 import org.cuvmm.Driver;
 import org.cuvmm.DriverCounters;
@@ -21,19 +20,6 @@ final class PoolTestSupport {
     static DriverCounters counters() { return Driver.get().counters(); }
 
     static boolean onHostDriver() { return Driver.get().kind() == DriverKind.HOST; }
-
-    /** Live native objects: ours on either driver, plus the host driver's own. */
-    static long[] live() {
-        DriverCounters c = counters();
-        return new long[] {c.liveAllocations(), c.liveReservations(), c.liveMappings(), c.liveRanges(),
-                c.hostAllocations(), c.hostReservations(), c.hostMappings(), c.hostMemfds()};
-    }
-
-    static void assertLive(long[] expected, String when) {
-        assertEquals(Arrays.toString(expected), Arrays.toString(live()),
-                "live counters [ours: allocations, reservations, mappings, ranges; host: allocations, "
-                        + "reservations, mappings, memfds] " + when);
-    }
 
     /** Asserts the four accounting figures of {@code s}, naming the step in the message. */
     static void assertStats(PoolStats s, long liveCount, long liveBytes, long retainedCount, long retainedBytes,

@@ -16,6 +16,7 @@ import org.cuvmm.DriverCounters;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.junit.jupiter.api.Test;
+import org.cuvmm.testing.LiveObjects;
 
 /**
  * After warm-up with repeated sizes, allocate/release makes no driver call, creates no
@@ -34,7 +35,7 @@ class SteadyStateTest {
             for (int round = 0; round < 200; round++) cycle(pool, held); // warm-up: memory and JIT
 
             Map<String, Long> callsBefore = c.calls();
-            long[] liveBefore = PoolTestSupport.live();
+            Map<String, Long> liveBefore = LiveObjects.now();
             long pointersBefore = Pointer.totalCount();
             long missesLocal = pool.stats(PoolLifetime.LOCAL).misses();
             long missesExported = pool.stats(PoolLifetime.EXPORTED).misses();
@@ -42,7 +43,7 @@ class SteadyStateTest {
             for (int round = 0; round < rounds; round++) cycle(pool, held);
 
             assertEquals(callsBefore, c.calls(), "driver calls during " + rounds + " steady-state rounds");
-            PoolTestSupport.assertLive(liveBefore, "after the steady-state rounds");
+            LiveObjects.assertBack(liveBefore, "after the steady-state rounds");
             // JavaCPP objects with native memory (a NativeRangeHandle is one). At most equal: the
             // garbage collector may free older ones (other tests' threads' status objects) meanwhile.
             long pointersAfter = Pointer.totalCount();

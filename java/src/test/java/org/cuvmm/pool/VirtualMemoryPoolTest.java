@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.List;
+import java.util.Map;
 
 import org.cuvmm.BufferOrigin;
 import org.cuvmm.DriverCounters;
@@ -18,16 +19,17 @@ import org.cuvmm.VirtualMemoryResourceOptions;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
+import org.cuvmm.testing.LiveObjects;
 
 /** Reuse, class choice, capacity, caps, eviction order, trim and accounting, one thread. */
 class VirtualMemoryPoolTest {
     private VirtualMemoryResource resource;
     private long g; // granularity
-    private long[] liveBefore;
+    private Map<String, Long> liveBefore;
 
     @BeforeEach
     void open() {
-        liveBefore = PoolTestSupport.live();
+        liveBefore = LiveObjects.now();
         resource = VirtualMemoryResource.create(0);
         g = resource.granularity();
     }
@@ -35,7 +37,7 @@ class VirtualMemoryPoolTest {
     @AfterEach
     void close() {
         resource.close();
-        PoolTestSupport.assertLive(liveBefore, "after the test closed its pool and buffers");
+        LiveObjects.assertBack(liveBefore, "after the test closed its pool and buffers");
     }
 
     private VirtualMemoryPool pool() {

@@ -21,6 +21,8 @@ import org.cuvmm.BufferOrigin;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.VirtualMemoryResourceOptions;
+import org.cuvmm.testing.ChildJvm;
+import org.cuvmm.testing.OpenFds;
 
 /** Helpers of the vmm-ipc tests: fd snapshots, pipes, raw frames, a 3-chunk buffer, child JVMs. */
 final class IpcTestSupport {
@@ -33,57 +35,17 @@ final class IpcTestSupport {
 
     private IpcTestSupport() {}
 
-    /**
-     * Open fds of this process by link target (target -> how many), not counting /proc files:
-     * listing /proc/self/fd opens one, and JavaCPP reads /proc/self/statm. Sockets, pipes and
-     * memfds ("/memfd:cuvmm-host:...") all count, so a leak of any of them shows.
-     */
-    static Map<String, Integer> fdSnapshot() {
-        Map<String, Integer> m = new TreeMap<>();
-        try (Stream<Path> s = Files.list(Path.of("/proc/self/fd"))) {
-            for (Path p : (Iterable<Path>) s::iterator) {
-                String t;
-                try {
-                    t = Files.readSymbolicLink(p).toString();
-                } catch (IOException gone) {
-                    continue; // the directory's own fd, closed by now
-                }
-                if (t.startsWith("/proc/")) continue;
-                // socket:[123] / pipe:[456]: group by kind, an inode number says nothing across time
-                if (t.startsWith("socket:")) t = "socket";
-                else if (t.startsWith("pipe:")) t = "pipe";
-                else if (t.startsWith("/memfd:cuvmm-host")) t = "/memfd:cuvmm-host";
-                m.merge(t, 1, Integer::sum);
-            }
-        } catch (IOException e) {
-            throw new AssertionError(e);
-        }
-        return m;
-    }
+    /** Open fds by kind ({@link OpenFds#byKind()}): sockets, pipes and memfds all count. */
+    static Map<String, Integer> fdSnapshot() { return OpenFds.byKind(); }
 
     /** True when this JVM runs cuvmm's host driver (exported fds are memfds any process can mmap). */
     static boolean onHostDriver() { return org.cuvmm.Driver.get().kind() == org.cuvmm.DriverKind.HOST; }
 
-    static int memfdCount() { return fdSnapshot().getOrDefault("/memfd:cuvmm-host", 0); }
+    static int memfdCount() { return OpenFds.cuvmmMemfds(); }
 
     /** Waits (up to 10 s: connection threads close their sockets asynchronously) for the fds to match {@code baseline}. */
     static void assertFdsBack(Map<String, Integer> baseline, String when) throws InterruptedException {
-        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
-        Map<String, Integer> now = fdSnapshot();
-        while (!now.equals(baseline) && System.nanoTime() < until) {
-            Thread.sleep(20);
-            now = fdSnapshot();
-        }
-        if (!now.equals(baseline)) {
-            Map<String, String> diff = new TreeMap<>();
-            java.util.Set<String> keys = new java.util.TreeSet<>(baseline.keySet());
-            keys.addAll(now.keySet());
-            for (String k : keys) {
-                int a = baseline.getOrDefault(k, 0), b = now.getOrDefault(k, 0);
-                if (a != b) diff.put(k, a + " -> " + b);
-            }
-            throw new AssertionError("open fds by kind " + when + " differ from the baseline: " + diff);
-        }
+        OpenFds.assertBack(baseline, when);
     }
 
     /** A pipe: [read end, write end], both owned by the caller. */
@@ -94,7 +56,7 @@ final class IpcTestSupport {
     }
 
     /** True when {@code fd} is open in this process. */
-    static boolean isOpen(int fd) { return Files.exists(Path.of("/proc/self/fd/" + fd)); }
+    static boolean isOpen(int fd) { return OpenFds.isOpen(fd); }
 
     /** A fresh short socket path in its own temporary directory. */
     static Path socketPath() throws IOException {
@@ -184,27 +146,13 @@ final class IpcTestSupport {
         }
     }
 
-    /** Starts {@code main} in a child JVM with this JVM's class path; output goes to {@code log}. */
+    /** Starts {@code main} in a child JVM with this JVM's class path and environment; output goes to {@code log}. */
     static Process startChild(Class<?> main, File log, List<String> prefix, List<String> jvmArgs, String... args)
             throws IOException {
-        List<String> cmd = new ArrayList<>(prefix);
-        cmd.add(Path.of(System.getProperty("java.home"), "bin", "java").toString());
-        cmd.addAll(jvmArgs);
-        cmd.add("-cp");
-        cmd.add(System.getProperty("java.class.path"));
-        cmd.add(main.getName());
-        cmd.addAll(List.of(args));
-        ProcessBuilder pb = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log);
-        return pb.start();
+        return ChildJvm.start(main, log, prefix, jvmArgs, args);
     }
 
-    static String read(File f) {
-        try {
-            return Files.readString(f.toPath(), StandardCharsets.UTF_8);
-        } catch (IOException e) {
-            return "(unreadable: " + e + ")";
-        }
-    }
+    static String read(File f) { return ChildJvm.read(f); }
 
     /** Waits up to {@code seconds} for {@code condition}. */
     static void await(String what, int seconds, java.util.function.BooleanSupplier condition) throws InterruptedException {
