@@ -1,24 +1,18 @@
 package org.cuvmm.examples;
 
 import java.io.ByteArrayOutputStream;
-import java.io.IOException;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.Map;
-import java.util.Set;
-import java.util.TreeMap;
-import java.util.TreeSet;
 import java.util.concurrent.TimeUnit;
-import java.util.stream.Stream;
 
-import org.cuvmm.Driver;
-import org.cuvmm.DriverCounters;
+import org.cuvmm.testing.LiveObjects;
+import org.cuvmm.testing.OpenFds;
 
 /**
  * What the example tests count to prove an example leaves nothing behind: this process's open
- * fds by kind, and the driver's live objects (host memfds included).
+ * fds by kind ({@link OpenFds#byKind()}) and the driver's live objects ({@link LiveObjects}),
+ * the same counts as the core's and vmm-ipc's tests.
  */
 final class Leaks {
     private Leaks() {}
@@ -39,7 +33,7 @@ final class Leaks {
 
     /** Open fds by kind, and the driver's counters. */
     record Snapshot(Map<String, Integer> fds, Map<String, Long> driver) {
-        static Snapshot now() { return new Snapshot(Leaks.fds(), Leaks.driver()); }
+        static Snapshot now() { return new Snapshot(OpenFds.byKind(), LiveObjects.now()); }
 
         /**
          * Waits up to 10 s (connection threads close their sockets after the call that ended
@@ -54,64 +48,9 @@ final class Leaks {
             }
             if (!now.equals(this)) {
                 throw new AssertionError("open fds and driver objects " + when + " differ from the baseline: "
-                        + diff(fds, now.fds) + " " + diff(driver, now.driver));
+                        + OpenFds.diff(fds, now.fds) + " " + OpenFds.diff(driver, now.driver));
             }
         }
-
-        private static <V> Map<String, String> diff(Map<String, V> a, Map<String, V> b) {
-            Map<String, String> d = new TreeMap<>();
-            Set<String> keys = new TreeSet<>(a.keySet());
-            keys.addAll(b.keySet());
-            for (String k : keys) {
-                if (!java.util.Objects.equals(a.get(k), b.get(k))) d.put(k, a.get(k) + " -> " + b.get(k));
-            }
-            return d;
-        }
-    }
-
-    /**
-     * This process's open fds, by link target, counted. Sockets and pipes count by kind (the
-     * test runner's own are in the baseline; an inode number says nothing over time), memfds
-     * of the host driver ({@code /memfd:cuvmm-host:...}) as one kind. Not counted: /proc files
-     * (listing /proc/self/fd opens one), /dev/random and /dev/urandom, cgroup files and jars,
-     * which the JVM opens lazily and keeps.
-     */
-    static Map<String, Integer> fds() {
-        Map<String, Integer> m = new TreeMap<>();
-        try (Stream<Path> s = Files.list(Path.of("/proc/self/fd"))) {
-            for (Path p : (Iterable<Path>) s::iterator) {
-                String t;
-                try {
-                    t = Files.readSymbolicLink(p).toString();
-                } catch (IOException gone) {
-                    continue; // the listing's own fd, closed by now
-                }
-                if (t.startsWith("/proc/") || t.equals("/dev/random") || t.equals("/dev/urandom")
-                        || t.startsWith("/sys/fs/cgroup") || t.endsWith(".jar")) {
-                    continue;
-                }
-                if (t.startsWith("socket:")) t = "socket";
-                else if (t.startsWith("pipe:")) t = "pipe";
-                else if (t.startsWith("/memfd:cuvmm-host")) t = "memfd (cuvmm host driver)";
-                m.merge(t, 1, Integer::sum);
-            }
-        } catch (IOException e) {
-            throw new AssertionError(e);
-        }
-        return m;
-    }
-
-    /** The driver's live objects: allocations, reservations, mappings, and the host driver's memfds and maps. */
-    static Map<String, Long> driver() {
-        DriverCounters c = Driver.get().counters();
-        Map<String, Long> m = new TreeMap<>();
-        m.put("live allocations", c.liveAllocations());
-        m.put("live reservations", c.liveReservations());
-        m.put("live mappings", c.liveMappings());
-        m.put("host allocations", c.hostAllocations());
-        m.put("host mappings", c.hostMappings());
-        m.put("host memfds", c.hostMemfds());
-        return m;
     }
 
     /** Output written from several threads, readable while it grows. */
