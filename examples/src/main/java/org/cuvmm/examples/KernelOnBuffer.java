@@ -201,7 +201,7 @@ public final class KernelOnBuffer {
                         checkNvrtc(nvrtc.nvrtcGetPTX(program, out), "nvrtcGetPTX", null);
                         ptx = out.getString();
                     }
-                } catch (RuntimeException e) {
+                } catch (RuntimeException | Error e) {
                     nvrtc.nvrtcDestroyProgram(program);   // best effort: the first error is the one to report
                     throw e;
                 }
@@ -230,6 +230,7 @@ public final class KernelOnBuffer {
                 throw new IndexOutOfBoundsException("x at " + xOffset + ", y at " + yOffset + ", " + n
                         + " floats each: outside " + buffer);
             }
+            if (n == 0) return; // a grid of 0 blocks is CUDA_ERROR_INVALID_VALUE; nothing to compute
             buffer.withAddress(base -> {
                 // kernelParams: one pointer per kernel argument, to a copy of its value.
                 try (FloatPointer pa = new FloatPointer(1).put(a);
@@ -238,7 +239,8 @@ public final class KernelOnBuffer {
                      IntPointer pn = new IntPointer(1).put(n);
                      PointerPointer<?> params = new PointerPointer<>(4).put(0, pa).put(1, px).put(2, py).put(3, pn)) {
                     int block = 256;
-                    check(cudart.cuLaunchKernel(function, (n + block - 1) / block, 1, 1, block, 1, 1, 0,
+                    int blocks = (int) ((n + (long) block - 1) / block); // long: no overflow near Integer.MAX_VALUE
+                    check(cudart.cuLaunchKernel(function, blocks, 1, 1, block, 1, 1, 0,
                             (CUstream_st) null, params, (PointerPointer<?>) null), "cuLaunchKernel(saxpy)");
                     check(cudart.cuCtxSynchronize(), "cuCtxSynchronize (after saxpy)");
                 }

@@ -2,6 +2,7 @@ package org.cuvmm.pool;
 
 import java.lang.invoke.MethodHandles;
 import java.lang.invoke.VarHandle;
+import java.util.concurrent.locks.LockSupport;
 
 /**
  * The fields of a {@link FreeListStripe}, between the leading padding of
@@ -11,9 +12,10 @@ import java.lang.invoke.VarHandle;
  * the object header on every enter and exit, and the header sits just after whatever the
  * garbage collector copied before the stripe, often the array of stripes that every thread
  * reads on every allocation. Two threads then bounce that line on each operation. Measured
- * on the host driver (2 cores): with the monitor, two threads on one pool ran at 0.5x to 1.9x
- * the throughput of one thread, changing whenever a garbage collection moved the objects;
- * with this field, 2.0x, as with one pool per thread (bench/RESULTS-sharing-pool.md).
+ * on the host driver (2 cores): with the monitor, two threads on one pool ran at 0.56x to
+ * 1.07x of one thread in JMH runs (0.4x to 1.9x round by round in a test harness, changing
+ * whenever a garbage collection moved the objects); with this field, 1.97x, as with one pool
+ * per thread (bench/RESULTS-sharing-pool.md).
  */
 abstract class FreeListStripeFields extends CacheLinePadding {
     private static final VarHandle LOCKED;
@@ -28,6 +30,10 @@ abstract class FreeListStripeFields extends CacheLinePadding {
 
     /** Spins before the lock starts yielding the processor to a holder that may be descheduled. */
     private static final int SPINS_BEFORE_YIELD = 64;
+    /** Yields before a waiter parks: many more waiters than cores must not starve the holder. */
+    private static final int SPINS_BEFORE_PARK = SPINS_BEFORE_YIELD + 64;
+    /** Longest park between attempts, in nanoseconds. */
+    private static final long MAX_PARK_NANOS = 1_000_000;
 
     // Links: guarded by the lock.
     PoolSlot newest;
@@ -43,28 +49,37 @@ abstract class FreeListStripeFields extends CacheLinePadding {
 
     /**
      * Takes the lock. Critical sections only relink a few slots (no allocation, no driver
-     * call, no logging), so a waiter spins, then yields: a holder is never blocked, only at
-     * worst descheduled.
+     * call, no logging), so a waiter spins, then yields, then parks for growing intervals (up
+     * to 1 ms): a holder is never blocked, only at worst descheduled, and waiters that far
+     * outnumber the cores (or a CPU quota) do not keep it off a core.
      */
     final void lock() {
         if (!LOCKED.compareAndSet(this, 0, 1)) lockContended();
     }
 
     private void lockContended() {
+        long parkNanos = 1_000;
         for (int spins = 0;; spins++) {
             if ((int) LOCKED.getVolatile(this) == 0 && LOCKED.compareAndSet(this, 0, 1)) return;
-            if (spins < SPINS_BEFORE_YIELD) Thread.onSpinWait();
-            else Thread.yield();
+            if (spins < SPINS_BEFORE_YIELD) {
+                Thread.onSpinWait();
+            } else if (spins < SPINS_BEFORE_PARK) {
+                Thread.yield();
+            } else {
+                LockSupport.parkNanos(parkNanos);
+                parkNanos = Math.min(MAX_PARK_NANOS, parkNanos * 2);
+            }
         }
     }
 
     /**
-     * Releases the lock. A volatile store, not a release store: the push that ends here is
-     * followed by a read of the pool's non-empty hint, and that read must not move before this
-     * store (see LifetimePool, "the non-empty hint").
+     * Releases the lock: a release store (the list writes before it are visible to the next
+     * holder). The non-empty hint needs no more: a push's volatile {@code count} store comes
+     * before its volatile read of the hint, and volatile accesses are totally ordered (see
+     * LifetimePool, "the non-empty hint"). Never throws; callers call it in {@code finally}.
      */
     final void unlock() {
-        LOCKED.setVolatile(this, 0);
+        LOCKED.setRelease(this, 0);
     }
 }
 
