@@ -51,15 +51,16 @@ public class PoolBenchmark {
 
     @Benchmark
     public long pool() {
-        VirtualMemoryBuffer b = pool.allocate(size);
-        long a = b.address();
-        b.close();
-        return a;
+        return useOnce(pool.allocate(size));
     }
 
     @Benchmark
     public long direct() {
-        VirtualMemoryBuffer b = resource.allocate(size);
+        return useOnce(resource.allocate(size));
+    }
+
+    /** The op every pool benchmark times after its allocate: read the address (kept by JMH), close. */
+    static long useOnce(VirtualMemoryBuffer b) {
         long a = b.address();
         b.close();
         return a;

@@ -2,7 +2,6 @@ package org.cuvmm.bench.pool;
 
 import java.util.concurrent.TimeUnit;
 
-import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.bench.sharing.Checks;
 import org.cuvmm.pool.VirtualMemoryPool;
@@ -46,10 +45,7 @@ public class PoolThreadsBenchmark {
     }
 
     private long op() {
-        VirtualMemoryBuffer b = pool.allocate(SIZE);
-        long a = b.address();
-        b.close();
-        return a;
+        return PoolBenchmark.useOnce(pool.allocate(SIZE));
     }
 
     @Benchmark
@@ -87,9 +83,6 @@ public class PoolThreadsBenchmark {
     @Benchmark
     @Threads(2)
     public long threads2OwnPools(OwnPool own) {
-        VirtualMemoryBuffer b = own.pool.allocate(SIZE);
-        long a = b.address();
-        b.close();
-        return a;
+        return PoolBenchmark.useOnce(own.pool.allocate(SIZE));
     }
 }
