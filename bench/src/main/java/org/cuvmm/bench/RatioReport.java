@@ -311,10 +311,7 @@ public final class RatioReport {
                 "--warmup-rounds", Integer.toString(s.warmup), "--rounds", Integer.toString(s.iterations),
                 "--round-ms", Long.toString(s.timeMs));
         // The same driver settings this JVM resolved (system property, else environment).
-        passSetting(pb, "cuvmm.driver", "CUVMM_DRIVER");
-        passSetting(pb, "cuvmm.host.devices", "CUVMM_HOST_DEVICES");
-        passSetting(pb, "cuvmm.host.granularity", "CUVMM_HOST_GRANULARITY");
-        passSetting(pb, "cuvmm.cuda.library", "CUVMM_CUDA_LIBRARY");
+        BaselineEnvironment.passDriverSettings(pb);
         pb.redirectErrorStream(true);
         // Hold JMH's machine-wide lock while the baseline runs, so that no other JMH run
         // (another benchmark on a shared machine) overlaps it. Released before JMH runs.
@@ -339,11 +336,6 @@ public final class RatioReport {
             throw new IllegalStateException("C++ baseline for " + name + " failed (exit " + rc + "):\n" + all);
         }
         return run;
-    }
-
-    private static void passSetting(ProcessBuilder pb, String property, String variable) {
-        String v = System.getProperty(property);
-        if (v != null && !v.isBlank()) pb.environment().put(variable, v.trim());
     }
 
     static void parseBaselineLine(String line, String name, BaselineRun run) {

@@ -203,7 +203,8 @@ final class LifetimePool {
                         + " was returned twice or with a foreign range; ignored");
                 return;
             }
-            cells[PROBE.get() & stripeMask].released(slot.classSize, slot.reqSize);
+            int stripe = PROBE.get() & stripeMask; // one thread-local lookup for the cell and the free list
+            cells[stripe].released(slot.classSize, slot.reqSize);
             if (leaked) leaks.increment();
             // A leaked exported buffer is not reused: a consumer whose lease was lost with it
             // may still map the memory (rule 5). Neither is memory that an alias, a grow or a
@@ -226,7 +227,7 @@ final class LifetimePool {
                 release(slot);
                 return;
             }
-            push(slot);
+            push(slot, stripe);
             // retained = footprint - live <= footprint: the sum is needed only when the footprint exceeds the cap.
             long footprint = footprintBytes.get();
             if (footprint > cap && footprint - sumLiveBytes() > cap) evictToCap();
@@ -237,9 +238,8 @@ final class LifetimePool {
         }
     }
 
-    private void push(PoolSlot slot) {
-        FreeListStripe[] stripes = stripes(slot.sizeIdx);
-        FreeListStripe st = stripes[PROBE.get() & stripeMask];
+    private void push(PoolSlot slot, int stripe) {
+        FreeListStripe st = stripes(slot.sizeIdx)[stripe];
         long now = System.nanoTime();
         st.lock();
         try {

@@ -22,6 +22,7 @@ import org.cuvmm.Driver;
 import org.cuvmm.DriverCounters;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
+import org.cuvmm.bench.BaselineEnvironment;
 import org.cuvmm.bench.pool.ArenaBenchmark;
 import org.cuvmm.bench.pool.ArenaWorkloads;
 import org.cuvmm.bench.pool.PoolBenchmark;
@@ -166,10 +167,7 @@ public final class SharingPoolReport {
         ProcessBuilder pb = new ProcessBuilder(binary.toString(), "--chunks", Integer.toString(chunks),
                 "--warmup-rounds", Integer.toString(s.warmup), "--rounds", Integer.toString(s.iterations),
                 "--round-ms", Long.toString(s.timeMs));
-        passSetting(pb, "cuvmm.driver", "CUVMM_DRIVER");
-        passSetting(pb, "cuvmm.host.devices", "CUVMM_HOST_DEVICES");
-        passSetting(pb, "cuvmm.host.granularity", "CUVMM_HOST_GRANULARITY");
-        passSetting(pb, "cuvmm.cuda.library", "CUVMM_CUDA_LIBRARY");
+        BaselineEnvironment.passDriverSettings(pb);
         pb.redirectErrorStream(true);
         Process p = pb.start();
         Baseline b = new Baseline();
@@ -199,11 +197,6 @@ public final class SharingPoolReport {
             throw new IllegalStateException("transport baseline left objects alive: " + b.live);
         }
         return b;
-    }
-
-    private static void passSetting(ProcessBuilder pb, String property, String variable) {
-        String v = System.getProperty(property);
-        if (v != null && !v.isBlank()) pb.environment().put(variable, v.trim());
     }
 
     static Path binary(String name) throws Exception {
