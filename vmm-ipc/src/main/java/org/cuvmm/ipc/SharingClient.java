@@ -56,6 +56,12 @@ public final class SharingClient implements AutoCloseable {
     private volatile Duration timeout = Duration.ofSeconds(30);
     private int serverVersion;
     private int serverMaxFds;
+    /**
+     * Test seam (package-private, tests only): runs on the requesting thread right after its
+     * wait for a reply timed out, before the request gives up its future, so a test can
+     * deliver the reply inside that window. Null in production.
+     */
+    volatile Consumer<CompletableFuture<Frame>> afterTimeoutHook;
 
     private SharingClient(FdSocket socket, Path path) {
         this.socket = socket;
@@ -174,7 +180,15 @@ public final class SharingClient implements AutoCloseable {
         }
     }
 
-    /** Sends {@code m} and waits for its reply of type {@code expected}; an ERROR reply becomes a SharingException. */
+    /**
+     * Sends {@code m} and waits for its reply of type {@code expected}; an ERROR reply becomes a SharingException.
+     *
+     * <p>A reply nobody will read is disposed of exactly once: whichever of this thread (on
+     * timeout, interrupt or any other early exit) and the reader ({@link #dispatch}) loses the
+     * race for the future closes the frame's fds and, for a DESCRIPTOR, releases its lease.
+     * This thread claims the future with {@code completeExceptionally}; when that fails the
+     * reader already completed it, and the frame is this thread's to dispose of.
+     */
     private Frame request(Messages.Message m, FrameType expected) throws IOException {
         int id;
         do {
@@ -182,6 +196,7 @@ public final class SharingClient implements AutoCloseable {
         } while (id == 0);
         CompletableFuture<Frame> reply = new CompletableFuture<>();
         pending.put(id, reply);
+        boolean received = false;
         try {
             IOException f = failure;
             if (f != null) throw rethrow(f);
@@ -198,7 +213,10 @@ public final class SharingClient implements AutoCloseable {
             Frame r;
             try {
                 r = reply.get(timeout.toMillis(), TimeUnit.MILLISECONDS);
+                received = true;
             } catch (TimeoutException e) {
+                Consumer<CompletableFuture<Frame>> hook = afterTimeoutHook;
+                if (hook != null) hook.accept(reply);
                 throw new IOException("no reply to " + m.type() + " from " + path + " within " + timeout);
             } catch (ExecutionException e) {
                 Throwable c = e.getCause();
@@ -212,7 +230,7 @@ public final class SharingClient implements AutoCloseable {
                         : code) + ")");
             }
             if (r.type != expected) {
-                r.close();
+                dispose(r);
                 throw new SharingException(ErrorCode.UNEXPECTED_FRAME, "the server answered " + m.type() + " with "
                         + r.type + " (expected: " + expected + ")");
             }
@@ -222,7 +240,18 @@ public final class SharingClient implements AutoCloseable {
             throw new IOException("interrupted while waiting for the reply to " + m.type(), e);
         } finally {
             pending.remove(id);
+            // Claim the future; if the reader completed it meanwhile, its frame is ours to dispose of.
+            if (!received && !reply.completeExceptionally(new IOException("the request gave up its reply"))
+                    && !reply.isCompletedExceptionally()) {
+                dispose(reply.join());
+            }
         }
+    }
+
+    /** Closes the fds of a reply nobody will use and, for a DESCRIPTOR, gives its lease back (without waiting). */
+    private void dispose(Frame f) {
+        f.close();
+        if (f.message instanceof Messages.Descriptor d) sendQuietly(new Messages.Release(d.leaseId()), nextId());
     }
 
     /** A copy with this thread's stack, keeping the type and code. */
@@ -289,9 +318,8 @@ public final class SharingClient implements AutoCloseable {
         }
         CompletableFuture<Frame> p = pending.remove(f.requestId);
         if (p != null && p.complete(f)) return;
-        // Nobody waits (the request timed out): close its fds and give back its lease.
-        f.close();
-        if (f.message instanceof Messages.Descriptor d) sendQuietly(new Messages.Release(d.leaseId()), nextId());
+        // Nobody waits (the request gave up first): close its fds and give back its lease.
+        dispose(f);
     }
 
     /** A bad frame from the server: tell it why, release a lease it granted, fail the waiting request. */
