@@ -29,7 +29,8 @@ import jnr.unixsocket.UnixSocketOptions;
  *     them, as a {@link ReceivedMessage} that owns the fds. Received with
  *     {@code MSG_CMSG_CLOEXEC}; fds counted from the control message's data length; when the
  *     kernel dropped fds ({@code MSG_CTRUNC}) or more arrived than allowed, every fd received
- *     is closed and {@link FdTransferException} is thrown.</li>
+ *     is closed and {@link FdTransferException} is thrown. The limit is checked after every
+ *     {@code recvmsg}, not once the bytes are complete.</li>
  * </ul>
  *
  * <p>A stream socket keeps no message boundaries: the fds of one {@code send} arrive with
@@ -193,9 +194,16 @@ public final class FdSocket implements Closeable {
      * Reads exactly {@code length} bytes (fewer only at end of stream: see {@link
      * ReceivedMessage#endOfStream()}), with every fd that arrives meanwhile.
      *
+     * <p>The fd limit is enforced as fds arrive: this process never holds more than {@code
+     * maxFds} + 2 of them, however the peer spreads them over its sends. When more than {@code
+     * maxFds} arrive before all {@code length} bytes were read, reading stops at once: the
+     * exception holds the bytes read so far and {@link FdTransferException#streamInStep()} is
+     * false; close the connection (the rest of the message is still unread).
+     *
      * @param maxFds how many fds the caller accepts, 0 to 253
      * @throws FdTransferException when the kernel dropped fds ({@code MSG_CTRUNC}) or more than
-     *     {@code maxFds} arrived: every fd received is closed, the bytes are in the exception
+     *     {@code maxFds} arrived: every fd received is closed, the bytes read are in the
+     *     exception
      * @throws ClosedChannelException when this socket was closed
      * @throws IOException when {@code recvmsg} fails; every fd received is closed
      */
@@ -214,17 +222,27 @@ public final class FdSocket implements Closeable {
         }
     }
 
+    /**
+     * The fd limit is enforced as the fds arrive, not when the bytes are complete: each
+     * {@code recvmsg} offers a control area with room for only one fd more than may still
+     * arrive, so the kernel installs at most that many (and drops the rest, with {@code
+     * MSG_CTRUNC}); the moment the count passes {@code maxFds}, reading stops and every fd
+     * received is closed. A peer that sends one byte with 253 fds per {@code sendmsg} can
+     * therefore never make this process hold more than {@code maxFds} + 2 of its fds (the 2:
+     * the one extra fd of room, and one more that CMSG alignment can fit).
+     */
     private ReceivedMessage receiveExactly(int length, int maxFds) throws IOException {
         byte[] out = new byte[length];
         IntList fds = new IntList();
         boolean[] truncated = {false};
         int got = 0;
         boolean eos = false;
+        boolean excess = false;
         try {
             while (got < length) {
                 int want = Math.min(IO_CHUNK, length - got);
                 NativeMsg io = receiveMsg();
-                int r = recvOnce(io, want, fds, truncated);
+                int r = recvOnce(io, want, maxFds - fds.size() + 1, fds, truncated);
                 if (r == 0 && guard.isClosed()) throw new ClosedChannelException();
                 if (r == 0) {
                     eos = true;
@@ -232,6 +250,10 @@ public final class FdSocket implements Closeable {
                 }
                 io.data.get(0, out, got, r);
                 got += r;
+                if (fds.size() > maxFds) {
+                    excess = true;
+                    break;
+                }
             }
         } catch (IOException | RuntimeException | Error e) {
             NativeIo.closeAll(fds.toArray());
@@ -239,28 +261,34 @@ public final class FdSocket implements Closeable {
         }
         byte[] data = got == length ? out : Arrays.copyOf(out, got);
         int[] received = fds.toArray();
+        if (excess) {
+            NativeIo.closeAll(received);
+            boolean inStep = got == length;
+            throw new FdTransferException(FdTransferException.Reason.TOO_MANY_FDS, (truncated[0] ? "at least " : "")
+                    + received.length + " file descriptors arrived, more than the " + maxFds
+                    + " allowed; closed them all" + (inStep ? "" : "; stopped after " + got + " of " + length
+                    + " bytes: the stream is out of step, close the connection"), data, received.length, inStep);
+        }
         if (truncated[0]) {
             NativeIo.closeAll(received);
             throw new FdTransferException(FdTransferException.Reason.CONTROL_TRUNCATED,
                     "the kernel dropped file descriptors (MSG_CTRUNC): this process is probably at its open-file "
                             + "limit (RLIMIT_NOFILE); closed the " + received.length + " that arrived",
-                    data, received.length);
-        }
-        if (received.length > maxFds) {
-            NativeIo.closeAll(received);
-            throw new FdTransferException(FdTransferException.Reason.TOO_MANY_FDS,
-                    received.length + " file descriptors arrived, more than the " + maxFds + " allowed; closed them all",
-                    data, received.length);
+                    data, received.length, true);
         }
         return new ReceivedMessage(data, received, eos);
     }
 
-    /** One recvmsg of up to {@code want} bytes into {@code io.data}; appends the fds that arrived; returns bytes read, 0 at end of stream. */
-    private int recvOnce(NativeMsg io, int want, IntList fds, boolean[] truncated) throws IOException {
+    /**
+     * One recvmsg of up to {@code want} bytes into {@code io.data}, with room for {@code
+     * roomFds} fds (at least 1); appends the fds that arrived; returns bytes read, 0 at end of
+     * stream.
+     */
+    private int recvOnce(NativeMsg io, int want, int roomFds, IntList fds, boolean[] truncated) throws IOException {
         POSIX posix = NativeIo.posix();
-        // Room for Linux's maximum (253 fds), in bytes. A peer that sends more than the caller
-        // allows is detected by counting, not by a short buffer.
-        MsgHdr msg = io.prepare(want, NativeMsg.controlSpaceForMaxFds());
+        // Room for what may still arrive plus one: an excess is seen at once, and the kernel
+        // installs no more fds than fit (the rest are dropped, MSG_CTRUNC).
+        MsgHdr msg = io.prepare(want, NativeMsg.controlSpaceFor(roomFds));
         int r;
         int errno;
         do {

@@ -4,8 +4,9 @@ import java.io.IOException;
 
 /**
  * File descriptors arrived that could not be handed over intact. Every fd that did arrive
- * has been closed; the bytes were read (so the stream is still in step) and are in
- * {@link #data()}.
+ * has been closed. The bytes read are in {@link #data()}: all that were asked for (the
+ * stream is still in step), unless more fds than allowed arrived before they were all read
+ * ({@link #streamInStep()} false: reading stopped at once, so the connection should be closed).
  */
 public final class FdTransferException extends IOException {
     private static final long serialVersionUID = 1L;
@@ -24,12 +25,14 @@ public final class FdTransferException extends IOException {
     private final transient byte[] data;
     private final Reason reason;
     private final int fdsClosed;
+    private final boolean streamInStep;
 
-    FdTransferException(Reason reason, String message, byte[] data, int fdsClosed) {
+    FdTransferException(Reason reason, String message, byte[] data, int fdsClosed, boolean streamInStep) {
         super(message);
         this.reason = reason;
         this.data = data;
         this.fdsClosed = fdsClosed;
+        this.streamInStep = streamInStep;
     }
 
     public Reason reason() { return reason; }
@@ -39,4 +42,10 @@ public final class FdTransferException extends IOException {
 
     /** How many received fds were closed. */
     public int fdsClosed() { return fdsClosed; }
+
+    /**
+     * True when every byte asked for was read, so the next receive starts where the sender's
+     * next message does; false when reading stopped early because too many fds arrived.
+     */
+    public boolean streamInStep() { return streamInStep; }
 }

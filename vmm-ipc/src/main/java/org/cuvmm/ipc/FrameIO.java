@@ -7,7 +7,9 @@ import java.nio.ByteBuffer;
  * Reads one frame from an {@link FdSocket}, validating it in the order docs/PROTOCOL.md
  * section 4 gives: magic, length, (payload read), version, type, payload, fd count. On any
  * failure every fd that arrived with the frame is closed and a {@link ProtocolException} says
- * which rule broke and whether the stream is still in step. Package-private.
+ * which rule broke and whether the stream is still in step. The fd limit (253 per frame,
+ * header and payload together) is enforced by the socket as the fds arrive; a frame that
+ * passes it before its bytes are complete ends the reading at once (fatal). Package-private.
  */
 final class FrameIO {
     private FrameIO() {}
@@ -25,6 +27,7 @@ final class FrameIO {
         try {
             head = socket.receive(Protocol.HEADER_SIZE);
         } catch (FdTransferException e) {
+            if (!e.streamInStep()) throw tooManyFds(0, e);
             dropped = true;
             dropReason = e.getMessage();
             head = new ReceivedMessage(e.data(), new int[0], e.data().length < Protocol.HEADER_SIZE);
@@ -51,8 +54,10 @@ final class FrameIO {
                         + " (expected: at most " + Protocol.MAX_PAYLOAD + "); closing the connection");
             }
             try {
-                payload = socket.receive((int) length);
+                // The frame's fd limit counts the header's fds too.
+                payload = socket.receive((int) length, Protocol.MAX_FDS_PER_FRAME - head.fdCount());
             } catch (FdTransferException e) {
+                if (!e.streamInStep()) throw tooManyFds(requestId, e);
                 dropped = true;
                 dropReason = e.getMessage();
                 payload = new ReceivedMessage(e.data(), new int[0], e.data().length < length);
@@ -100,6 +105,15 @@ final class FrameIO {
             head.close();
             if (payload != null) payload.close();
         }
+    }
+
+    /**
+     * More fds than a frame may carry arrived before its bytes were complete: the socket
+     * stopped reading (and closed them) at once, so the stream is out of step: fatal.
+     */
+    private static ProtocolException tooManyFds(int requestId, FdTransferException e) {
+        return new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, true, requestId, 0, "more than "
+                + Protocol.MAX_FDS_PER_FRAME + " fds arrived within one frame: " + e.getMessage());
     }
 
     private static int[] concat(int[] a, int[] b) {

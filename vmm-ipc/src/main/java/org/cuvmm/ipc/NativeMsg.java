@@ -108,8 +108,15 @@ final class NativeMsg {
         return space;
     }
 
-    /** Room for the most fds one message can carry: bytes, not a count. */
-    static int controlSpaceForMaxFds() { return CONTROL_SPACE; }
+    /**
+     * A control length with room for {@code fds} fds (CMSG_SPACE), at least 1 and at most
+     * the most one message can carry (253, rounded up to 254 by alignment). The kernel installs up to {@code (length - 16) / 4} fds,
+     * which alignment can make one more than asked.
+     */
+    static int controlSpaceFor(int fds) {
+        if (fds < 1) throw new IllegalArgumentException("fds: " + fds + " (expected: >= 1)");
+        return Math.min(CONTROL_SPACE, CMSG_HEADER + align(4 * fds));
+    }
 
     /**
      * Appends the fds of every SCM_RIGHTS control message in the first {@code controlLength}

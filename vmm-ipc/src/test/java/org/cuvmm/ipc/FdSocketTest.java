@@ -95,6 +95,56 @@ class FdSocketTest {
         assertFdsBack(base, "after rejecting extra fds");
     }
 
+    /**
+     * The limit holds as fds arrive: ten one-byte sends of 253 fds each would make 2,530 fds
+     * if the count were checked only when the 10 bytes are complete. Reading stops on the
+     * second byte, with at most 253 + 2 fds ever held (room for one more than allowed, and one
+     * that alignment lets in), all closed.
+     */
+    @Test
+    void fdsSpreadOverManySendsAreRefusedAsTheyArrive() throws Exception {
+        Map<String, Integer> base = fdSnapshot();
+        FdSocket[] p = FdSocket.pair();
+        int[] pipe = pipe();
+        try (FdSocket a = p[0]; FdSocket b = p[1]) {
+            int[] many = new int[NativeIo.MAX_FDS_PER_MESSAGE];
+            for (int i = 0; i < many.length; i++) many[i] = pipe[i % 2];
+            for (int i = 0; i < 10; i++) a.send(new byte[] {(byte) i}, many);
+            FdTransferException e = assertThrows(FdTransferException.class, () -> b.receive(10, many.length));
+            assertEquals(FdTransferException.Reason.TOO_MANY_FDS, e.reason());
+            assertTrue(e.fdsClosed() > many.length && e.fdsClosed() <= many.length + 2, "fds received before "
+                    + "stopping: " + e.fdsClosed() + " (expected: 254 or 255)");
+            assertEquals(2, e.data().length, "stopped on the second byte: " + e.getMessage());
+            assertFalse(e.streamInStep(), e.getMessage());
+        } finally {
+            NativeIo.closeAll(pipe);
+        }
+        assertFdsBack(base, "after refusing fds spread over many sends");
+    }
+
+    @Test
+    void fdsSpreadOverSendsUpToTheLimitAreAccepted() throws Exception {
+        Map<String, Integer> base = fdSnapshot();
+        FdSocket[] p = FdSocket.pair();
+        int[] pipe = pipe();
+        try (FdSocket a = p[0]; FdSocket b = p[1]) {
+            a.send(new byte[] {1}, new int[] {pipe[0], pipe[1], pipe[0]});
+            a.send(new byte[] {2}, new int[] {pipe[1]});
+            try (ReceivedMessage m = b.receive(2, 4)) {
+                assertEquals(4, m.fdCount());
+                assertArrayEquals(new byte[] {1, 2}, m.data());
+            }
+            a.send(new byte[] {3}, new int[] {pipe[0], pipe[1], pipe[0]});
+            a.send(new byte[] {4}, new int[] {pipe[1], pipe[0]});
+            FdTransferException e = assertThrows(FdTransferException.class, () -> b.receive(2, 4));
+            assertEquals(5, e.fdsClosed());
+            assertTrue(e.streamInStep(), "the limit was passed on the last byte: " + e.getMessage());
+        } finally {
+            NativeIo.closeAll(pipe);
+        }
+        assertFdsBack(base, "after fds spread over sends");
+    }
+
     @Test
     void takeFdsTransfersOwnershipExactlyOnce() throws Exception {
         FdSocket[] p = FdSocket.pair();
