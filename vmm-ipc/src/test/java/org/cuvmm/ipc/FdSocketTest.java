@@ -201,25 +201,44 @@ class FdSocketTest {
         }
     }
 
+    /**
+     * The receiver must be blocked in {@code recvmsg} when {@code close()} runs (a close that
+     * came first would make any receive fail, proving nothing): the test waits until the
+     * receiving thread's stack is inside jnr-posix's {@code recvmsg} with a native method on
+     * top, then closes.
+     */
     @Test
     void closeWakesABlockedReceiverAndLaterCallsFail() throws Exception {
         FdSocket[] p = FdSocket.pair();
         FdSocket b = p[1];
-        CompletableFuture<Throwable> blocked = CompletableFuture.supplyAsync(() -> {
+        CompletableFuture<Throwable> blocked = new CompletableFuture<>();
+        Thread receiver = new Thread(() -> {
             try {
                 b.receive(4);
-                return null;
+                blocked.complete(null);
             } catch (Throwable t) {
-                return t;
+                blocked.complete(t);
             }
-        });
-        Thread.sleep(100);
+        }, "blocked-receiver");
+        receiver.setDaemon(true);
+        receiver.start();
+        IpcTestSupport.await("the receiver blocked in recvmsg", 10, () -> inNativeRecvmsg(receiver));
         b.close();
         Throwable t = blocked.get(5, TimeUnit.SECONDS);
         assertTrue(t instanceof ClosedChannelException, "woke with " + t);
         assertThrows(ClosedChannelException.class, () -> b.receive(1));
         assertThrows(ClosedChannelException.class, () -> b.send(new byte[1], null));
         p[0].close();
+    }
+
+    /** True when {@code t} runs native code (a blocked syscall shows as RUNNABLE) called from a {@code recvmsg} frame. */
+    private static boolean inNativeRecvmsg(Thread t) {
+        StackTraceElement[] stack = t.getStackTrace();
+        if (t.getState() != Thread.State.RUNNABLE || stack.length == 0 || !stack[0].isNativeMethod()) return false;
+        for (StackTraceElement e : stack) {
+            if (e.getMethodName().equals("recvmsg")) return true;
+        }
+        return false;
     }
 
     @Test
