@@ -62,9 +62,18 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     private volatile boolean closePending;
     private final Release release;
     private final Cleaner.Cleanable cleanable; // null when not tracked (sampled pooled buffers)
+    // Non-null when this buffer maps memory of an import made with a whenUnmapped callback:
+    // the buffer owns one reference, dropped by its Release after the native unmap.
+    private final ImportHold hold;
 
     VirtualMemoryBuffer(VirtualMemoryResource resource, NativeRangeHandle range, BufferOrigin origin) {
         this(resource, range, origin, range.size(), null, true);
+    }
+
+    /** {@link #VirtualMemoryBuffer(VirtualMemoryResource, NativeRangeHandle, BufferOrigin, long, BufferRecycler, boolean, ImportHold)} with no import hold. */
+    VirtualMemoryBuffer(VirtualMemoryResource resource, NativeRangeHandle range, BufferOrigin origin, long size,
+                        BufferRecycler recycler, boolean tracked) {
+        this(resource, range, origin, size, recycler, tracked, null);
     }
 
     /**
@@ -72,15 +81,18 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      *     size class)
      * @param recycler receives the range at close instead of dropping it, or null
      * @param tracked whether a cleaner watches for a leak of this buffer
+     * @param hold the import this buffer maps memory of, whose reference (already taken)
+     *     the buffer now owns, or null
      */
     VirtualMemoryBuffer(VirtualMemoryResource resource, NativeRangeHandle range, BufferOrigin origin, long size,
-                        BufferRecycler recycler, boolean tracked) {
+                        BufferRecycler recycler, boolean tracked, ImportHold hold) {
         this.resource = resource;
         this.range = range;
         this.origin = origin;
         this.address = range.address();
         this.size = size;
-        this.release = new Release(range, address, size, recycler, tracked ? LeakDetection.captureSite() : null);
+        this.hold = hold;
+        this.release = new Release(range, address, size, recycler, tracked ? LeakDetection.captureSite() : null, hold);
         // Registered last: if registration failed, the caller still owns `range`.
         this.cleanable = tracked ? LeakDetection.CLEANER.register(this, release) : null;
     }
@@ -95,14 +107,17 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         private final long size;
         private final BufferRecycler recycler;
         private final Throwable site;
+        private final ImportHold hold;
         volatile boolean explicit;
 
-        Release(NativeRangeHandle range, long address, long size, BufferRecycler recycler, Throwable site) {
+        Release(NativeRangeHandle range, long address, long size, BufferRecycler recycler, Throwable site,
+                ImportHold hold) {
             this.range = range;
             this.address = address;
             this.size = size;
             this.recycler = recycler;
             this.site = site;
+            this.hold = hold;
         }
 
         String description() { return describe(address, size); }
@@ -116,8 +131,13 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             try {
                 if (!explicit) LeakDetection.report(description(), site);
             } finally {
-                if (recycler != null) recycler.recycle(range, !explicit);
-                else range.deallocate();
+                try {
+                    if (recycler != null) recycler.recycle(range, !explicit);
+                    else range.deallocate();
+                } finally {
+                    // After the unmap: the import's callback runs once nothing maps it.
+                    if (hold != null) hold.release();
+                }
             }
         }
     }
@@ -264,7 +284,9 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * A direct {@link ByteBuffer} over this buffer's memory, for host-located memory only
      * ({@link VirtualMemoryResource#isHostAccessible()}). The view holds its own reference
      * to the memory: it stays valid, and the memory stays mapped, until the view (and every
-     * slice or duplicate of it) is unreachable, even after this buffer is closed.
+     * slice or duplicate of it) is unreachable, even after this buffer is closed. For memory
+     * imported with a {@code whenUnmapped} callback, the view counts as a mapping: the
+     * callback waits until the view's cleaner has run.
      *
      * @throws UnsupportedOperationException when the memory is not host-accessible
      * @throws IllegalStateException when the buffer is larger than 2 GiB - 1 (use a smaller
@@ -287,15 +309,29 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         acquire();
         try {
             NativeRangeHandle viewRange = new NativeRangeHandle(range);
-            final long base = address;
-            // BytePointer: element size 1, so capacity is in bytes (a plain Pointer counts 8-byte elements).
-            BytePointer p = new BytePointer() {
-                {
-                    address = base;
+            ImportHold viewHold = hold == null ? null : hold.retain();
+            Runnable dropView = viewHold == null ? viewRange::deallocate : () -> {
+                try {
+                    viewRange.deallocate();
+                } finally {
+                    viewHold.release();
                 }
             };
-            ByteBuffer view = p.capacity(size).asByteBuffer();
-            LeakDetection.CLEANER.register(view, viewRange::deallocate);
+            ByteBuffer view;
+            try {
+                final long base = address;
+                // BytePointer: element size 1, so capacity is in bytes (a plain Pointer counts 8-byte elements).
+                BytePointer p = new BytePointer() {
+                    {
+                        address = base;
+                    }
+                };
+                view = p.capacity(size).asByteBuffer();
+                LeakDetection.CLEANER.register(view, dropView);
+            } catch (RuntimeException | Error e) {
+                dropView.run(); // no view escaped: give its references back now
+                throw e;
+            }
             return view;
         } finally {
             releaseUse();
@@ -480,7 +516,15 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
                 case 2: o = BufferOrigin.MOVED; break;
                 default: o = BufferOrigin.ALLOCATED; break;
             }
-            return adopt(resource, out, o);
+            // Every outcome maps this buffer's chunks again (a grow may add local ones): the
+            // new buffer holds the import too, and passes it on to what is derived from it.
+            ImportHold h = hold == null ? null : hold.retain();
+            try {
+                return adopt(resource, out, o, h);
+            } catch (RuntimeException | Error e) {
+                if (h != null) h.release(); // `out` was deallocated by adopt
+                throw e;
+            }
         } finally {
             releaseUse();
         }
@@ -502,8 +546,18 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
     /** A buffer owning {@code range}; if building it fails, the range is released at once. */
     static VirtualMemoryBuffer adopt(VirtualMemoryResource resource, NativeRangeHandle range, BufferOrigin origin) {
+        return adopt(resource, range, origin, null);
+    }
+
+    /**
+     * A buffer owning {@code range} and the reference on {@code hold} (or null) the caller
+     * took for it; if building it fails, the range is released at once and the caller keeps
+     * (and must drop) the hold's reference.
+     */
+    static VirtualMemoryBuffer adopt(VirtualMemoryResource resource, NativeRangeHandle range, BufferOrigin origin,
+                                     ImportHold hold) {
         try {
-            return new VirtualMemoryBuffer(resource, range, origin);
+            return new VirtualMemoryBuffer(resource, range, origin, range.size(), null, true, hold);
         } catch (RuntimeException | Error e) {
             range.deallocate();
             throw e;

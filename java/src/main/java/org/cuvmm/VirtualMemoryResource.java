@@ -253,6 +253,33 @@ public final class VirtualMemoryResource implements AutoCloseable {
      *     on another device); nothing stays reserved or mapped
      */
     public VirtualMemoryBuffer importBuffer(BufferDescriptor descriptor) {
+        return doImport(descriptor, null);
+    }
+
+    /**
+     * {@link #importBuffer(BufferDescriptor)}, and tells when this process has stopped
+     * mapping the imported memory: {@code whenUnmapped} runs once, after the last buffer or
+     * view that maps any of the imported chunks is gone. That is the imported buffer, every
+     * buffer {@link #modifyAllocation} derives from it or from those (alias, grown in place,
+     * moved: a grow that adds local chunks still maps the imported ones), and every
+     * {@link VirtualMemoryBuffer#asByteBuffer() ByteBuffer view} of any of them. Each is gone
+     * when closed, or when the cleaner releases it (a view: once it and its slices and
+     * duplicates are unreachable). A consumer uses it to hand memory back to its producer
+     * only when nothing here can read it any more ({@code org.cuvmm.ipc.Attachment} releases
+     * its lease this way).
+     *
+     * @param whenUnmapped runs on whichever thread drops the last mapping, possibly the
+     *     cleaner thread, holding no lock: it must not block (hand blocking work to another
+     *     thread). A RuntimeException it throws is logged (logger {@code org.cuvmm}) and
+     *     swallowed. It never runs if this method throws (it throws what {@link
+     *     #importBuffer(BufferDescriptor)} throws, for the same reasons).
+     */
+    public VirtualMemoryBuffer importBuffer(BufferDescriptor descriptor, Runnable whenUnmapped) {
+        Checks.notNull("whenUnmapped", whenUnmapped);
+        return doImport(descriptor, whenUnmapped);
+    }
+
+    private VirtualMemoryBuffer doImport(BufferDescriptor descriptor, Runnable whenUnmapped) {
         Checks.notNull("descriptor", descriptor);
         if (!isIpcEnabled()) {
             throw new IllegalStateException("importBuffer: this resource has handle type " + options.handleType()
@@ -285,7 +312,10 @@ public final class VirtualMemoryResource implements AutoCloseable {
                     range.close();
                     throw e;
                 }
-                return VirtualMemoryBuffer.adopt(this, range, BufferOrigin.IMPORTED);
+                // On failure adopt releases the range; the hold is dropped unfired.
+                ImportHold hold = whenUnmapped == null ? null : new ImportHold(whenUnmapped, "0x"
+                        + Long.toHexString(range.address()) + " (" + descriptor.size() + " bytes)");
+                return VirtualMemoryBuffer.adopt(this, range, BufferOrigin.IMPORTED, hold);
             } finally {
                 descriptor.endImport();
             }

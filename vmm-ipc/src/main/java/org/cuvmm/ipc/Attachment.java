@@ -2,30 +2,56 @@ package org.cuvmm.ipc;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.function.Function;
 
 import org.cuvmm.VirtualMemoryBuffer;
 
 /**
  * A buffer attached through a {@link SharingClient}: the imported {@link VirtualMemoryBuffer}
- * and the lease the server counts for it. {@link #close()} closes the buffer (unmapping the
- * memory) and then releases the lease. Thread-safe.
+ * and the lease the server counts for it. Thread-safe.
+ *
+ * <h2>The lease follows this process's mappings</h2>
+ * The lease is released (RELEASE sent) when the last buffer or view in this process that
+ * maps any of the imported memory is gone: the imported buffer, every buffer {@code
+ * modifyAllocation} derived from it (alias, grown in place, moved, and grows of those), and
+ * every {@code asByteBuffer} view of any of them, each gone when closed or released by the
+ * cleaner (docs/VMM_DESIGN.md section 14). So the producer never gets memory back (a pool
+ * never reuses it) while this process can still read or write it. {@link #close()} closes
+ * the imported buffer; when that was the last mapping it releases the lease at once and
+ * waits for RELEASED; otherwise it returns, and the lease is released, without waiting,
+ * when the last alias or view goes (on that thread, or the cleaner's, which hand the
+ * RELEASE to the client's event thread). If the process dies or the connection ends, the
+ * server frees the lease itself.
  */
 public final class Attachment implements AutoCloseable {
     private final SharingClient client;
     private final String name;
     private final long leaseId;
     private final VirtualMemoryBuffer buffer;
+    /** Claimed by whoever sends the one RELEASE of this lease. */
+    private final AtomicBoolean releaseClaimed = new AtomicBoolean();
     private volatile boolean dropped;
-    private boolean closed;
+    /** The thread inside {@link #close()}'s buffer.close(), so an unmap it causes is released synchronously. */
+    private volatile Thread closing;
+    private volatile boolean unmappedByClose;
+    private boolean closed; // guarded by this
 
-    Attachment(SharingClient client, String name, long leaseId, VirtualMemoryBuffer buffer) {
+    /**
+     * Imports through {@code importer}, which must pass the callback it is given to {@code
+     * VirtualMemoryResource.importBuffer(descriptor, whenUnmapped)}.
+     */
+    Attachment(SharingClient client, String name, long leaseId, Function<Runnable, VirtualMemoryBuffer> importer) {
         this.client = client;
         this.name = name;
         this.leaseId = leaseId;
-        this.buffer = buffer;
+        this.buffer = importer.apply(this::unmapped);
     }
 
-    /** The imported buffer (origin IMPORTED). Closed by {@link #close()}. */
+    /**
+     * The imported buffer (origin IMPORTED), closed by {@link #close()}. Aliases and views
+     * made of it keep the lease until they are gone.
+     */
     public VirtualMemoryBuffer buffer() { return buffer; }
 
     public String name() { return name; }
@@ -40,19 +66,37 @@ public final class Attachment implements AutoCloseable {
     public synchronized boolean isClosed() { return closed; }
 
     /**
-     * Closes the buffer, then sends RELEASE and waits for RELEASED. If the connection has
-     * ended, the server already freed the lease and only the buffer is closed. Idempotent.
+     * True once nothing in this process maps the memory any more, so the lease is being (or
+     * has been) given back: RELEASE sent or queued for sending.
+     */
+    public boolean isReleased() { return releaseClaimed.get(); }
+
+    /**
+     * Closes the buffer. When no alias or view of it still maps the memory, then sends
+     * RELEASE and waits for RELEASED; otherwise the lease stays held and is released
+     * (without waiting) when the last of them goes. If the connection has ended, the server
+     * already freed the lease and only the buffer is closed. Idempotent.
      *
      * @throws IllegalStateException when the buffer is in use on another thread (nothing is
      *     released; close again later), or the server refused the release
      * @throws UncheckedIOException when the server did not answer in time
      */
     @Override
-    public synchronized void close() {
-        if (closed) return;
-        buffer.close();
-        closed = true;
+    public void close() {
+        synchronized (this) {
+            if (closed) return;
+            closing = Thread.currentThread();
+            try {
+                buffer.close();
+            } finally {
+                closing = null;
+            }
+            closed = true;
+        }
         client.forget(this);
+        // Outside the monitor: a blocking request. Released here only if this close unmapped
+        // the last mapping; if an alias or view lives on, unmapped() releases later.
+        if (!unmappedByClose || !releaseClaimed.compareAndSet(false, true)) return;
         try {
             client.release(leaseId);
         } catch (SharingException e) {
@@ -61,6 +105,20 @@ public final class Attachment implements AutoCloseable {
             if (client.isConnected()) throw new UncheckedIOException(e);
             // The connection has ended: the server freed the lease with it.
         }
+    }
+
+    /**
+     * The import's whenUnmapped callback: nothing in this process maps the memory any more.
+     * Runs on the thread that dropped the last mapping (possibly the cleaner), so it never
+     * blocks: inside {@link #close()} it leaves the release to close; elsewhere it hands the
+     * RELEASE to the client's event thread.
+     */
+    private void unmapped() {
+        if (closing == Thread.currentThread()) {
+            unmappedByClose = true;
+            return;
+        }
+        if (releaseClaimed.compareAndSet(false, true)) client.releaseLater(leaseId);
     }
 
     @Override

@@ -20,7 +20,6 @@ import java.util.function.Consumer;
 
 import org.cuvmm.BufferDescriptor;
 import org.cuvmm.HandleType;
-import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 
 /**
@@ -46,6 +45,8 @@ public final class SharingClient implements AutoCloseable {
     private final Path path;
     private final Map<Integer, CompletableFuture<Frame>> pending = new ConcurrentHashMap<>();
     private final Map<Long, Attachment> attachments = new ConcurrentHashMap<>();
+    /** Leases granted and not yet given back: attachments open, or closed while an alias or view maps the memory. */
+    private final Set<Long> unreleased = ConcurrentHashMap.newKeySet();
     private final Set<Long> unclaimedDrops = ConcurrentHashMap.newKeySet();
     private final CopyOnWriteArrayList<Consumer<DropNotice>> dropListeners = new CopyOnWriteArrayList<>();
     private final AtomicInteger nextRequestId = new AtomicInteger(1);
@@ -144,12 +145,15 @@ public final class SharingClient implements AutoCloseable {
         Frame f = request(new Messages.Attach(name), FrameType.DESCRIPTOR);
         Messages.Descriptor d = (Messages.Descriptor) f.message;
         int[] fds = f.takeFds();
-        VirtualMemoryBuffer buffer;
+        Attachment a;
         try {
             try (BufferDescriptor desc = BufferDescriptor.fromFds(fds, d.chunkSizes(), HandleType.POSIX_FD, d.size())) {
-                buffer = resource.importBuffer(desc);
+                unreleased.add(d.leaseId());
+                // The lease follows the mappings: the import's callback releases it (Attachment).
+                a = new Attachment(this, name, d.leaseId(), whenUnmapped -> resource.importBuffer(desc, whenUnmapped));
             }
         } catch (RuntimeException e) {
+            unreleased.remove(d.leaseId());
             releaseQuietly(d.leaseId());
             throw new SharingException(null, "attach '" + name + "': the server's descriptor (lease " + d.leaseId()
                     + ", chunks " + java.util.Arrays.toString(d.chunkSizes()) + ") could not be imported: "
@@ -157,7 +161,6 @@ public final class SharingClient implements AutoCloseable {
         } finally {
             NativeIo.closeAll(fds); // fromFds duplicated them
         }
-        Attachment a = new Attachment(this, name, d.leaseId(), buffer);
         attachments.put(d.leaseId(), a);
         if (unclaimedDrops.remove(d.leaseId())) dropped(new Messages.Drop(d.leaseId(), name));
         return a;
@@ -168,8 +171,32 @@ public final class SharingClient implements AutoCloseable {
 
     void forget(Attachment a) { attachments.remove(a.leaseId()); }
 
+    /** Sends RELEASE and waits for RELEASED. */
     void release(long leaseId) throws IOException {
+        unreleased.remove(leaseId);
         request(new Messages.Release(leaseId), FrameType.RELEASED).close();
+    }
+
+    /**
+     * Releases a lease without blocking the caller (a thread closing an alias, the cleaner):
+     * the event thread sends RELEASE, and the reader disposes of the RELEASED nobody waits
+     * for. If the connection has ended, the server already freed the lease. After {@link
+     * #close()}, the last such release closes the connection.
+     */
+    void releaseLater(long leaseId) {
+        if (failure != null) {
+            unreleased.remove(leaseId);
+            return;
+        }
+        try {
+            events().execute(() -> {
+                sendQuietly(new Messages.Release(leaseId), nextId());
+                unreleased.remove(leaseId);
+                if (closed && unreleased.isEmpty()) shutdownNow();
+            });
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            unreleased.remove(leaseId); // shut down: the connection's end frees the lease
+        }
     }
 
     private void releaseQuietly(long leaseId) {
@@ -397,7 +424,10 @@ public final class SharingClient implements AutoCloseable {
 
     /**
      * Closes every open attachment (each closes its buffer and releases its lease), then the
-     * connection. Idempotent.
+     * connection. When an alias or view of an attached buffer still maps the memory, the
+     * connection stays open in the background, so the server keeps that lease, and closes
+     * once the last such lease is released (see {@link Attachment}); no new request can be
+     * made meanwhile. Idempotent.
      *
      * @throws IllegalStateException when an attachment's buffer is in use on another thread;
      *     the client stays open (close again later)
@@ -406,7 +436,8 @@ public final class SharingClient implements AutoCloseable {
     public void close() {
         if (closed) return;
         for (Attachment a : new ArrayList<>(attachments.values())) a.close();
-        shutdownNow();
+        closed = true;
+        if (unreleased.isEmpty() || failure != null) shutdownNow();
     }
 
     private void shutdownNow() {
