@@ -23,6 +23,7 @@ import org.cuvmm.DriverCounters;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.bench.BaselineEnvironment;
+import org.cuvmm.bench.BenchChecks;
 import org.cuvmm.bench.pool.ArenaBenchmark;
 import org.cuvmm.bench.pool.ArenaWorkloads;
 import org.cuvmm.bench.pool.PoolBenchmark;
@@ -81,7 +82,7 @@ public final class SharingPoolReport {
 
     public static void main(String[] args) throws Exception {
         Settings s = parse(args);
-        Driver driver = Checks.expectedDriver();
+        Driver driver = BenchChecks.expectedDriver();
         String kind = driver.kind().name().toLowerCase(Locale.ROOT);
         out("# cuvmm sharing + pool benchmark report");
         out("");
@@ -125,7 +126,7 @@ public final class SharingPoolReport {
                     }
                 }, 4, 16).calls;
             }
-            Checks.nothingLeft();
+            BenchChecks.nothingLeft();
             Baseline c1 = runBaseline(binary, chunks, s);
             RunResult jmh = runJmh(TransportBenchmark.class, "roundTrip", "chunks", Integer.toString(chunks),
                     Mode.AverageTime, TimeUnit.NANOSECONDS, s, kind);
@@ -228,7 +229,7 @@ public final class SharingPoolReport {
                 countRows.add("| pool " + mib + " MiB | " + f3(cp.total) + " | " + f3(cp.minflt) + " | " + fmtCalls(cp.calls) + " |");
                 countRows.add("| direct " + mib + " MiB | " + f3(cd.total) + " | " + f3(cd.minflt) + " | " + fmtCalls(cd.calls) + " |");
             }
-            Checks.nothingLeft();
+            BenchChecks.nothingLeft();
         }
         out("## Pool allocate+close vs the resource's allocate+close");
         out("");
@@ -304,7 +305,7 @@ public final class SharingPoolReport {
                     countRows.add("| " + w[0] + " | " + (pooledSide ? "pool" : "direct") + " | " + f3(c.total) + " | "
                             + f3(c.minflt) + " |");
                 }
-                Checks.nothingLeft();
+                BenchChecks.nothingLeft();
             }
         }
         out("## Arena workloads (ns per round)");
@@ -362,7 +363,7 @@ public final class SharingPoolReport {
                 p.trim();
             }
         }
-        Checks.nothingLeft();
+        BenchChecks.nothingLeft();
         out("## (d) Large one-off (512 MiB) on a warm 2 MiB pool, then trim() (one-shot, median of " + reps + ")");
         out("");
         out("| step | µs (median) | notes |");
@@ -437,7 +438,7 @@ public final class SharingPoolReport {
                 .mode(mode)
                 .timeUnit(unit)
                 .shouldFailOnError(true)
-                .jvmArgsAppend("-D" + Checks.EXPECT_DRIVER_PROPERTY + "=" + kind)
+                .jvmArgsAppend("-D" + BenchChecks.EXPECT_DRIVER_PROPERTY + "=" + kind)
                 .verbosity(s.quiet ? VerboseMode.SILENT : VerboseMode.NORMAL);
         if (param != null) b.param(param, value);
         Collection<RunResult> results = new Runner(b.build()).run();
