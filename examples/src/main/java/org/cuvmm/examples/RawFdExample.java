@@ -14,8 +14,8 @@ import org.cuvmm.HandleType;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.ipc.FdSocket;
-import org.cuvmm.ipc.Pattern;
 import org.cuvmm.ipc.ReceivedMessage;
+import org.cuvmm.ipc.internal.BytePattern;
 
 /**
  * Sharing a buffer with nothing but the descriptor API and a socket of your own: no server,
@@ -69,7 +69,7 @@ public final class RawFdExample {
                 buffer = resource.modifyAllocation(first, 2 * g + 12345);
             } // `first` is closed; `buffer` still maps its memory
             try (buffer) {
-                Pattern.fill(buffer, SEED);
+                BytePattern.fill(buffer, SEED);
                 out.printf("sender: %d bytes in %d chunk(s)%n", buffer.size(), buffer.chunkCount());
 
                 // exportDescriptor() makes fresh fds on every call, and the descriptor owns
@@ -174,7 +174,7 @@ public final class RawFdExample {
             } // The descriptor closes the fds here: the mapping keeps the memory, not the fds.
         }
         try (view) {
-            long bad = Pattern.firstMismatch(view, SEED);
+            long bad = BytePattern.firstMismatch(view, SEED);
             if (bad >= 0) return "byte " + bad + " differs";
             view.copyFrom(view.size() - REPLY.length, REPLY, 0, REPLY.length);
             return "verified " + view.size() + " bytes in " + view.chunkCount() + " chunk(s), wrote "
