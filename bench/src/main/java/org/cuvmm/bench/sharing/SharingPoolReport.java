@@ -24,6 +24,7 @@ import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.bench.BaselineEnvironment;
 import org.cuvmm.bench.BenchChecks;
+import org.cuvmm.bench.CommandLine;
 import org.cuvmm.bench.pool.ArenaBenchmark;
 import org.cuvmm.bench.pool.ArenaWorkloads;
 import org.cuvmm.bench.pool.PoolBenchmark;
@@ -80,8 +81,13 @@ public final class SharingPoolReport {
         REPORT.append(line).append('\n');
     }
 
+    /** What {@code --help} prints (bench/run-sharing-pool passes its arguments here). */
+    static final String USAGE = "usage: bench/run-sharing-pool [--warmup N (3)] [--iterations N (5)] [--time-ms N (1000)] "
+            + "[--only transport,pool,threads,arena,trim] [--out FILE (bench/target/sharing-pool-report.md)] [--quiet] "
+            + "[--help]";
+
     public static void main(String[] args) throws Exception {
-        Settings s = parse(args);
+        Settings s = CommandLine.parseOrExit(args, SharingPoolReport::parse, USAGE);
         Driver driver = BenchChecks.expectedDriver();
         String kind = driver.kind().name().toLowerCase(Locale.ROOT);
         out("# cuvmm sharing + pool benchmark report");
@@ -524,11 +530,11 @@ public final class SharingPoolReport {
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             switch (a) {
-                case "--warmup" -> s.warmup = Integer.parseInt(args[++i]);
-                case "--iterations" -> s.iterations = Integer.parseInt(args[++i]);
-                case "--time-ms" -> s.timeMs = Long.parseLong(args[++i]);
-                case "--only" -> s.only = Arrays.asList(args[++i].split(","));
-                case "--out" -> s.out = Path.of(args[++i]);
+                case "--warmup" -> s.warmup = (int) CommandLine.number(args, ++i, a, 0);
+                case "--iterations" -> s.iterations = (int) CommandLine.number(args, ++i, a, 1);
+                case "--time-ms" -> s.timeMs = CommandLine.number(args, ++i, a, 1);
+                case "--only" -> s.only = Arrays.asList(CommandLine.value(args, ++i, a).split(","));
+                case "--out" -> s.out = Path.of(CommandLine.value(args, ++i, a));
                 case "--quiet" -> s.quiet = true;
                 default -> throw new IllegalArgumentException("unknown option: " + a
                         + " (expected: --warmup N --iterations N --time-ms N --only transport,pool,threads,arena,trim "
