@@ -32,8 +32,9 @@ import org.cuvmm.internal.jni.NativeStatus;
  * <ul>
  * <li>hold the descriptor in a try-with-resources block around every use of its fds (the
  *     {@code close()} at the end keeps it reachable);
- * <li>{@link #useFds}, which keeps the descriptor reachable <em>and open</em> (a concurrent
- *     {@code close()} waits for the action to return) while the action runs;
+ * <li>{@link #useFds}, which keeps the descriptor reachable <em>and open</em> while the
+ *     action runs (a {@code close()} meanwhile never blocks: it takes effect when the action
+ *     returns);
  * <li>{@link #takeFds()}, which hands the ints to the caller, who owns and closes them.
  * </ul>
  * Every cuvmm API that takes a descriptor ({@code VirtualMemoryResource.importBuffer}, and

@@ -79,8 +79,8 @@ public final class RawFdExample {
                 // `mine.send(msg, buffer.exportDescriptor().fds())`: the descriptor is garbage
                 // during that send, and whatever file then has those numbers would be sent.
                 // Safe: hold the descriptor in try-with-resources and hand the ints over inside
-                // useFds, which keeps it reachable and open (a close() from elsewhere waits)
-                // until the action returns. (If the ints must outlive the descriptor, takeFds()
+                // useFds, which keeps it reachable and open until the action returns (a close()
+                // from elsewhere meanwhile takes effect only then). (If the ints must outlive the descriptor, takeFds()
                 // makes them yours, to close yourself.)
                 // Once send() returns, the kernel holds its own references to the fds until the
                 // receiver takes them, so we close ours at once (end of the try). If the
