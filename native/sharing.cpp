@@ -19,8 +19,11 @@ std::vector<int> export_range_fds(const Range& range) {
     for (size_t i = 0; i < chunks; ++i) {
         if (range.mappings()[i]->allocation()->imported()) {
             throw DriverError(CUDA_ERROR_NOT_PERMITTED, "export", "checking chunk " + std::to_string(i + 1),
-                              "the memory was imported from another process and cannot be exported again; forward "
-                              "the descriptor you imported it from, or copy it into a buffer you own and export that");
+                              // The same words as org.cuvmm.internal.ErrorMessages (ErrorMessagesTest checks).
+                              "imported memory cannot be exported again; share it from the process that owns it "
+                              "(forward the BufferDescriptor it was imported from, or publish the owner's buffer), "
+                              "or copy the data into a buffer this process owns (resource.allocate + copyFrom) and "
+                              "export that");
         }
     }
     if (range.spec()->prop.requestedHandleTypes != CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) {

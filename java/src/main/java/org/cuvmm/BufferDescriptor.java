@@ -2,6 +2,7 @@ package org.cuvmm;
 
 import java.util.Arrays;
 import java.lang.ref.Cleaner;
+import java.lang.ref.Reference;
 
 import org.cuvmm.internal.AcquireState;
 import org.cuvmm.internal.Checks;
@@ -15,15 +16,34 @@ import org.cuvmm.internal.jni.NativeStatus;
  * physical allocation in address order, each allocation's size, the buffer's size (which
  * may be less than their sum) and the handle type.
  *
- * <p>A descriptor <em>owns</em> its fds and closes them in {@link #close()}. Send the fds by
- * any means (the vmm-ipc sharing protocol, or your own {@code SCM_RIGHTS} code), then close
- * the descriptor: the receiver gets its own copies. On the receiving side,
- * {@link #fromFds} duplicates the ints it is given, so the caller keeps (and closes) its
- * originals.
+ * <p>A descriptor <em>owns</em> its fds and closes them in {@link #close()}, or, if it is
+ * never closed, when the garbage collector finds it unreachable (a {@link java.lang.ref.Cleaner},
+ * with a leak warning). Send the fds by any means (the vmm-ipc sharing protocol, or your own
+ * {@code SCM_RIGHTS} code), then close the descriptor: the receiver gets its own copies. On
+ * the receiving side, {@link #fromFds} duplicates the ints it is given, so the caller keeps
+ * (and closes) its originals.
+ *
+ * <p><b>Raw fds are only valid while their descriptor is open and reachable.</b> The ints
+ * {@link #fds()} returns are numbers, not references: they keep nothing alive. In
+ * {@code send(buffer.exportDescriptor().fds())} nothing refers to the descriptor once
+ * {@code fds()} returns, so the garbage collector may close its fds during the send, and the
+ * kernel may by then have given those numbers to unrelated files, which would be sent
+ * instead. Three safe patterns:
+ * <ul>
+ * <li>hold the descriptor in a try-with-resources block around every use of its fds (the
+ *     {@code close()} at the end keeps it reachable);
+ * <li>{@link #useFds}, which keeps the descriptor reachable <em>and open</em> while the
+ *     action runs (a {@code close()} meanwhile never blocks: it takes effect when the action
+ *     returns);
+ * <li>{@link #takeFds()}, which hands the ints to the caller, who owns and closes them.
+ * </ul>
+ * Every cuvmm API that takes a descriptor ({@code VirtualMemoryResource.importBuffer}, and
+ * vmm-ipc's sharing server, which holds each descriptor until its fds are sent) keeps it
+ * reachable until it is done with the fds.
  *
  * <pre>{@code
  * try (BufferDescriptor d = buffer.exportDescriptor()) {
- *     send(socket, d.fds(), d.sizes(), d.size());   // your transport
+ *     d.useFds(fds -> send(socket, fds, d.sizes(), d.size()));   // your transport
  * }
  * // other process:
  * try (BufferDescriptor d = BufferDescriptor.fromFds(fds, sizes, HandleType.POSIX_FD, size);
@@ -64,6 +84,8 @@ public final class BufferDescriptor implements AutoCloseable {
         private final long size;
         private final Throwable site;
         volatile boolean explicit;
+        // Set by takeFds before it deregisters: the caller owns the ints, so nothing closes them here.
+        volatile boolean taken;
 
         FdCloser(int[] fds, long size, Throwable site) {
             this.fds = fds;
@@ -73,6 +95,7 @@ public final class BufferDescriptor implements AutoCloseable {
 
         @Override
         public void run() {
+            if (taken) return;
             try {
                 if (!explicit) {
                     LeakDetection.report("BufferDescriptor[" + fds.length + " fds, size " + size + "] (its fds)", site);
@@ -158,10 +181,92 @@ public final class BufferDescriptor implements AutoCloseable {
         }
     }
 
-    /** The fds, address order: still owned by this descriptor (do not close them yourself). */
+    /**
+     * The fds, address order: still owned by this descriptor (do not close them yourself).
+     * The ints are valid only while this descriptor is open <em>and reachable</em>: once
+     * nothing refers to it, the garbage collector may close them (and the kernel reuse the
+     * numbers) even before {@code close()}. Use them inside a try-with-resources block that
+     * holds the descriptor, or use {@link #useFds} or {@link #takeFds()} (see the class
+     * documentation).
+     *
+     * @throws IllegalStateException when closed, or after {@link #takeFds()}
+     */
     public int[] fds() {
         requireOpen();
-        return fds.clone();
+        int[] copy = fds.clone();
+        Reference.reachabilityFence(this);
+        return copy;
+    }
+
+    /**
+     * What {@link #useFds} runs: receives the fds, may throw {@code X}.
+     *
+     * @param <X> the checked exception the action may throw (inferred from the lambda)
+     */
+    @FunctionalInterface
+    public interface FdsConsumer<X extends Exception> {
+        void accept(int[] fds) throws X;
+    }
+
+    /**
+     * Runs {@code action} with this descriptor's fds (a fresh array, address order), keeping
+     * the descriptor reachable and open until the action returns: the safe way to hand the
+     * raw ints to a transport. A {@code close()} meanwhile, from any thread (the action
+     * included), takes effect when the action returns, as it does during an import. The fds
+     * still belong to this descriptor: the action must neither close them nor use them after
+     * it returns (to keep them, duplicate them with {@link #fromFds} or call
+     * {@link #takeFds()} instead).
+     *
+     * <pre>{@code
+     * try (BufferDescriptor d = buffer.exportDescriptor()) {
+     *     d.useFds(fds -> socket.send(frame, fds));   // an IOException passes through
+     * }
+     * }</pre>
+     *
+     * @param <X> what the action may throw
+     * @throws IllegalStateException when closed, or after {@link #takeFds()}; the action
+     *     does not run
+     * @throws X whatever the action throws; the descriptor stays as it was (open, unless
+     *     closed meanwhile)
+     */
+    public <X extends Exception> void useFds(FdsConsumer<X> action) throws X {
+        Checks.notNull("action", action);
+        int[] owned = beginImport();
+        try {
+            action.accept(owned.clone());
+        } finally {
+            endImport();
+            Reference.reachabilityFence(this);
+        }
+    }
+
+    /**
+     * Transfers the fds to the caller, who owns them from now on and must close them (with
+     * its own native code, or by {@link #adoptFds adopting} them into a descriptor and closing
+     * that). The descriptor is then closed: {@code fds()}, {@code useFds}, {@code takeFds} and
+     * imports throw, {@code close()} does nothing, and the garbage collector never closes the
+     * ints. For code that passes the fds on to something that outlives the descriptor.
+     *
+     * @return the fds, address order
+     * @throws IllegalStateException when closed or already taken, or while an import or a
+     *     {@link #useFds} action is using the fds (take them after it returns); the
+     *     descriptor is unchanged
+     */
+    public int[] takeFds() {
+        if (closePending) throw closedException();
+        if (!state.tryCloseIfIdle()) {
+            if (state.isClosed()) throw closedException();
+            throw new IllegalStateException(this + ": its fds are in use by " + state.activeUses() + " call(s) "
+                    + "(importBuffer or useFds) (expected: no use in progress; take them after those return)");
+        }
+        // We alone closed the state word: no close(), import or cleaner can touch the fds now.
+        closePending = true;
+        closer.taken = true;
+        closer.explicit = true;
+        cleanable.clean(); // deregisters; FdCloser.run sees taken and closes nothing
+        int[] out = fds.clone();
+        Reference.reachabilityFence(this);
+        return out;
     }
 
     public long[] sizes() { return sizes.clone(); }
@@ -180,8 +285,9 @@ public final class BufferDescriptor implements AutoCloseable {
     }
 
     /**
-     * Closes every fd this descriptor owns. Idempotent; never throws. If an import is reading
-     * the fds right now, they are closed when it ends.
+     * Closes every fd this descriptor owns. Idempotent; never throws. If an import or a
+     * {@link #useFds} action is using the fds right now, they are closed when it ends. After
+     * {@link #takeFds()} it does nothing (the caller owns the fds).
      */
     @Override
     public void close() {
@@ -199,12 +305,19 @@ public final class BufferDescriptor implements AutoCloseable {
     /** True once {@link #close()} was called (the fds may still close a moment later). */
     public boolean isClosed() { return closePending || state.isClosed(); }
 
-    /** Registers an import's use of the fds; pair with {@link #endImport()}. */
+    /**
+     * Registers an import's (or a {@link #useFds} action's) use of the fds; pair with
+     * {@link #endImport()}. The caller must keep this descriptor reachable until then.
+     */
     int[] beginImport() {
-        state.acquire(this);
+        try {
+            state.acquire(this);
+        } catch (IllegalStateException e) {
+            throw state.isClosed() ? closedException() : e;
+        }
         if (closePending) {
             endImport();
-            throw new IllegalStateException(this + " is closed; its fds are gone");
+            throw closedException();
         }
         return fds;
     }
@@ -215,12 +328,18 @@ public final class BufferDescriptor implements AutoCloseable {
     }
 
     private void requireOpen() {
-        if (isClosed()) throw new IllegalStateException(this + " is closed; its fds are gone");
+        if (isClosed()) throw closedException();
+    }
+
+    private IllegalStateException closedException() {
+        return closer.taken
+                ? new IllegalStateException(this + ": its fds were handed to the caller by takeFds(); use those")
+                : new IllegalStateException(this + " is closed; its fds are gone");
     }
 
     @Override
     public String toString() {
         return "BufferDescriptor[" + handleType + ", size " + size + ", chunks " + Arrays.toString(sizes)
-                + (isClosed() ? ", closed" : "") + "]";
+                + (closer.taken ? ", fds taken" : isClosed() ? ", closed" : "") + "]";
     }
 }

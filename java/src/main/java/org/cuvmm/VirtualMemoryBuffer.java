@@ -360,10 +360,8 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             int chunks = NativeApi.export_chunk_count(range);
             for (int i = 0; i < chunks; i++) {
                 if (range.chunk_imported(i)) {
-                    throw new IllegalStateException("exportDescriptor: " + release.description() + " covers memory imported "
-                            + "from another process (chunk " + (i + 1) + " of " + chunks + "); imported memory cannot be "
-                            + "exported again. Forward the BufferDescriptor you imported it from, or copy the data into "
-                            + "a buffer this process owns (resource.allocate + copyFrom) and export that.");
+                    throw new IllegalStateException(org.cuvmm.internal.ErrorMessages.importedCannotBeExported(
+                            "exportDescriptor: " + release.description(), " (chunk " + (i + 1) + " of " + chunks + ")"));
                 }
             }
             int[] fds = new int[chunks];

@@ -318,6 +318,7 @@ public final class VirtualMemoryResource implements AutoCloseable {
                 return VirtualMemoryBuffer.adopt(this, range, BufferOrigin.IMPORTED, hold);
             } finally {
                 descriptor.endImport();
+                java.lang.ref.Reference.reachabilityFence(descriptor); // its fds are ints: it must outlive their use
             }
         } finally {
             state.release();

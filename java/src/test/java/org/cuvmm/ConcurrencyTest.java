@@ -2,7 +2,6 @@ package org.cuvmm;
 
 import java.util.Map;
 import static org.cuvmm.TestSupport.MiB;
-import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -107,16 +106,67 @@ class ConcurrencyTest {
         }
     }
 
+    /**
+     * A copy is complete, for every thread, when it returns. A reader that learns of a write
+     * only from the buffer's own memory (a flag byte that the writer's <em>next</em>
+     * {@code copyFrom} sets) must then read every byte of the earlier {@code copyFrom}.
+     * Between the two threads there is no join, latch, lock or volatile: each learns of the
+     * other's progress only by polling bytes of the buffer (the writer waits for an ack byte
+     * before the next round). So the only ordering is cuvmm's own: a copy returns after the
+     * driver finished it (the stream is synchronized), and the flag copy starts after the
+     * data copy returned. It fails if a copy could return before its bytes land, or if two
+     * copies could become visible out of order. (Before issue 8 this test joined the writer
+     * thread, which orders everything by itself, so it could not fail.)
+     */
     @Test
-    void dataWrittenByOneThreadIsSeenByAnother() throws Exception {
-        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer b = r.allocate(MiB)) {
-            byte[] data = org.cuvmm.testing.TestData.pattern(4096, 9);
-            Thread w = new Thread(() -> b.copyFrom(0, data, 0, data.length));
-            w.start();
-            w.join();
-            byte[] back = new byte[data.length];
-            b.copyTo(0, back, 0, back.length);
-            assertArrayEquals(data, back);
+    void aCopyIsCompleteForEveryThreadWhenItReturns() throws Exception {
+        final int data = (int) (4 * MiB);
+        final int flag = data;       // the round whose data is complete, set by the writer
+        final int ack = data + 1;    // the round the reader has checked, set by the reader
+        final int rounds = 20;
+        ExecutorService two = Executors.newFixedThreadPool(2);
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer b = r.allocate(data + 2)) {
+            b.fill(flag, 2, (byte) 0); // before the threads start (starting them orders this)
+            Future<?> writer = two.submit(() -> {
+                for (int round = 1; round <= rounds; round++) {
+                    awaitByte(b, ack, round - 1, "writer: the reader's ack of round " + (round - 1));
+                    b.copyFrom(0, org.cuvmm.testing.TestData.pattern(data, round), 0, data);
+                    b.copyFrom(flag, new byte[] {(byte) round}, 0, 1);
+                }
+                return null;
+            });
+            Future<?> reader = two.submit(() -> {
+                byte[] seen = new byte[data];
+                for (int round = 1; round <= rounds; round++) {
+                    awaitByte(b, flag, round, "reader: the flag of round " + round);
+                    b.copyTo(0, seen, 0, data);
+                    byte[] want = org.cuvmm.testing.TestData.pattern(data, round);
+                    int at = java.util.Arrays.mismatch(want, seen);
+                    if (at >= 0) {
+                        throw new AssertionError("round " + round + ": the flag was visible but byte " + at + " of the "
+                                + "data copied before it was not (0x" + Integer.toHexString(seen[at] & 0xFF)
+                                + ", expected 0x" + Integer.toHexString(want[at] & 0xFF) + ")");
+                    }
+                    b.copyFrom(ack, new byte[] {(byte) round}, 0, 1);
+                }
+                return null;
+            });
+            reader.get(120, TimeUnit.SECONDS); // the reader's own check is the assertion
+            writer.get(120, TimeUnit.SECONDS);
+        } finally {
+            two.shutdownNow();
         }
+    }
+
+    /** Polls byte {@code at} of {@code b} (through cuvmm copies only) until it is {@code value}; bounded. */
+    private static void awaitByte(VirtualMemoryBuffer b, long at, int value, String what) {
+        byte[] one = new byte[1];
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+        do {
+            b.copyTo(at, one, 0, 1);
+            if (one[0] == (byte) value) return;
+            Thread.onSpinWait();
+        } while (System.nanoTime() < deadline);
+        throw new AssertionError(what + ": byte " + at + " is still " + one[0] + " after 60 s (expected: " + value + ")");
     }
 }

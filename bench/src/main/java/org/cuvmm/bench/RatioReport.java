@@ -156,8 +156,12 @@ public final class RatioReport {
 
     private RatioReport() {}
 
+    /** What {@code --help} prints (bench/run passes its arguments here). */
+    static final String USAGE = "usage: bench/run [--warmup N] [--iterations N] [--time-ms N] [--forks N] "
+            + "[--only alloc2,alloc64,grow,move] [--out FILE] [--quiet] [--model] [--help]";
+
     public static void main(String[] args) throws Exception {
-        Settings s = parse(args);
+        Settings s = CommandLine.parseOrExit(args, RatioReport::parse, USAGE);
         Driver driver = Driver.get();
         String kind = driver.kind().name().toLowerCase(Locale.ROOT);
         Path baseline = baselineBinary();
@@ -558,16 +562,16 @@ public final class RatioReport {
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             switch (a) {
-                case "--warmup": s.warmup = (int) number(args, ++i, a, 0); break;
-                case "--iterations": s.iterations = (int) number(args, ++i, a, 1); break;
-                case "--time-ms": s.timeMs = number(args, ++i, a, 1); break;
-                case "--forks": s.forks = (int) number(args, ++i, a, 1); break;
-                case "--out": s.out = Path.of(value(args, ++i, a)); break;
+                case "--warmup": s.warmup = (int) CommandLine.number(args, ++i, a, 0); break;
+                case "--iterations": s.iterations = (int) CommandLine.number(args, ++i, a, 1); break;
+                case "--time-ms": s.timeMs = CommandLine.number(args, ++i, a, 1); break;
+                case "--forks": s.forks = (int) CommandLine.number(args, ++i, a, 1); break;
+                case "--out": s.out = Path.of(CommandLine.value(args, ++i, a)); break;
                 case "--quiet": s.quiet = true; break;
                 case "--model": s.model = true; break;
                 case "--only": {
                     s.operations.clear();
-                    for (String k : value(args, ++i, a).split(",")) {
+                    for (String k : CommandLine.value(args, ++i, a).split(",")) {
                         Operation found = null;
                         for (Operation op : Operation.values()) if (op.key.equals(k.trim())) found = op;
                         if (found == null) {
@@ -577,11 +581,6 @@ public final class RatioReport {
                     }
                     break;
                 }
-                case "--help": case "-h":
-                    System.out.println("usage: RatioReport [--warmup N] [--iterations N] [--time-ms N] [--forks N] "
-                            + "[--only alloc2,alloc64,grow,move] [--out FILE] [--quiet] [--model]");
-                    System.exit(0);
-                    break;
                 default:
                     throw new IllegalArgumentException("argument: " + a + " (expected: --warmup, --iterations, "
                             + "--time-ms, --forks, --only, --out, --quiet, --model or --help)");
@@ -597,22 +596,5 @@ public final class RatioReport {
         } catch (Exception e) {
             return null;
         }
-    }
-
-    private static String value(String[] args, int i, String name) {
-        if (i >= args.length) throw new IllegalArgumentException(name + ": missing value");
-        return args[i];
-    }
-
-    private static long number(String[] args, int i, String name, long min) {
-        String v = value(args, i, name);
-        long n;
-        try {
-            n = Long.parseLong(v);
-        } catch (NumberFormatException e) {
-            throw new IllegalArgumentException(name + ": " + v + " (expected: a whole number >= " + min + ")", e);
-        }
-        if (n < min) throw new IllegalArgumentException(name + ": " + v + " (expected: a whole number >= " + min + ")");
-        return n;
     }
 }

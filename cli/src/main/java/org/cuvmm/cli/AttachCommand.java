@@ -10,8 +10,8 @@ import org.cuvmm.CudaException;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.ipc.Attachment;
-import org.cuvmm.ipc.Pattern;
 import org.cuvmm.ipc.SharingClient;
+import org.cuvmm.ipc.internal.BytePattern;
 
 /**
  * {@code cuvmm attach --socket PATH --name NAME [--verify --seed N] [--write-seed M]}:
@@ -49,7 +49,7 @@ final class AttachCommand implements Command {
                     + " chunk(s) at 0x" + Long.toHexString(buffer.address()) + " (lease " + attachment.leaseId() + ")");
             if (a.has("verify")) {
                 long seed = a.longValue("seed", 0);
-                long mismatch = Pattern.firstMismatch(buffer, seed);
+                long mismatch = BytePattern.firstMismatch(buffer, seed);
                 if (mismatch >= 0) {
                     out.println("verify: FAILED at byte " + mismatch + " (pattern seed " + seed + ")");
                     return FAILED;
@@ -58,7 +58,7 @@ final class AttachCommand implements Command {
             }
             if (a.has("write-seed")) {
                 long writeSeed = a.longValue("write-seed", 0);
-                Pattern.fill(buffer, writeSeed);
+                BytePattern.fill(buffer, writeSeed);
                 out.println("wrote pattern seed " + writeSeed + " over the whole buffer");
             }
             out.println("released");

@@ -11,7 +11,7 @@ import org.cuvmm.CudaException;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.ipc.LeaseEvent;
-import org.cuvmm.ipc.Pattern;
+import org.cuvmm.ipc.internal.BytePattern;
 import org.cuvmm.ipc.SharingListener;
 import org.cuvmm.ipc.SharingServer;
 
@@ -62,7 +62,7 @@ final class ServeCommand implements Command {
         try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
              VirtualMemoryBuffer buffer = resource.allocate(size);
              SharingServer server = SharingServer.builder(socket).listener(printer).build()) {
-            Pattern.fill(buffer, seed);
+            BytePattern.fill(buffer, seed);
             server.publish(name, buffer);
             Thread hook = new Thread(stop::countDown, "cuvmm-serve-stop");
             Runtime.getRuntime().addShutdownHook(hook);

@@ -14,8 +14,8 @@ import org.cuvmm.HandleType;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.ipc.FdSocket;
-import org.cuvmm.ipc.Pattern;
 import org.cuvmm.ipc.ReceivedMessage;
+import org.cuvmm.ipc.internal.BytePattern;
 
 /**
  * Sharing a buffer with nothing but the descriptor API and a socket of your own: no server,
@@ -25,7 +25,8 @@ import org.cuvmm.ipc.ReceivedMessage;
  * <p>The sender exports a {@link BufferDescriptor} (one fd per physical allocation, their
  * sizes, the buffer's size, the handle type), sends the fds with {@code SCM_RIGHTS} and the
  * numbers as bytes, in one message, over {@link FdSocket} (the raw-fd transport of
- * cuvmm-ipc). The receiver rebuilds the descriptor and imports it. To keep the example in one
+ * cuvmm-ipc), inside {@link BufferDescriptor#useFds}: raw fds are valid only while their
+ * descriptor is open and reachable. The receiver rebuilds the descriptor and imports it. To keep the example in one
  * program, "the other side" is a second thread with its own resource on the other end of a
  * socket pair; the fds cross exactly as they would between processes (the kernel installs
  * new fd numbers for the receiver). For two processes, one side does {@code
@@ -68,19 +69,30 @@ public final class RawFdExample {
                 buffer = resource.modifyAllocation(first, 2 * g + 12345);
             } // `first` is closed; `buffer` still maps its memory
             try (buffer) {
-                Pattern.fill(buffer, SEED);
+                BytePattern.fill(buffer, SEED);
                 out.printf("sender: %d bytes in %d chunk(s)%n", buffer.size(), buffer.chunkCount());
 
                 // exportDescriptor() makes fresh fds on every call, and the descriptor owns
-                // them. Once send() returns, the kernel holds its own references to them until
-                // the receiver takes them, so we close ours at once (try-with-resources). If the
+                // them. They are plain ints, valid only while the descriptor is open AND
+                // reachable: once nothing refers to it, its cleaner closes them, and the kernel
+                // may give the numbers to unrelated files. So never write
+                // `mine.send(msg, buffer.exportDescriptor().fds())`: the descriptor is garbage
+                // during that send, and whatever file then has those numbers would be sent.
+                // Safe: hold the descriptor in try-with-resources and hand the ints over inside
+                // useFds, which keeps it reachable and open until the action returns (a close()
+                // from elsewhere meanwhile takes effect only then). (If the ints must outlive the descriptor, takeFds()
+                // makes them yours, to close yourself.)
+                // Once send() returns, the kernel holds its own references to the fds until the
+                // receiver takes them, so we close ours at once (end of the try). If the
                 // receiver dies first, the kernel closes the ones in flight: nothing leaks.
                 try (BufferDescriptor d = buffer.exportDescriptor()) {
-                    out.println("sender: exported " + d + ", fds " + Arrays.toString(d.fds()));
                     ByteBuffer msg = ByteBuffer.allocate(HEADER + 8 * d.chunkCount());
                     msg.putInt(d.chunkCount()).putInt(code(d.handleType())).putLong(d.size());
                     for (long s : d.sizes()) msg.putLong(s);
-                    mine.send(msg.array(), d.fds()); // fds ride on the first byte
+                    d.useFds(fds -> {
+                        out.println("sender: exported " + d + ", fds " + Arrays.toString(fds));
+                        mine.send(msg.array(), fds); // fds ride on the first byte
+                    });
                 }
 
                 // The buffer must stay open until the other side has imported it: its mapping,
@@ -162,7 +174,7 @@ public final class RawFdExample {
             } // The descriptor closes the fds here: the mapping keeps the memory, not the fds.
         }
         try (view) {
-            long bad = Pattern.firstMismatch(view, SEED);
+            long bad = BytePattern.firstMismatch(view, SEED);
             if (bad >= 0) return "byte " + bad + " differs";
             view.copyFrom(view.size() - REPLY.length, REPLY, 0, REPLY.length);
             return "verified " + view.size() + " bytes in " + view.chunkCount() + " chunk(s), wrote "

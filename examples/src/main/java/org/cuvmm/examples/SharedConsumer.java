@@ -9,8 +9,8 @@ import java.util.concurrent.CountDownLatch;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.ipc.Attachment;
-import org.cuvmm.ipc.Pattern;
 import org.cuvmm.ipc.SharingClient;
+import org.cuvmm.ipc.internal.BytePattern;
 
 /**
  * The using half of a producer/consumer pair: attaches to the buffer a {@link SharedProducer}
@@ -97,7 +97,7 @@ public final class SharedConsumer {
     }
 
     private static boolean verify(VirtualMemoryBuffer buffer, PrintStream out, String what) {
-        long bad = Pattern.firstMismatch(buffer, SharedProducer.SEED);
+        long bad = BytePattern.firstMismatch(buffer, SharedProducer.SEED);
         if (bad >= 0) {
             out.println("MISMATCH at byte " + bad + " (pattern seed " + SharedProducer.SEED + ")");
             return false;

@@ -20,9 +20,9 @@ import java.util.function.Supplier;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.ipc.Attachment;
-import org.cuvmm.ipc.Pattern;
 import org.cuvmm.ipc.SharingClient;
 import org.cuvmm.ipc.SharingServer;
+import org.cuvmm.ipc.internal.BytePattern;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -156,7 +156,7 @@ class SharedProducerConsumerTest {
         try (VirtualMemoryResource producerSide = VirtualMemoryResource.create(0);
              VirtualMemoryResource consumerSide = VirtualMemoryResource.create(0)) {
             VirtualMemoryBuffer owned = producerSide.allocate(SharedProducer.SIZE);
-            Pattern.fill(owned, 3);
+            BytePattern.fill(owned, 3);
             try (SharingServer server = SharingServer.builder(socket).build();
                  SharingClient client = SharingClient.connect(socket, "holder")) {
                 server.publish("x", owned);
@@ -165,7 +165,7 @@ class SharedProducerConsumerTest {
                 assertFalse(owned.isClosed(), "the consumer's lease keeps the producer's buffer open");
                 server.close(); // ends the lease: the producer's buffer is closed now
                 assertTrue(owned.isClosed());
-                assertEquals(-1, Pattern.firstMismatch(a.buffer(), 3), "the consumer still reads every byte");
+                assertEquals(-1, BytePattern.firstMismatch(a.buffer(), 3), "the consumer still reads every byte");
                 await("the client sees the server gone", () -> !client.isConnected(), client::toString);
                 a.close(); // unmaps; no RELEASE to send: the server freed the lease with the connection
             } finally {

@@ -120,6 +120,11 @@ public final class FdSocket implements Closeable {
      * ownership of {@code fds}: close them when this returns. Blocks until every byte is
      * handed to the kernel.
      *
+     * <p>A {@link org.cuvmm.BufferDescriptor}'s fds are plain ints that the garbage collector
+     * may close once the descriptor is unreachable: send them as {@code d.useFds(fds ->
+     * socket.send(frame, fds))} (or hold {@code d} in try-with-resources around the send),
+     * never as {@code send(frame, buffer.exportDescriptor().fds())}.
+     *
      * @param fds 0 to 253 open fds, or null
      * @throws IllegalArgumentException for more than 253 fds, a negative fd, or fds with no
      *     byte to carry them

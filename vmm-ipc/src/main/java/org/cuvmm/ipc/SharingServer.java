@@ -155,9 +155,8 @@ public final class SharingServer implements AutoCloseable {
         }
         if (buffer.size() == 0) throw new IllegalArgumentException("publish '" + name + "': the buffer is empty");
         if (buffer.isImported()) {
-            throw new IllegalArgumentException("publish '" + name + "': " + buffer + " covers memory imported from "
-                    + "another process and cannot be exported again; publish the owner's buffer, or copy into a "
-                    + "buffer this process owns");
+            throw new IllegalArgumentException(org.cuvmm.internal.ErrorMessages.importedCannotBeExported(
+                    "publish '" + name + "': " + buffer, ""));
         }
         if (buffer.chunkCount() > Protocol.MAX_FDS_PER_FRAME) {
             throw new IllegalArgumentException("publish '" + name + "': " + buffer + " has " + buffer.chunkCount()

@@ -22,6 +22,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import jnr.constants.platform.Fcntl;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
+import org.cuvmm.ipc.internal.BytePattern;
 import org.junit.jupiter.api.AfterAll;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeAll;
@@ -48,7 +49,7 @@ class BadInputTest {
     static void allocate() {
         resource = VirtualMemoryResource.create(0);
         buffer = resource.allocate(resource.granularity());
-        Pattern.fill(buffer, 1);
+        BytePattern.fill(buffer, 1);
     }
 
     @AfterAll
@@ -86,7 +87,7 @@ class BadInputTest {
     /** A well-behaved client still attaches and reads the right bytes. */
     private void assertServing() throws Exception {
         try (SharingClient c = SharingClient.connect(sock, "good"); Attachment a = c.attach("b", resource)) {
-            Pattern.verify(a.buffer(), 1);
+            BytePattern.verify(a.buffer(), 1);
         }
     }
 

@@ -5,6 +5,7 @@ import java.util.Map;
 
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
+import org.cuvmm.ipc.internal.BytePattern;
 
 /** What the tests run in a second JVM. Prints its result; exit 0 means it did what it was asked. */
 public final class ChildMain {
@@ -80,11 +81,11 @@ public final class ChildMain {
              Attachment a = client.attach(name, resource)) {
             VirtualMemoryBuffer b = a.buffer();
             System.out.println("attached " + a + " origin " + b.origin() + " chunks " + b.chunkCount());
-            Pattern.verify(b, seed);
+            BytePattern.verify(b, seed);
             long offset = 0;
             for (int i = 0; i < writeChunk; i++) offset += b.chunkSize(i);
             long length = Math.min(b.chunkSize(writeChunk), b.size() - offset);
-            Pattern.fill(b, offset, length, writeSeed);
+            BytePattern.fill(b, offset, length, writeSeed);
             System.out.println("verified " + b.size() + " bytes; wrote chunk " + writeChunk + " [" + offset + ", +"
                     + length + ")");
         }

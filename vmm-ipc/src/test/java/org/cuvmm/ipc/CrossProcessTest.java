@@ -19,6 +19,7 @@ import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
+import org.cuvmm.ipc.internal.BytePattern;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.BeforeEach;
@@ -65,7 +66,7 @@ class CrossProcessTest {
         Map<String, Integer> base = fdSnapshot();
         try (IpcTestSupport.ThreeChunks owner = new IpcTestSupport.ThreeChunks(); SharingServer server = server()) {
             long g = owner.buffer.chunkSize(0);
-            Pattern.fill(owner.buffer, 21);
+            BytePattern.fill(owner.buffer, 21);
             server.publish("three", owner.buffer);
             Process child = IpcTestSupport.startChild(ChildMain.class, log, List.of(), List.of(),
                     "attach", sock.toString(), "three", "21", "2", "22");
@@ -73,8 +74,8 @@ class CrossProcessTest {
             assertEquals(0, child.exitValue(), out);
             assertTrue(out.contains("origin IMPORTED chunks 3") && out.contains("OK"), out);
             // The child's write landed in the owner's third chunk; the first two are untouched.
-            assertEquals(-1, Pattern.firstMismatch(owner.buffer, 0, 2 * g, 21), "chunks 0 and 1 unchanged");
-            assertEquals(-1, Pattern.firstMismatch(owner.buffer, 2 * g, owner.buffer.size() - 2 * g, 22),
+            assertEquals(-1, BytePattern.firstMismatch(owner.buffer, 0, 2 * g, 21), "chunks 0 and 1 unchanged");
+            assertEquals(-1, BytePattern.firstMismatch(owner.buffer, 2 * g, owner.buffer.size() - 2 * g, 22),
                     "chunk 2 holds the child's write");
             await("lease released", 5, () -> server.leaseCount("three") == 0);
             await("both events", 5, () -> events.size() == 2);
@@ -116,14 +117,14 @@ class CrossProcessTest {
         Path script = Path.of("src/test/python/attach_client.py").toAbsolutePath();
         assertTrue(Files.exists(script), script.toString());
         try (IpcTestSupport.ThreeChunks owner = new IpcTestSupport.ThreeChunks(); SharingServer server = server()) {
-            Pattern.fill(owner.buffer, 11);
+            BytePattern.fill(owner.buffer, 11);
             server.publish("py", owner.buffer);
             Process p = new ProcessBuilder(python, script.toString(), "--socket", sock.toString(), "--name", "py",
                     "--seed", "11", "--write-seed", "12").redirectErrorStream(true).redirectOutput(log).start();
             String out = run(p, 60);
             assertEquals(0, p.exitValue(), out);
             assertTrue(out.contains("VERIFIED " + owner.buffer.size() + " bytes with seed 11"), out);
-            Pattern.verify(owner.buffer, 12); // the Python process's writes, through shared memory
+            BytePattern.verify(owner.buffer, 12); // the Python process's writes, through shared memory
             await("lease released", 5, () -> server.leaseCount("py") == 0);
             // The same client reports a server ERROR by its code name.
             Process q = new ProcessBuilder(python, script.toString(), "--socket", sock.toString(), "--name", "nope")

@@ -6,6 +6,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 
 import org.cuvmm.VirtualMemoryResource;
+import org.cuvmm.ipc.internal.BytePattern;
 
 /**
  * A consumer process for {@link PooledSharingTest}: attaches to {@code name} at {@code socket},
@@ -42,12 +43,12 @@ public final class PooledConsumerMain {
         try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
              SharingClient client = SharingClient.connect(sock, "pooled-consumer")) {
             Attachment a = client.attach(name, resource);
-            Pattern.verify(a.buffer(), seed);
+            BytePattern.verify(a.buffer(), seed);
             say("ATTACHED lease " + a.leaseId() + " " + a.buffer().size() + " bytes");
             for (String line; (line = in.readLine()) != null; ) {
                 switch (line.trim()) {
                     case "verify" -> {
-                        Pattern.verify(a.buffer(), seed);
+                        BytePattern.verify(a.buffer(), seed);
                         say("VERIFIED");
                     }
                     case "release" -> {

@@ -21,6 +21,7 @@ import org.cuvmm.Driver;
 import org.cuvmm.DriverCounters;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
+import org.cuvmm.ipc.internal.BytePattern;
 import org.cuvmm.pool.PoolLifetime;
 import org.cuvmm.pool.PoolStats;
 import org.cuvmm.pool.VirtualMemoryPool;
@@ -54,11 +55,11 @@ class PooledSharingTest {
              VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(resource).leakSampleRate(0).build();
              SharingServer server = SharingServer.builder(s).build()) {
             VirtualMemoryBuffer b = pool.allocateExported(resource.granularity());
-            Pattern.fill(b, 1);
+            BytePattern.fill(b, 1);
             server.publish("warm", b);
             try (SharingClient client = SharingClient.connect(s, "warm-up");
                  Attachment a = client.attach("warm", resource)) {
-                Pattern.verify(a.buffer(), 1);
+                BytePattern.verify(a.buffer(), 1);
             }
             server.unpublish("warm");
             b.closeWhenUnused();
@@ -89,21 +90,21 @@ class PooledSharingTest {
             VirtualMemoryBuffer shared = pool.allocateExported(n);
             long address = shared.address();
             long capacity = shared.mappedSize();
-            Pattern.fill(shared, 41);
+            BytePattern.fill(shared, 41);
             server.publish("out", shared);
             try (Consumer child = new Consumer("out", 41)) {
                 child.awaitOutput("ATTACHED", CHILD_START_SECONDS);
                 assertEquals(1, server.leaseCount("out"));
 
                 VirtualMemoryBuffer other = giveUpWhileLeased(server, pool, shared, "out", n, 1);
-                Pattern.fill(other, 99); // must not reach the consumer's mapping
+                BytePattern.fill(other, 99); // must not reach the consumer's mapping
                 child.command("verify");
                 child.awaitOutput("VERIFIED", 10);
 
                 child.command("release");
                 child.awaitOutput("RELEASED", 10);
                 VirtualMemoryBuffer reused = awaitReturnThenReuse(pool, shared, n, address, 1, "the consumer's RELEASE");
-                assertEquals(-1, Pattern.firstMismatch(reused, 41), "the same memory (the pool does not clear it)");
+                assertEquals(-1, BytePattern.firstMismatch(reused, 41), "the same memory (the pool does not clear it)");
 
                 child.exit();
                 reused.close();
@@ -128,7 +129,7 @@ class PooledSharingTest {
             VirtualMemoryBuffer shared = pool.allocateExported(n);
             long address = shared.address();
             long capacity = shared.mappedSize();
-            Pattern.fill(shared, 42);
+            BytePattern.fill(shared, 42);
             server.publish("out", shared);
             try (Consumer child = new Consumer("out", 42)) {
                 child.awaitOutput("ATTACHED", CHILD_START_SECONDS);
@@ -162,7 +163,7 @@ class PooledSharingTest {
             VirtualMemoryBuffer shared = pool.allocateExported(n);
             long address = shared.address();
             long capacity = shared.mappedSize();
-            Pattern.fill(shared, 43);
+            BytePattern.fill(shared, 43);
             server.publish("out", shared);
             try (Consumer first = new Consumer("out", 43); Consumer second = new Consumer("out", 43)) {
                 first.awaitOutput("ATTACHED", CHILD_START_SECONDS);

@@ -20,6 +20,7 @@ import java.util.concurrent.TimeUnit;
 import org.cuvmm.BufferOrigin;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
+import org.cuvmm.ipc.internal.BytePattern;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
@@ -51,7 +52,7 @@ class SharingTest {
         try (IpcTestSupport.ThreeChunks owner = new IpcTestSupport.ThreeChunks(); SharingServer server = server();
              VirtualMemoryResource importer = VirtualMemoryResource.create(0);
              SharingClient client = SharingClient.connect(sock, "test")) {
-            Pattern.fill(owner.buffer, 7);
+            BytePattern.fill(owner.buffer, 7);
             server.publish("three", owner.buffer);
             assertEquals(1, client.serverVersion());
             assertEquals(253, client.serverMaxFds());
@@ -61,7 +62,7 @@ class SharingTest {
                 assertTrue(b.isImported());
                 assertEquals(owner.buffer.size(), b.size());
                 assertEquals(3, b.chunkCount());
-                Pattern.verify(b, 7);
+                BytePattern.verify(b, 7);
                 b.fill(10, 5, (byte) 0x5A);
                 byte[] seen = new byte[5];
                 owner.buffer.copyTo(10, seen, 0, 5);
@@ -252,7 +253,7 @@ class SharingTest {
     void fdsReturnToBaselineAfter1000AttachReleaseCycles() throws Exception {
         try (IpcTestSupport.ThreeChunks owner = new IpcTestSupport.ThreeChunks();
              VirtualMemoryResource importer = VirtualMemoryResource.create(0)) {
-            Pattern.fill(owner.buffer, 3);
+            BytePattern.fill(owner.buffer, 3);
             try (SharingServer warm = server(); SharingClient c = SharingClient.connect(sock)) {
                 warm.publish("w", owner.buffer);
                 c.attach("w", importer).close(); // loads every class the cycle uses
@@ -266,7 +267,7 @@ class SharingTest {
                 server.publish("w", owner.buffer);
                 for (int i = 0; i < 1000; i++) {
                     try (Attachment a = c.attach("w", importer)) {
-                        if (i % 250 == 0) Pattern.verify(a.buffer(), 3);
+                        if (i % 250 == 0) BytePattern.verify(a.buffer(), 3);
                     }
                 }
                 assertEquals(0, server.leaseCount("w"));
@@ -285,7 +286,7 @@ class SharingTest {
     void concurrentClientsUnderGcPressure() throws Exception {
         try (IpcTestSupport.ThreeChunks owner = new IpcTestSupport.ThreeChunks();
              VirtualMemoryResource importer = VirtualMemoryResource.create(0); SharingServer server = server()) {
-            Pattern.fill(owner.buffer, 5);
+            BytePattern.fill(owner.buffer, 5);
             server.publish("p", owner.buffer);
             java.util.concurrent.atomic.AtomicBoolean stop = new java.util.concurrent.atomic.AtomicBoolean();
             Thread gc = new Thread(() -> {
@@ -314,7 +315,7 @@ class SharingTest {
                                     long at = (i * 4099L) % (a.buffer().size() - 64);
                                     a.buffer().copyTo(at, b, 0, 64);
                                     for (int k = 0; k < 64; k++) {
-                                        if (b[k] != Pattern.byteAt(at + k, 5)) throw new AssertionError("byte " + (at + k));
+                                        if (b[k] != BytePattern.byteAt(at + k, 5)) throw new AssertionError("byte " + (at + k));
                                     }
                                     ok++;
                                 }

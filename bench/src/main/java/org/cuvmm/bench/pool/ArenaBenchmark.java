@@ -2,7 +2,7 @@ package org.cuvmm.bench.pool;
 
 import java.util.concurrent.TimeUnit;
 
-import org.cuvmm.bench.sharing.Checks;
+import org.cuvmm.bench.BenchChecks;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Level;
@@ -26,14 +26,14 @@ public class ArenaBenchmark {
 
     @Setup(Level.Trial)
     public void setup() {
-        Checks.expectedDriver();
+        BenchChecks.expectedDriver();
         w = new ArenaWorkloads("pool".equals(source));
     }
 
     @TearDown(Level.Trial)
     public void tearDown() {
         w.close();
-        Checks.nothingLeft();
+        BenchChecks.nothingLeft();
     }
 
     @Benchmark

@@ -4,7 +4,7 @@ import java.util.concurrent.TimeUnit;
 
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
-import org.cuvmm.bench.sharing.Checks;
+import org.cuvmm.bench.BenchChecks;
 import org.cuvmm.pool.VirtualMemoryPool;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
@@ -36,7 +36,7 @@ public class PoolBenchmark {
 
     @Setup(Level.Trial)
     public void setup() {
-        Checks.expectedDriver();
+        BenchChecks.expectedDriver();
         resource = VirtualMemoryResource.create(0);
         pool = VirtualMemoryPool.builder().resource(resource).name("bench-pool").build();
         size = (long) sizeMiB << 20;
@@ -46,7 +46,7 @@ public class PoolBenchmark {
     public void tearDown() {
         pool.close();
         resource.close();
-        Checks.nothingLeft();
+        BenchChecks.nothingLeft();
     }
 
     @Benchmark

@@ -3,7 +3,7 @@ package org.cuvmm.bench.pool;
 import java.util.concurrent.TimeUnit;
 
 import org.cuvmm.VirtualMemoryResource;
-import org.cuvmm.bench.sharing.Checks;
+import org.cuvmm.bench.BenchChecks;
 import org.cuvmm.pool.VirtualMemoryPool;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
@@ -32,7 +32,7 @@ public class PoolThreadsBenchmark {
 
     @Setup(Level.Trial)
     public void setup() {
-        Checks.expectedDriver();
+        BenchChecks.expectedDriver();
         resource = VirtualMemoryResource.create(0);
         pool = VirtualMemoryPool.builder().resource(resource).name("bench-threads").build();
     }
@@ -41,7 +41,7 @@ public class PoolThreadsBenchmark {
     public void tearDown() {
         pool.close();
         resource.close();
-        Checks.nothingLeft();
+        BenchChecks.nothingLeft();
     }
 
     private long op() {

@@ -23,6 +23,8 @@ import org.cuvmm.DriverCounters;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.bench.BaselineEnvironment;
+import org.cuvmm.bench.BenchChecks;
+import org.cuvmm.bench.CommandLine;
 import org.cuvmm.bench.pool.ArenaBenchmark;
 import org.cuvmm.bench.pool.ArenaWorkloads;
 import org.cuvmm.bench.pool.PoolBenchmark;
@@ -79,9 +81,14 @@ public final class SharingPoolReport {
         REPORT.append(line).append('\n');
     }
 
+    /** What {@code --help} prints (bench/run-sharing-pool passes its arguments here). */
+    static final String USAGE = "usage: bench/run-sharing-pool [--warmup N (3)] [--iterations N (5)] [--time-ms N (1000)] "
+            + "[--only transport,pool,threads,arena,trim] [--out FILE (bench/target/sharing-pool-report.md)] [--quiet] "
+            + "[--help]";
+
     public static void main(String[] args) throws Exception {
-        Settings s = parse(args);
-        Driver driver = Checks.expectedDriver();
+        Settings s = CommandLine.parseOrExit(args, SharingPoolReport::parse, USAGE);
+        Driver driver = BenchChecks.expectedDriver();
         String kind = driver.kind().name().toLowerCase(Locale.ROOT);
         out("# cuvmm sharing + pool benchmark report");
         out("");
@@ -125,7 +132,7 @@ public final class SharingPoolReport {
                     }
                 }, 4, 16).calls;
             }
-            Checks.nothingLeft();
+            BenchChecks.nothingLeft();
             Baseline c1 = runBaseline(binary, chunks, s);
             RunResult jmh = runJmh(TransportBenchmark.class, "roundTrip", "chunks", Integer.toString(chunks),
                     Mode.AverageTime, TimeUnit.NANOSECONDS, s, kind);
@@ -228,7 +235,7 @@ public final class SharingPoolReport {
                 countRows.add("| pool " + mib + " MiB | " + f3(cp.total) + " | " + f3(cp.minflt) + " | " + fmtCalls(cp.calls) + " |");
                 countRows.add("| direct " + mib + " MiB | " + f3(cd.total) + " | " + f3(cd.minflt) + " | " + fmtCalls(cd.calls) + " |");
             }
-            Checks.nothingLeft();
+            BenchChecks.nothingLeft();
         }
         out("## Pool allocate+close vs the resource's allocate+close");
         out("");
@@ -304,7 +311,7 @@ public final class SharingPoolReport {
                     countRows.add("| " + w[0] + " | " + (pooledSide ? "pool" : "direct") + " | " + f3(c.total) + " | "
                             + f3(c.minflt) + " |");
                 }
-                Checks.nothingLeft();
+                BenchChecks.nothingLeft();
             }
         }
         out("## Arena workloads (ns per round)");
@@ -362,7 +369,7 @@ public final class SharingPoolReport {
                 p.trim();
             }
         }
-        Checks.nothingLeft();
+        BenchChecks.nothingLeft();
         out("## (d) Large one-off (512 MiB) on a warm 2 MiB pool, then trim() (one-shot, median of " + reps + ")");
         out("");
         out("| step | µs (median) | notes |");
@@ -437,7 +444,7 @@ public final class SharingPoolReport {
                 .mode(mode)
                 .timeUnit(unit)
                 .shouldFailOnError(true)
-                .jvmArgsAppend("-D" + Checks.EXPECT_DRIVER_PROPERTY + "=" + kind)
+                .jvmArgsAppend("-D" + BenchChecks.EXPECT_DRIVER_PROPERTY + "=" + kind)
                 .verbosity(s.quiet ? VerboseMode.SILENT : VerboseMode.NORMAL);
         if (param != null) b.param(param, value);
         Collection<RunResult> results = new Runner(b.build()).run();
@@ -523,11 +530,11 @@ public final class SharingPoolReport {
         for (int i = 0; i < args.length; i++) {
             String a = args[i];
             switch (a) {
-                case "--warmup" -> s.warmup = Integer.parseInt(args[++i]);
-                case "--iterations" -> s.iterations = Integer.parseInt(args[++i]);
-                case "--time-ms" -> s.timeMs = Long.parseLong(args[++i]);
-                case "--only" -> s.only = Arrays.asList(args[++i].split(","));
-                case "--out" -> s.out = Path.of(args[++i]);
+                case "--warmup" -> s.warmup = (int) CommandLine.number(args, ++i, a, 0);
+                case "--iterations" -> s.iterations = (int) CommandLine.number(args, ++i, a, 1);
+                case "--time-ms" -> s.timeMs = CommandLine.number(args, ++i, a, 1);
+                case "--only" -> s.only = Arrays.asList(CommandLine.value(args, ++i, a).split(","));
+                case "--out" -> s.out = Path.of(CommandLine.value(args, ++i, a));
                 case "--quiet" -> s.quiet = true;
                 default -> throw new IllegalArgumentException("unknown option: " + a
                         + " (expected: --warmup N --iterations N --time-ms N --only transport,pool,threads,arena,trim "

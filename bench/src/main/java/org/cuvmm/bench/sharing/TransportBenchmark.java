@@ -3,6 +3,7 @@ package org.cuvmm.bench.sharing;
 import java.io.IOException;
 import java.util.concurrent.TimeUnit;
 
+import org.cuvmm.bench.BenchChecks;
 import org.openjdk.jmh.annotations.Benchmark;
 import org.openjdk.jmh.annotations.BenchmarkMode;
 import org.openjdk.jmh.annotations.Level;
@@ -31,14 +32,14 @@ public class TransportBenchmark {
 
     @Setup(Level.Trial)
     public void setup() throws IOException {
-        Checks.expectedDriver();
+        BenchChecks.expectedDriver();
         fixture = new TransportFixture(chunks);
     }
 
     @TearDown(Level.Trial)
     public void tearDown() {
         fixture.close();
-        Checks.nothingLeft();
+        BenchChecks.nothingLeft();
     }
 
     @Benchmark

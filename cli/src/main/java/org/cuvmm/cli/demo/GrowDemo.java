@@ -14,6 +14,7 @@ import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.VirtualMemoryResourceOptions;
 import org.cuvmm.cli.ByteSize;
+import org.cuvmm.ipc.internal.BytePattern;
 
 /**
  * The single-process half of the demo: allocate, grow in place, grow again with the next
@@ -87,8 +88,8 @@ public final class GrowDemo implements DemoPart {
         VirtualMemoryBuffer first = resource.allocate(FIRST);
         long nanos = System.nanoTime() - t;
         open.push(first);
-        BytePattern.write(first, 0, FIRST);
-        String bad = BytePattern.verify(first, 0, FIRST);
+        BytePattern.fillHashed(first, 0, FIRST);
+        String bad = BytePattern.hashMismatch(first, 0, FIRST);
         String placed = first.address() == hint ? "at the hint" : "NOT at the hint";
         run.step(DemoStep.of("allocate " + ByteSize.format(FIRST), first.origin().name(), first, nanos,
                 bad != null ? bad : placed + "; " + ByteSize.format(FIRST) + " written, verified", bad == null));
@@ -153,10 +154,10 @@ public final class GrowDemo implements DemoPart {
         VirtualMemoryBuffer grown = resource.modifyAllocation(from, newSize);
         long nanos = System.nanoTime() - t;
         open.push(grown);
-        String bad = BytePattern.verify(grown, 0, oldSize);
+        String bad = BytePattern.hashMismatch(grown, 0, oldSize);
         if (bad == null) {
-            BytePattern.write(grown, oldSize, newSize);
-            bad = BytePattern.verify(grown, 0, newSize);
+            BytePattern.fillHashed(grown, oldSize, newSize - oldSize);
+            bad = BytePattern.hashMismatch(grown, 0, newSize);
         }
         boolean sameAddress = grown.address() == from.address();
         if (bad == null && (grown.origin() == BufferOrigin.GROWN_IN_PLACE) != sameAddress) {
@@ -179,15 +180,15 @@ public final class GrowDemo implements DemoPart {
      */
     private static void checkSameMemory(DemoRun run, VirtualMemoryBuffer before, VirtualMemoryBuffer moved) {
         byte[] marker = new byte[MARKER];
-        for (int i = 0; i < MARKER; i++) marker[i] = (byte) ~BytePattern.at(i);
+        for (int i = 0; i < MARKER; i++) marker[i] = (byte) ~BytePattern.hashAt(i);
         long t = System.nanoTime();
         moved.copyFrom(0, marker, 0, MARKER);
         byte[] seen = new byte[MARKER];
         before.copyTo(0, seen, 0, MARKER);
         long nanos = System.nanoTime() - t;
         boolean shared = Arrays.equals(marker, seen);
-        BytePattern.write(moved, 0, MARKER);
-        String bad = BytePattern.verify(before, 0, MARKER);
+        BytePattern.fillHashed(moved, 0, MARKER);
+        String bad = BytePattern.hashMismatch(before, 0, MARKER);
         run.step(new DemoStep("write moved, read old", shared ? "SAME MEMORY" : "DIFFERENT MEMORY", before.address(),
                 MARKER, -1, -1, nanos, !shared
                         ? "a write through the moved buffer did not show at the old address: bytes were copied"

@@ -11,8 +11,8 @@ import java.util.concurrent.TimeUnit;
 import org.cuvmm.CudaException;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
-import org.cuvmm.ipc.Pattern;
 import org.cuvmm.ipc.SharingServer;
+import org.cuvmm.ipc.internal.BytePattern;
 
 /**
  * The cross-process half of the demo: this process serves a 3-chunk buffer filled with the
@@ -65,7 +65,7 @@ public final class ShareDemo implements DemoPart {
              VirtualMemoryBuffer second = resource.modifyAllocation(first, 4 * MiB);
              VirtualMemoryBuffer buffer = resource.modifyAllocation(second, 6 * MiB);
              SharingServer server = SharingServer.builder(socket).build()) {
-            Pattern.fill(buffer, SEED);
+            BytePattern.fill(buffer, SEED);
             server.publish("demo", buffer);
             run.step(DemoStep.of("serve 6 MiB on a socket", "PUBLISHED", buffer, -1,
                     buffer.chunkCount() + " chunks filled with pattern seed " + SEED, true));
@@ -90,7 +90,7 @@ public final class ShareDemo implements DemoPart {
             if (!childOk) return;
 
             long t1 = System.nanoTime();
-            long mismatch = Pattern.firstMismatch(buffer, WRITE_SEED);
+            long mismatch = BytePattern.firstMismatch(buffer, WRITE_SEED);
             long verifyNanos = System.nanoTime() - t1;
             run.step(DemoStep.of("verify the other's write", mismatch < 0 ? "SAME MEMORY" : "MISMATCH", buffer,
                     verifyNanos, mismatch < 0 ? "every byte now has pattern seed " + WRITE_SEED + ": no copy"
