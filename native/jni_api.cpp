@@ -276,28 +276,6 @@ bool fd_valid(int fd) { return fd_is_open(fd); }
 
 int fd_close(int fd) { return close_fd(fd); }
 
-void write_array(const RangeHandle& dst, long long offset, long long array_offset, long long bytes, Status& status,
-                 const signed char* array) {
-    guarded(status, "write", [&] {
-        const Range& r = require_range(dst, "write");
-        if (array == nullptr) throw invalid("write", "source array is null");
-        copy_host_to_range(r, require_non_negative(offset, "write", "offset"),
-                           array + require_non_negative(array_offset, "write", "array offset"),
-                           require_non_negative(bytes, "write", "length"));
-    });
-}
-
-void read_array(const RangeHandle& src, long long offset, long long array_offset, long long bytes, Status& status,
-                signed char* array) {
-    guarded(status, "read", [&] {
-        const Range& r = require_range(src, "read");
-        if (array == nullptr) throw invalid("read", "destination array is null");
-        copy_range_to_host(r, require_non_negative(offset, "read", "offset"),
-                           array + require_non_negative(array_offset, "read", "array offset"),
-                           require_non_negative(bytes, "read", "length"));
-    });
-}
-
 void write_address(const RangeHandle& dst, long long offset, long long address, long long bytes, Status& status) {
     guarded(status, "write", [&] {
         const Range& r = require_range(dst, "write");

@@ -7,6 +7,7 @@ import java.nio.ReadOnlyBufferException;
 import org.bytedeco.javacpp.BytePointer;
 import org.bytedeco.javacpp.Pointer;
 import org.cuvmm.internal.AcquireState;
+import org.cuvmm.internal.ArrayCopies;
 import org.cuvmm.internal.BufferAccess;
 import org.cuvmm.internal.BufferRecycler;
 import org.cuvmm.internal.Checks;
@@ -167,14 +168,27 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
     /**
      * Copies {@code length} bytes of {@code src} from {@code srcOffset} into this buffer at {@code offset}.
+     * Returns when the data is in the buffer.
+     *
+     * <p>Arrays and heap {@link ByteBuffer}s are never pinned: the bytes go through a native
+     * staging buffer in pieces of at most 1 MiB, one driver call each, so garbage collection
+     * and other threads' allocations proceed during a large copy. If the driver fails part of
+     * the way, the pieces before the failing one have been copied.
      *
      * @throws IndexOutOfBoundsException when either window is out of bounds
+     * @throws CudaException when the driver refuses the copy (for example, this resource's
+     *     device has no write access to the memory)
      */
     public void copyFrom(long offset, byte[] src, int srcOffset, int length) {
         Checks.notNull("src", src);
         Checks.arrayWindow("src", srcOffset, length, src.length);
         Checks.window("copyFrom", offset, length, size);
-        callNative(st -> NativeApi.write_array(range, offset, srcOffset, length, st, src));
+        acquire();
+        try {
+            ArrayCopies.write(range, offset, src, srcOffset, length);
+        } finally {
+            releaseUse();
+        }
     }
 
     /** Copies the start of this buffer into all of {@code dst}. */
@@ -183,12 +197,20 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         copyTo(0, dst, 0, dst.length);
     }
 
-    /** Copies {@code length} bytes at {@code offset} into {@code dst} from {@code dstOffset}. */
+    /**
+     * Copies {@code length} bytes at {@code offset} into {@code dst} from {@code dstOffset}, in
+     * pieces like {@link #copyFrom(long, byte[], int, int)} (never pinning {@code dst}).
+     */
     public void copyTo(long offset, byte[] dst, int dstOffset, int length) {
         Checks.notNull("dst", dst);
         Checks.arrayWindow("dst", dstOffset, length, dst.length);
         Checks.window("copyTo", offset, length, size);
-        callNative(st -> NativeApi.read_array(range, offset, dstOffset, length, st, dst));
+        acquire();
+        try {
+            ArrayCopies.read(range, offset, dst, dstOffset, length);
+        } finally {
+            releaseUse();
+        }
     }
 
     /**
@@ -199,14 +221,15 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         Checks.notNull("src", src);
         int length = src.remaining();
         Checks.window("copyFrom", offset, length, size);
-        if (src.hasArray()) {
-            copyFrom(offset, src.array(), src.arrayOffset() + src.position(), length);
-        } else if (src.isDirect()) {
+        if (src.isDirect()) {
             callNative(st -> NativeApi.write_address(range, offset, directAddress(src), length, st));
-        } else { // read-only heap buffer: its array is hidden
-            byte[] tmp = new byte[length];
-            src.duplicate().get(tmp);
-            copyFrom(offset, tmp, 0, length);
+        } else { // heap, read-only or not: staged like an array
+            acquire();
+            try {
+                ArrayCopies.write(range, offset, src, src.position(), length);
+            } finally {
+                releaseUse();
+            }
         }
         src.position(src.position() + length);
     }
