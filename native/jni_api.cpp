@@ -221,6 +221,24 @@ int grow(RangeHandle& out, const RangeHandle& in, const SpecHandle& spec, long l
     return outcome;
 }
 
+int chunk_access(const RangeHandle& range, int chunk, int device, Status& status) {
+    int flags = -1;
+    guarded(status, "access", [&] {
+        const Range& r = require_range(range, "access");
+        const int chunks = static_cast<int>(r.mappings().size());
+        if (chunk < 0 || chunk >= chunks) {
+            throw invalid("access", "chunk: " + std::to_string(chunk) + " (expected: 0 to " + std::to_string(chunks - 1) + ")");
+        }
+        CUmemLocation location{};
+        location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        location.id = device;
+        DeviceContextScope context(r.spec()->device);
+        flags = static_cast<int>(
+            r.mappings()[chunk]->granted(location, Step{"reading the access of chunk", chunk + 1, chunks}));
+    });
+    return flags;
+}
+
 int export_chunk_count(const RangeHandle& range) {
     return range.range ? static_cast<int>(exported_chunk_count(*range.range)) : 0;
 }

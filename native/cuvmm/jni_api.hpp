@@ -112,6 +112,11 @@ void allocate(RangeHandle& out, const SpecHandle& spec, long long size, Status& 
 // Returns the GrowOutcome (0 alias, 1 in place, 2 moved, 3 fresh), -1 on error.
 int grow(RangeHandle& out, const RangeHandle& in, const SpecHandle& spec, long long new_size, Status& status);
 
+// What device `device` may do with chunk `chunk` (cuMemGetAccess at the chunk's address):
+// 0 none, 1 read, 3 read-write; -1 and status set on error (an index outside the chunks,
+// a device the driver does not know).
+int chunk_access(const RangeHandle& range, int chunk, int device, Status& status);
+
 // ---- sharing ----
 // Number of chunks export_fds will write (chunks overlapping the buffer's size).
 int export_chunk_count(const RangeHandle& range);

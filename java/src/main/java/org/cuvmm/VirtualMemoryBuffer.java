@@ -151,6 +151,83 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         });
     }
 
+    /**
+     * The access {@code device} has to every byte of this buffer: the weakest of
+     * {@link #access(int, int)} over the chunks that hold its bytes ({@code [0, size())}; an
+     * alias smaller than its mapping ignores chunks past its end). {@link AccessMode#READ_WRITE}
+     * means the device may read and write the whole buffer, {@link AccessMode#READ} that it may
+     * read all of it but not write all of it, {@link AccessMode#NONE} that some chunk is closed
+     * to it. An empty buffer has no memory: {@code NONE}. One driver query per chunk.
+     *
+     * <p>A grown buffer can mix accesses: every chunk keeps the access it was mapped with,
+     * and only the chunk a grow adds gets that grow's options (see
+     * {@link VirtualMemoryResource#modifyAllocation(VirtualMemoryBuffer, long, VirtualMemoryResourceOptions)}).
+     *
+     * @throws IllegalArgumentException when {@code device} is not a device of the driver
+     * @throws IllegalStateException when the buffer is closed
+     * @throws CudaException when the driver refuses the query
+     */
+    public AccessMode access(int device) {
+        checkDevice(device);
+        acquire();
+        try {
+            AccessMode weakest = size == 0 ? AccessMode.NONE : AccessMode.READ_WRITE;
+            long covered = 0;
+            for (int i = 0, n = range.chunk_count(); i < n && covered < size; i++) {
+                AccessMode a = chunkAccess(device, i);
+                if (a.cuValue < weakest.cuValue) weakest = a;
+                covered += range.chunk_size(i);
+            }
+            return weakest;
+        } finally {
+            releaseUse();
+        }
+    }
+
+    /**
+     * The access {@code device} has to chunk {@code chunk} (address order, as
+     * {@link #chunkSize(int)}), as the driver reports it ({@code cuMemGetAccess} at the
+     * chunk's address).
+     *
+     * @throws IllegalArgumentException when {@code device} is not a device of the driver
+     * @throws IndexOutOfBoundsException when {@code chunk} is not a chunk of this buffer
+     * @throws IllegalStateException when the buffer is closed
+     * @throws CudaException when the driver refuses the query
+     */
+    public AccessMode access(int device, int chunk) {
+        checkDevice(device);
+        acquire();
+        try {
+            int n = range.chunk_count();
+            if (chunk < 0 || chunk >= n) {
+                throw new IndexOutOfBoundsException("chunk: " + chunk + " (expected: 0 to " + (n - 1) + ", the chunks of " + this + ")");
+            }
+            return chunkAccess(device, chunk);
+        } finally {
+            releaseUse();
+        }
+    }
+
+    private static void checkDevice(int device) {
+        int count = Driver.get().deviceCount();
+        if (device < 0 || device >= count) {
+            throw new IllegalArgumentException("device: " + device + " (expected: 0 to " + (count - 1) + ", the devices of the "
+                    + Driver.get().kind() + " driver)");
+        }
+    }
+
+    /** One cuMemGetAccess; the caller holds a use. */
+    private AccessMode chunkAccess(int device, int chunk) {
+        NativeStatus st = NativeCalls.status();
+        int flags = NativeApi.chunk_access(range, chunk, device, st);
+        NativeCalls.check(st);
+        for (AccessMode m : AccessMode.values()) {
+            if (m.cuValue == flags) return m;
+        }
+        throw new IllegalStateException("cuMemGetAccess returned flags " + flags + " for device " + device + ", chunk " + chunk
+                + " (expected: 0, 1 or 3)");
+    }
+
     /** True when any chunk was imported from another process (such memory cannot be exported again). */
     public boolean isImported() { return use(() -> range.any_imported() ? 1L : 0L) != 0; }
 

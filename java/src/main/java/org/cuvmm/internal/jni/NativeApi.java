@@ -36,6 +36,9 @@ public final class NativeApi {
                                   @Const @ByRef NativeSpecHandle spec, @Cast("long long") long newSize,
                                   @ByRef NativeStatus status);
 
+    public static native int chunk_access(@Const @ByRef NativeRangeHandle range, int chunk, int device,
+                                          @ByRef NativeStatus status);
+
     public static native int export_chunk_count(@Const @ByRef NativeRangeHandle range);
     public static native int export_fds(@Const @ByRef NativeRangeHandle range, int[] outFds,
                                         @Cast("long long*") long[] outSizes, int capacity, @ByRef NativeStatus status);
