@@ -221,6 +221,24 @@ int grow(RangeHandle& out, const RangeHandle& in, const SpecHandle& spec, long l
     return outcome;
 }
 
+int chunk_access(const RangeHandle& range, int chunk, int device, Status& status) {
+    int flags = -1;
+    guarded(status, "access", [&] {
+        const Range& r = require_range(range, "access");
+        const int chunks = static_cast<int>(r.mappings().size());
+        if (chunk < 0 || chunk >= chunks) {
+            throw invalid("access", "chunk: " + std::to_string(chunk) + " (expected: 0 to " + std::to_string(chunks - 1) + ")");
+        }
+        CUmemLocation location{};
+        location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+        location.id = device;
+        DeviceContextScope context(r.spec()->device);
+        flags = static_cast<int>(
+            r.mappings()[chunk]->granted(location, Step{"reading the access of chunk", chunk + 1, chunks}));
+    });
+    return flags;
+}
+
 int export_chunk_count(const RangeHandle& range) {
     return range.range ? static_cast<int>(exported_chunk_count(*range.range)) : 0;
 }
@@ -275,28 +293,6 @@ int fd_dup(int fd, Status& status) {
 bool fd_valid(int fd) { return fd_is_open(fd); }
 
 int fd_close(int fd) { return close_fd(fd); }
-
-void write_array(const RangeHandle& dst, long long offset, long long array_offset, long long bytes, Status& status,
-                 const signed char* array) {
-    guarded(status, "write", [&] {
-        const Range& r = require_range(dst, "write");
-        if (array == nullptr) throw invalid("write", "source array is null");
-        copy_host_to_range(r, require_non_negative(offset, "write", "offset"),
-                           array + require_non_negative(array_offset, "write", "array offset"),
-                           require_non_negative(bytes, "write", "length"));
-    });
-}
-
-void read_array(const RangeHandle& src, long long offset, long long array_offset, long long bytes, Status& status,
-                signed char* array) {
-    guarded(status, "read", [&] {
-        const Range& r = require_range(src, "read");
-        if (array == nullptr) throw invalid("read", "destination array is null");
-        copy_range_to_host(r, require_non_negative(offset, "read", "offset"),
-                           array + require_non_negative(array_offset, "read", "array offset"),
-                           require_non_negative(bytes, "read", "length"));
-    });
-}
 
 void write_address(const RangeHandle& dst, long long offset, long long address, long long bytes, Status& status) {
     guarded(status, "write", [&] {

@@ -4,8 +4,11 @@
 namespace cuvmm {
 
 Mapping::Mapping(std::shared_ptr<const Reservation> reservation, CUdeviceptr address,
-                 std::shared_ptr<const Allocation> allocation)
-    : reservation_(std::move(reservation)), allocation_(std::move(allocation)), address_(address) {
+                 std::shared_ptr<const Allocation> allocation, std::vector<CUmemAccessDesc> access)
+    : reservation_(std::move(reservation)),
+      allocation_(std::move(allocation)),
+      address_(address),
+      access_(std::move(access)) {
     g_live_mappings.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -24,7 +27,7 @@ std::shared_ptr<const Mapping> Mapping::map(std::shared_ptr<const Reservation> r
     // below (shared_ptr's control block included) unmaps through ~Mapping.
     Mapping* box = nullptr;
     try {
-        box = new Mapping(std::move(reservation), address, std::move(allocation));
+        box = new Mapping(std::move(reservation), address, std::move(allocation), access);
     } catch (...) {
         CUVMM_CALL_NOTHROW(cuMemUnmap, address, size);
         throw;
@@ -34,6 +37,12 @@ std::shared_ptr<const Mapping> Mapping::map(std::shared_ptr<const Reservation> r
         CUVMM_CALL(cuMemSetAccess, step, address, size, access.data(), access.size());
     }
     return mapping;
+}
+
+unsigned long long Mapping::granted(const CUmemLocation& location, const Step& step) const {
+    unsigned long long flags = 0;
+    CUVMM_CALL(cuMemGetAccess, step, &flags, &location, address_);
+    return flags;
 }
 
 }  // namespace cuvmm

@@ -99,7 +99,10 @@ RangeRef Range::grow(ChunkSpecRef spec, size_t new_size, GrowOutcome& outcome) c
     }
     next.reset();  // landed elsewhere: give it back and move instead
 
-    // 2. Move: one new reservation, every existing allocation mapped at its offset.
+    // 2. Move: one new reservation, every existing allocation mapped at its offset with
+    //    the access it had, so that the outcome (which depends on free address space) never
+    //    changes what a device may do with the old chunks; only the new chunk gets
+    //    spec->access, as in place.
     auto reservation = Reservation::reserve(mapped_size_ + extra, spec->alignment, 0,
                                             Step{"reserving the moved range"});
     std::vector<std::shared_ptr<const Mapping>> mappings;
@@ -107,7 +110,7 @@ RangeRef Range::grow(ChunkSpecRef spec, size_t new_size, GrowOutcome& outcome) c
     CUdeviceptr at = reservation->base();
     int index = 1;
     for (const auto& old : mappings_) {
-        mappings.push_back(Mapping::map(reservation, at, old->allocation(), spec->access,
+        mappings.push_back(Mapping::map(reservation, at, old->allocation(), old->access(),
                                         Step{"re-mapping chunk", index, total_chunks}));
         at += old->size();
         ++index;

@@ -112,6 +112,11 @@ void allocate(RangeHandle& out, const SpecHandle& spec, long long size, Status& 
 // Returns the GrowOutcome (0 alias, 1 in place, 2 moved, 3 fresh), -1 on error.
 int grow(RangeHandle& out, const RangeHandle& in, const SpecHandle& spec, long long new_size, Status& status);
 
+// What device `device` may do with chunk `chunk` (cuMemGetAccess at the chunk's address):
+// 0 none, 1 read, 3 read-write; -1 and status set on error (an index outside the chunks,
+// a device the driver does not know).
+int chunk_access(const RangeHandle& range, int chunk, int device, Status& status);
+
 // ---- sharing ----
 // Number of chunks export_fds will write (chunks overlapping the buffer's size).
 int export_chunk_count(const RangeHandle& range);
@@ -127,12 +132,9 @@ bool fd_valid(int fd);
 int fd_close(int fd);
 
 // ---- data ----
-// The array comes last: JavaCPP pins it (GetPrimitiveArrayCritical) while converting the
-// arguments in order, and no other argument conversion may make a JNI call after that.
-void write_array(const RangeHandle& dst, long long offset, long long array_offset, long long bytes, Status& status,
-                 const signed char* array);
-void read_array(const RangeHandle& src, long long offset, long long array_offset, long long bytes, Status& status,
-                signed char* array);
+// Host memory is passed by address only, never as a Java array: a pinned array (JNI critical
+// region) would hold off the GC for as long as the driver call blocks. Java stages arrays
+// through direct buffers in bounded pieces (org.cuvmm.internal.ArrayCopies).
 void write_address(const RangeHandle& dst, long long offset, long long address, long long bytes, Status& status);
 void read_address(const RangeHandle& src, long long offset, long long address, long long bytes, Status& status);
 void copy_range(const RangeHandle& dst, long long dst_offset, const RangeHandle& src, long long src_offset,

@@ -95,6 +95,8 @@ private:
 
 // One allocation mapped at one address inside a reservation, with access set.
 // Holds both; the destructor unmaps, then the members drop (allocation, then reservation).
+// It also keeps the access list it was mapped with: that list belongs to the chunk, not to
+// whichever options a later grow is called with, and a move re-maps the chunk with it.
 class Mapping {
 public:
     // Maps `allocation` at `address` (inside `reservation`) and applies `access`. If
@@ -109,14 +111,20 @@ public:
     CUdeviceptr address() const { return address_; }
     size_t size() const { return allocation_->size(); }
     const std::shared_ptr<const Allocation>& allocation() const { return allocation_; }
+    // The access descriptors this chunk was mapped with (cuMemSetAccess's list).
+    const std::vector<CUmemAccessDesc>& access() const { return access_; }
+    // What the driver says `location` may do with this mapping (cuMemGetAccess at its
+    // address): CU_MEM_ACCESS_FLAGS_PROT_NONE, _READ or _READWRITE. Throws DriverError.
+    unsigned long long granted(const CUmemLocation& location, const Step& step) const;
 
 private:
     Mapping(std::shared_ptr<const Reservation> reservation, CUdeviceptr address,
-            std::shared_ptr<const Allocation> allocation);
+            std::shared_ptr<const Allocation> allocation, std::vector<CUmemAccessDesc> access);
     // Declaration order is teardown order in reverse: allocation_ is destroyed first.
     const std::shared_ptr<const Reservation> reservation_;
     const std::shared_ptr<const Allocation> allocation_;
     const CUdeviceptr address_;
+    const std::vector<CUmemAccessDesc> access_;  // plain data; no teardown role
 };
 
 // How modify/grow produced its result.
@@ -141,6 +149,8 @@ public:
     //    one new chunk mapped there (in_place);
     //  - else a new reservation of the whole size, every existing allocation mapped again
     //    at its offset (no byte copied), then the new chunk (moved).
+    // Existing chunks keep the access they were mapped with in every outcome (a move
+    // re-maps each with its own Mapping::access()); only the new chunk gets spec->access.
     // `spec` must have the same handle types and device as this range's.
     RangeRef grow(ChunkSpecRef spec, size_t new_size, GrowOutcome& outcome) const;
 

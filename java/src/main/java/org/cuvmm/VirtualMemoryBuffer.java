@@ -7,6 +7,7 @@ import java.nio.ReadOnlyBufferException;
 import org.bytedeco.javacpp.BytePointer;
 import org.bytedeco.javacpp.Pointer;
 import org.cuvmm.internal.AcquireState;
+import org.cuvmm.internal.ArrayCopies;
 import org.cuvmm.internal.BufferAccess;
 import org.cuvmm.internal.BufferRecycler;
 import org.cuvmm.internal.Checks;
@@ -170,6 +171,83 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         });
     }
 
+    /**
+     * The access {@code device} has to every byte of this buffer: the weakest of
+     * {@link #access(int, int)} over the chunks that hold its bytes ({@code [0, size())}; an
+     * alias smaller than its mapping ignores chunks past its end). {@link AccessMode#READ_WRITE}
+     * means the device may read and write the whole buffer, {@link AccessMode#READ} that it may
+     * read all of it but not write all of it, {@link AccessMode#NONE} that some chunk is closed
+     * to it. An empty buffer has no memory: {@code NONE}. One driver query per chunk.
+     *
+     * <p>A grown buffer can mix accesses: every chunk keeps the access it was mapped with,
+     * and only the chunk a grow adds gets that grow's options (see
+     * {@link VirtualMemoryResource#modifyAllocation(VirtualMemoryBuffer, long, VirtualMemoryResourceOptions)}).
+     *
+     * @throws IllegalArgumentException when {@code device} is not a device of the driver
+     * @throws IllegalStateException when the buffer is closed
+     * @throws CudaException when the driver refuses the query
+     */
+    public AccessMode access(int device) {
+        checkDevice(device);
+        acquire();
+        try {
+            AccessMode weakest = size == 0 ? AccessMode.NONE : AccessMode.READ_WRITE;
+            long covered = 0;
+            for (int i = 0, n = range.chunk_count(); i < n && covered < size; i++) {
+                AccessMode a = chunkAccess(device, i);
+                if (a.cuValue < weakest.cuValue) weakest = a;
+                covered += range.chunk_size(i);
+            }
+            return weakest;
+        } finally {
+            releaseUse();
+        }
+    }
+
+    /**
+     * The access {@code device} has to chunk {@code chunk} (address order, as
+     * {@link #chunkSize(int)}), as the driver reports it ({@code cuMemGetAccess} at the
+     * chunk's address).
+     *
+     * @throws IllegalArgumentException when {@code device} is not a device of the driver
+     * @throws IndexOutOfBoundsException when {@code chunk} is not a chunk of this buffer
+     * @throws IllegalStateException when the buffer is closed
+     * @throws CudaException when the driver refuses the query
+     */
+    public AccessMode access(int device, int chunk) {
+        checkDevice(device);
+        acquire();
+        try {
+            int n = range.chunk_count();
+            if (chunk < 0 || chunk >= n) {
+                throw new IndexOutOfBoundsException("chunk: " + chunk + " (expected: 0 to " + (n - 1) + ", the chunks of " + this + ")");
+            }
+            return chunkAccess(device, chunk);
+        } finally {
+            releaseUse();
+        }
+    }
+
+    private static void checkDevice(int device) {
+        int count = Driver.get().deviceCount();
+        if (device < 0 || device >= count) {
+            throw new IllegalArgumentException("device: " + device + " (expected: 0 to " + (count - 1) + ", the devices of the "
+                    + Driver.get().kind() + " driver)");
+        }
+    }
+
+    /** One cuMemGetAccess; the caller holds a use. */
+    private AccessMode chunkAccess(int device, int chunk) {
+        NativeStatus st = NativeCalls.status();
+        int flags = NativeApi.chunk_access(range, chunk, device, st);
+        NativeCalls.check(st);
+        for (AccessMode m : AccessMode.values()) {
+            if (m.cuValue == flags) return m;
+        }
+        throw new IllegalStateException("cuMemGetAccess returned flags " + flags + " for device " + device + ", chunk " + chunk
+                + " (expected: 0, 1 or 3)");
+    }
+
     /** True when any chunk was imported from another process (such memory cannot be exported again). */
     public boolean isImported() { return use(() -> range.any_imported() ? 1L : 0L) != 0; }
 
@@ -187,14 +265,27 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
     /**
      * Copies {@code length} bytes of {@code src} from {@code srcOffset} into this buffer at {@code offset}.
+     * Returns when the data is in the buffer.
+     *
+     * <p>Arrays and heap {@link ByteBuffer}s are never pinned: the bytes go through a native
+     * staging buffer in pieces of at most 1 MiB, one driver call each, so garbage collection
+     * and other threads' allocations proceed during a large copy. If the driver fails part of
+     * the way, the pieces before the failing one have been copied.
      *
      * @throws IndexOutOfBoundsException when either window is out of bounds
+     * @throws CudaException when the driver refuses the copy (for example, this resource's
+     *     device has no write access to the memory)
      */
     public void copyFrom(long offset, byte[] src, int srcOffset, int length) {
         Checks.notNull("src", src);
         Checks.arrayWindow("src", srcOffset, length, src.length);
         Checks.window("copyFrom", offset, length, size);
-        callNative(st -> NativeApi.write_array(range, offset, srcOffset, length, st, src));
+        acquire();
+        try {
+            ArrayCopies.write(range, offset, src, srcOffset, length);
+        } finally {
+            releaseUse();
+        }
     }
 
     /** Copies the start of this buffer into all of {@code dst}. */
@@ -203,12 +294,20 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         copyTo(0, dst, 0, dst.length);
     }
 
-    /** Copies {@code length} bytes at {@code offset} into {@code dst} from {@code dstOffset}. */
+    /**
+     * Copies {@code length} bytes at {@code offset} into {@code dst} from {@code dstOffset}, in
+     * pieces like {@link #copyFrom(long, byte[], int, int)} (never pinning {@code dst}).
+     */
     public void copyTo(long offset, byte[] dst, int dstOffset, int length) {
         Checks.notNull("dst", dst);
         Checks.arrayWindow("dst", dstOffset, length, dst.length);
         Checks.window("copyTo", offset, length, size);
-        callNative(st -> NativeApi.read_array(range, offset, dstOffset, length, st, dst));
+        acquire();
+        try {
+            ArrayCopies.read(range, offset, dst, dstOffset, length);
+        } finally {
+            releaseUse();
+        }
     }
 
     /**
@@ -219,14 +318,15 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         Checks.notNull("src", src);
         int length = src.remaining();
         Checks.window("copyFrom", offset, length, size);
-        if (src.hasArray()) {
-            copyFrom(offset, src.array(), src.arrayOffset() + src.position(), length);
-        } else if (src.isDirect()) {
+        if (src.isDirect()) {
             callNative(st -> NativeApi.write_address(range, offset, directAddress(src), length, st));
-        } else { // read-only heap buffer: its array is hidden
-            byte[] tmp = new byte[length];
-            src.duplicate().get(tmp);
-            copyFrom(offset, tmp, 0, length);
+        } else { // heap, read-only or not: staged like an array
+            acquire();
+            try {
+                ArrayCopies.write(range, offset, src, src.position(), length);
+            } finally {
+                releaseUse();
+            }
         }
         src.position(src.position() + length);
     }

@@ -194,6 +194,11 @@ public final class VirtualMemoryResource implements AutoCloseable {
      * <li>{@link BufferOrigin#MOVED}: a new range was reserved and every existing chunk
      *     re-mapped at its offset (no byte copied), then the new chunk; new address.</li>
      * </ul>
+     * Access does not depend on the outcome: the chunks {@code buffer} already has keep the
+     * access they were mapped with (a move re-maps each with its own), and only the chunk
+     * the grow adds gets {@code options}' self and peer access. So a grow with other access
+     * options makes a buffer whose chunks differ; {@link VirtualMemoryBuffer#access(int, int)}
+     * reports each, {@link VirtualMemoryBuffer#access(int)} the weakest.
      *
      * @param options options for the new chunk, or null for this resource's; they may not
      *     change the handle type, device or location

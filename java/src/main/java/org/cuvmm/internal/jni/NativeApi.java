@@ -3,7 +3,6 @@ package org.cuvmm.internal.jni;
 import org.bytedeco.javacpp.annotation.ByRef;
 import org.bytedeco.javacpp.annotation.Cast;
 import org.bytedeco.javacpp.annotation.Const;
-import org.bytedeco.javacpp.annotation.CriticalRegion;
 import org.bytedeco.javacpp.annotation.Namespace;
 import org.bytedeco.javacpp.annotation.Properties;
 import org.bytedeco.javacpp.annotation.StdString;
@@ -37,6 +36,9 @@ public final class NativeApi {
                                   @Const @ByRef NativeSpecHandle spec, @Cast("long long") long newSize,
                                   @ByRef NativeStatus status);
 
+    public static native int chunk_access(@Const @ByRef NativeRangeHandle range, int chunk, int device,
+                                          @ByRef NativeStatus status);
+
     public static native int export_chunk_count(@Const @ByRef NativeRangeHandle range);
     public static native int export_fds(@Const @ByRef NativeRangeHandle range, int[] outFds,
                                         @Cast("long long*") long[] outSizes, int capacity, @ByRef NativeStatus status);
@@ -47,15 +49,9 @@ public final class NativeApi {
     public static native @Cast("bool") boolean fd_valid(int fd);
     public static native int fd_close(int fd);
 
-    // The array is the last argument: once JavaCPP has pinned it, no JNI call may follow.
-    @CriticalRegion
-    public static native void write_array(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long offset,
-                                          @Cast("long long") long arrayOffset, @Cast("long long") long bytes,
-                                          @ByRef NativeStatus status, @Cast("const signed char*") byte[] array);
-    @CriticalRegion
-    public static native void read_array(@Const @ByRef NativeRangeHandle src, @Cast("long long") long offset,
-                                         @Cast("long long") long arrayOffset, @Cast("long long") long bytes,
-                                         @ByRef NativeStatus status, @Cast("signed char*") byte[] array);
+    // No Java array crosses this boundary: array copies are staged in Java
+    // (org.cuvmm.internal.ArrayCopies) and arrive here as the address of a direct buffer, so
+    // no JNI critical region ever spans a driver call (docs/VMM_DESIGN.md section 10).
     public static native void write_address(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long offset,
                                             @Cast("long long") long address, @Cast("long long") long bytes,
                                             @ByRef NativeStatus status);
