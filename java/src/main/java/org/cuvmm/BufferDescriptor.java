@@ -139,7 +139,10 @@ public final class BufferDescriptor implements AutoCloseable {
      * Like {@link #fromFds} but takes ownership of the ints instead of duplicating them: for
      * a receiver that already owns the fds (received over {@code SCM_RIGHTS}) and would only
      * close its originals after a duplicate. On success the descriptor closes them; if this
-     * throws, the caller still owns them.
+     * throws, the caller still owns them. Never adopt the {@link #fds()} of a descriptor that
+     * is still open: it owns them too and would close them again (its cleaner does, even if
+     * it is abandoned), by then possibly another file under the same number. Take them out
+     * with {@link #takeFds()} first.
      *
      * @throws IllegalArgumentException as {@link #fromFds}
      */

@@ -138,9 +138,11 @@ class DescriptorTest {
     void adoptFdsTakesOwnership() throws Exception {
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer src = r.allocate(2 * MiB)) {
             BufferDescriptor exported = src.exportDescriptor();
-            int[] raw = exported.fds();
-            // Hand the ints over as a receiver would: the new descriptor owns them, so `exported`
-            // (which owned them first) is deliberately never closed.
+            // Take the ints out of `exported` (its cleaner no longer owns them), then hand them
+            // over as a receiver would: the new descriptor owns them. Abandoning `exported` after
+            // fds() instead would leave two owners, and its cleaner would later close whatever
+            // file reused those numbers (this broke other tests in this class at random).
+            int[] raw = exported.takeFds();
             BufferDescriptor adopted = BufferDescriptor.adoptFds(raw, exported.sizes(), HandleType.POSIX_FD, 2 * MiB);
             assertArrayEquals(raw, adopted.fds(), "no duplicate was made");
             try (VirtualMemoryBuffer imp = r.importBuffer(adopted)) {
