@@ -46,6 +46,16 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
                                             BufferRecycler recycler, boolean tracked) {
                 return new VirtualMemoryBuffer(resource, range, BufferOrigin.POOLED, size, recycler, tracked);
             }
+
+            @Override
+            public Throwable captureSite() {
+                return LeakDetection.captureSite();
+            }
+
+            @Override
+            public void reportLeak(long address, long size, Throwable site) {
+                LeakDetection.report(describe(address, size), site);
+            }
         });
     }
 
