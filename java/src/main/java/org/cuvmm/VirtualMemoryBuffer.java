@@ -71,7 +71,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     // Set by closeWhenUnused(): the last release of a use closes the buffer.
     private volatile boolean closePending;
     private final Release release;
-    private final Cleaner.Cleanable cleanable; // null when not tracked (sampled pooled buffers)
+    private final Cleaner.Cleanable cleanable; // null when not tracked (pooled buffers: their pool watches them)
 
     VirtualMemoryBuffer(VirtualMemoryResource resource, NativeRangeHandle range, BufferOrigin origin) {
         this(resource, range, origin, range.size(), null, true);
@@ -445,6 +445,9 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         release.explicit = true;
         if (cleanable != null) cleanable.clean();
         else release.run();
+        // Reachable until the release ran: a pool's weak watch on this buffer (untracked
+        // pooled buffers) must not report a leak while the buffer is being closed.
+        java.lang.ref.Reference.reachabilityFence(this);
     }
 
     /**
