@@ -60,8 +60,7 @@ public final class LeakDetection {
 
     static void report(String what, Throwable site) {
         StringBuilder sb = new StringBuilder("LEAK: ").append(what)
-                .append(" was never closed; the garbage collector found it and cuvmm took its memory back (released it, ")
-                .append("or returned it to its pool). ");
+                .append(" was never closed; the garbage collector found it and cuvmm reclaimed it. ");
         if (site == null) {
             sb.append("Run with -D").append(CAPTURE_PROPERTY).append("=true to record where it was allocated.");
         } else {
