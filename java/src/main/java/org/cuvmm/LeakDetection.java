@@ -7,9 +7,11 @@ import java.util.Deque;
 import java.util.List;
 
 /**
- * Finds buffers that were never closed. Every buffer is registered with a {@link Cleaner};
- * when the garbage collector finds one unreachable and still open, its memory is released
- * and a warning is logged (logger {@code org.cuvmm}) naming its address and size.
+ * Finds buffers that were never closed. Every buffer a resource makes is registered with a
+ * {@link Cleaner}; when the garbage collector finds one unreachable and still open, its memory
+ * is released and a warning is logged (logger {@code org.cuvmm}) naming its address and size.
+ * Pooled buffers are watched by their {@link org.cuvmm.pool.VirtualMemoryPool} instead, which
+ * logs the same warning (counted here too) and takes the memory back into its accounting.
  *
  * <p>Where it was allocated is recorded only when the system property
  * {@value #CAPTURE_PROPERTY} is {@code true}, since capturing a stack trace on every
@@ -35,7 +37,7 @@ public final class LeakDetection {
     /** True when {@value #CAPTURE_PROPERTY} is set (read at each allocation). */
     public static boolean capturingAllocationSites() { return Boolean.getBoolean(CAPTURE_PROPERTY); }
 
-    /** Leaks found and released by the cleaner since the process started. */
+    /** Leaks found (by the cleaner, or by a pool for its buffers) since the process started. */
     public static long reportedLeaks() { return LEAKS.get(); }
 
     /** The text of the most recent leak report, or null. */
@@ -58,7 +60,7 @@ public final class LeakDetection {
 
     static void report(String what, Throwable site) {
         StringBuilder sb = new StringBuilder("LEAK: ").append(what)
-                .append(" was never closed; the garbage collector found it and cuvmm released its memory. ");
+                .append(" was never closed; the garbage collector found it and cuvmm reclaimed it. ");
         if (site == null) {
             sb.append("Run with -D").append(CAPTURE_PROPERTY).append("=true to record where it was allocated.");
         } else {

@@ -47,6 +47,16 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
                                             BufferRecycler recycler, boolean tracked) {
                 return new VirtualMemoryBuffer(resource, range, BufferOrigin.POOLED, size, recycler, tracked);
             }
+
+            @Override
+            public Throwable captureSite() {
+                return LeakDetection.captureSite();
+            }
+
+            @Override
+            public void reportLeak(long address, long size, Throwable site) {
+                LeakDetection.report(describe(address, size), site);
+            }
         });
     }
 
@@ -62,7 +72,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     // Set by closeWhenUnused(): the last release of a use closes the buffer.
     private volatile boolean closePending;
     private final Release release;
-    private final Cleaner.Cleanable cleanable; // null when not tracked (sampled pooled buffers)
+    private final Cleaner.Cleanable cleanable; // null when not tracked (pooled buffers: their pool watches them)
     // Non-null when this buffer maps memory of an import made with a whenUnmapped callback:
     // the buffer owns one reference, dropped by its Release after the native unmap.
     private final ImportHold hold;
@@ -569,6 +579,9 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         release.explicit = true;
         if (cleanable != null) cleanable.clean();
         else release.run();
+        // Reachable until the release ran: a pool's weak watch on this buffer (untracked
+        // pooled buffers) must not report a leak while the buffer is being closed.
+        java.lang.ref.Reference.reachabilityFence(this);
     }
 
     /**

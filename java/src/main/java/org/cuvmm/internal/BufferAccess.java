@@ -1,5 +1,8 @@
 package org.cuvmm.internal;
 
+import java.security.CodeSource;
+import java.util.Objects;
+
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.internal.jni.NativeRangeHandle;
@@ -7,7 +10,12 @@ import org.cuvmm.internal.jni.NativeRangeHandle;
 /**
  * The door through which cuvmm's own packages (the pool) reach package-private parts of
  * {@code org.cuvmm} without making them public API: the JDK's "shared secrets" pattern.
- * Installed by {@link VirtualMemoryBuffer}'s static initializer.
+ *
+ * <p>Guarded, because on the class path this public class is reachable by anyone (on the
+ * module path its package is not exported): {@link #install} accepts exactly one call, from
+ * {@link VirtualMemoryBuffer}'s static initializer, and {@link #get} hands the bridge only to
+ * classes loaded from the same code source (jar or classes directory) and module as this
+ * class. Any other caller gets {@link IllegalCallerException}.
  */
 public final class BufferAccess {
     /** What the core offers to its own other packages. */
@@ -21,15 +29,58 @@ public final class BufferAccess {
          */
         VirtualMemoryBuffer wrap(VirtualMemoryResource resource, NativeRangeHandle range, long size,
                                  BufferRecycler recycler, boolean tracked);
+
+        /**
+         * Where a buffer is being allocated, when {@link org.cuvmm.LeakDetection} records
+         * allocation sites; else null.
+         */
+        Throwable captureSite();
+
+        /**
+         * Logs and counts the leak of a buffer at {@code address} of {@code size} bytes with
+         * {@link org.cuvmm.LeakDetection}'s warning ({@code site}: from {@link #captureSite()},
+         * or null).
+         */
+        void reportLeak(long address, long size, Throwable site);
     }
 
+    private static final StackWalker WALKER = StackWalker.getInstance(StackWalker.Option.RETAIN_CLASS_REFERENCE);
+    private static final Object INSTALL_LOCK = new Object();
     private static volatile Bridge bridge;
 
     private BufferAccess() {}
 
-    public static void install(Bridge b) { bridge = b; }
+    /**
+     * Installs the bridge. Only {@link VirtualMemoryBuffer} may call it, once.
+     *
+     * @throws IllegalCallerException when called from any other class
+     * @throws IllegalStateException when a bridge is already installed
+     */
+    public static void install(Bridge b) {
+        Class<?> caller = WALKER.getCallerClass();
+        if (caller != VirtualMemoryBuffer.class) {
+            throw new IllegalCallerException("BufferAccess.install: caller " + caller.getName() + " (expected: "
+                    + VirtualMemoryBuffer.class.getName() + "; the bridge is cuvmm's own and installs itself)");
+        }
+        Objects.requireNonNull(b, "b");
+        synchronized (INSTALL_LOCK) {
+            if (bridge != null) throw new IllegalStateException("BufferAccess.install: a bridge is already installed");
+            bridge = b;
+        }
+    }
 
+    /**
+     * The bridge, installing it first if {@link VirtualMemoryBuffer} is not yet initialized.
+     *
+     * @throws IllegalCallerException when the caller is not cuvmm's own code (same code
+     *     source and module as this class)
+     */
     public static Bridge get() {
+        Class<?> caller = WALKER.getCallerClass();
+        if (!isOwnCode(caller)) {
+            throw new IllegalCallerException("BufferAccess.get: caller " + caller.getName() + " (expected: a class of "
+                    + "cuvmm's own jar; the bridge is internal)");
+        }
         Bridge b = bridge;
         if (b == null) {
             try {
@@ -40,5 +91,15 @@ public final class BufferAccess {
             b = bridge;
         }
         return b;
+    }
+
+    /** Same module, class loader and code source (jar or classes directory) as this class. */
+    private static boolean isOwnCode(Class<?> caller) {
+        if (caller.getModule() != BufferAccess.class.getModule()) return false;
+        if (caller.getClassLoader() != BufferAccess.class.getClassLoader()) return false;
+        CodeSource mine = BufferAccess.class.getProtectionDomain().getCodeSource();
+        CodeSource theirs = caller.getProtectionDomain().getCodeSource();
+        if (mine == null || theirs == null) return mine == theirs;
+        return Objects.equals(mine.getLocation(), theirs.getLocation());
     }
 }

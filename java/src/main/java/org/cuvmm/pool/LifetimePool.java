@@ -2,6 +2,8 @@ package org.cuvmm.pool;
 
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicLongArray;
@@ -84,6 +86,14 @@ final class LifetimePool {
     private final LongAdder evictedBytes = new LongAdder();
     private final LongAdder trimmedBytes = new LongAdder();
     private final LongAdder leaks = new LongAdder();
+    /**
+     * Every slot not yet released (live, idle, or in between), added on a miss and removed
+     * by {@link #forget}. It keeps each slot, its range and its buffer's {@link LeakWatch}
+     * reachable from the pool rather than only from the buffer, so a leaked buffer's range is
+     * not freed behind the pool's back by JavaCPP's deallocator, and its watch is enqueued.
+     * Touched only on a miss and when memory is released, never on the hot path.
+     */
+    private final Set<PoolSlot> allSlots = ConcurrentHashMap.newKeySet();
     private volatile long retentionCapBytes;
     private final ReentrantLock evictionLock = new ReentrantLock();
 
@@ -107,9 +117,11 @@ final class LifetimePool {
 
     /**
      * A buffer of {@code reqSize} (1 to the largest class) bytes: an idle buffer of its class,
-     * else of the smallest larger class within the reuse limit, else new memory.
+     * else of the smallest larger class within the reuse limit, else new memory. Every buffer
+     * is watched for a leak; {@code recordSite}: also record where it was allocated (when
+     * {@link org.cuvmm.LeakDetection} captures sites).
      */
-    VirtualMemoryBuffer allocate(long reqSize, boolean tracked) {
+    VirtualMemoryBuffer allocate(long reqSize, boolean recordSite) {
         int sizeIdx = classes.sizeIdx(reqSize);
         int probe = PROBE.get();
         boolean hit = true;
@@ -129,12 +141,21 @@ final class LifetimePool {
         // live <= footprint, so no new peak is possible while the footprint is at most the peak.
         if (footprintBytes.get() > peakLiveBytes.get()) raisePeak(sumLiveBytes());
         slot.markLive(reqSize);
+        VirtualMemoryBuffer buffer;
         try {
-            return BRIDGE.wrap(pool.resource(), slot.range, reqSize, slot, tracked);
+            // No cleaner registration: the pool watches the buffer itself (LeakWatch).
+            buffer = BRIDGE.wrap(pool.resource(), slot.range, reqSize, slot, false);
         } catch (RuntimeException | Error e) {
             recycle(slot, slot.range, false); // no buffer owns the range: take it back
             throw e;
         }
+        try {
+            slot.setWatch(new LeakWatch(buffer, slot, recordSite ? BRIDGE.captureSite() : null));
+        } catch (RuntimeException | Error e) {
+            buffer.close(); // returns the slot
+            throw e;
+        }
+        return buffer;
     }
 
     /** The newest idle slot of class {@code sizeIdx}, own stripe first; null when none. */
@@ -178,6 +199,7 @@ final class LifetimePool {
             range = BRIDGE.allocateRange(pool.resource(), classSize);
         }
         PoolSlot slot = new PoolSlot(this, range, sizeIdx, classSize);
+        allSlots.add(slot);
         slots.incrementAndGet();
         footprintBytes.addAndGet(classSize); // before live grows: retained never dips below 0 meanwhile
         return slot;
@@ -193,8 +215,26 @@ final class LifetimePool {
     // ---- release ----
 
     /**
-     * A buffer over {@code slot} was closed (or, {@code leaked}, found unreachable by the
-     * cleaner): keep the slot idle, or release its range. Never throws.
+     * The garbage collector found the buffer that {@code w} watches unreachable (called on
+     * the "cuvmm-pool-leaks" thread): unless it was closed or its slot handed out again since,
+     * warn with {@link org.cuvmm.LeakDetection}'s report and recycle the slot as leaked.
+     * Never throws.
+     */
+    void leaked(PoolSlot slot, LeakWatch w) {
+        if (!slot.claimWatch(w)) return;
+        try {
+            // reqSize: written before setWatch's release store, read after the claim's CAS.
+            BRIDGE.reportLeak(slot.range.address(), slot.reqSize, w.site);
+        } catch (Throwable t) {
+            LOG.log(System.Logger.Level.ERROR, "pool " + pool.name() + " (" + lifetime.key() + "): reporting the leak of "
+                    + slot + " failed", t);
+        }
+        recycle(slot, slot.range, true);
+    }
+
+    /**
+     * A buffer over {@code slot} was closed (or, {@code leaked}, found unreachable: see
+     * {@link #leaked}): keep the slot idle, or release its range. Never throws.
      */
     void recycle(PoolSlot slot, NativeRangeHandle returned, boolean leaked) {
         try {
@@ -375,6 +415,7 @@ final class LifetimePool {
     private void forget(PoolSlot slot) {
         footprintBytes.addAndGet(-slot.classSize);
         slots.decrementAndGet();
+        allSlots.remove(slot);
     }
 
     /** Drops the pool's reference to the range: unmap, release, free in the driver. Never throws. */

@@ -11,13 +11,16 @@ import org.cuvmm.internal.jni.NativeRangeHandle;
  *
  * <p>Owns {@link #range} from creation until {@link LifetimePool#release} deallocates it; while
  * a buffer is live the buffer uses it, and the buffer's close (or cleaner) hands it back
- * through {@link #recycle}.
+ * through {@link #recycle}. Every slot not yet released is held by its {@link LifetimePool}
+ * (not only by the buffer), so a leaked buffer's range is never freed behind the pool's back
+ * by JavaCPP's own deallocator: the buffer's {@link LeakWatch} brings it back instead.
  *
  * <p>State, in {@code state} ({@link PoolSlotFields}):
  * <pre>
- *   miss: TAKEN --wrap--> LIVE --buffer closed--> RETURNING --push--> IDLE --take--> TAKEN --wrap--> LIVE ...
- *                                                     |                 \--evict / trim--> DEAD
- *                                                     \--not kept (over the cap, pool closed, exported leak)--> DEAD
+ *   miss: TAKEN --wrap--> LIVE --buffer closed or leaked--> RETURNING --push--> IDLE --take--> TAKEN --wrap--> LIVE ...
+ *                                                               |                 \--evict / trim--> DEAD
+ *                                                               \--not kept (over the cap, pool closed, exported leak,
+ *                                                                  memory still shared by an alias or view)--> DEAD
  * </pre>
  * IDLE slots are on exactly one free list; the moves into and out of IDLE happen under that
  * list's lock. {@code LIVE -> RETURNING} is a CAS, so a second recycle of the same range is
@@ -28,8 +31,10 @@ final class PoolSlot extends PoolSlotFields implements BufferRecycler {
         super(home, range, sizeIdx, classSize);
     }
 
+    /** The buffer was closed (its Release runs this): the watch is dropped first, then the range comes back. */
     @Override
     public void recycle(NativeRangeHandle returned, boolean leaked) {
+        dropWatch();
         home.recycle(this, returned, leaked);
     }
 

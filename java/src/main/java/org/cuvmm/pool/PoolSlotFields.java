@@ -20,10 +20,12 @@ abstract class PoolSlotFields extends CacheLinePadding {
     static final int DEAD = 4;
 
     private static final VarHandle STATE;
+    private static final VarHandle WATCH;
 
     static {
         try {
             STATE = MethodHandles.lookup().findVarHandle(PoolSlotFields.class, "state", int.class);
+            WATCH = MethodHandles.lookup().findVarHandle(PoolSlotFields.class, "watch", LeakWatch.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -50,6 +52,15 @@ abstract class PoolSlotFields extends CacheLinePadding {
     @SuppressWarnings("unused") // accessed through STATE
     private volatile int state;
 
+    /**
+     * The pool's watch on the buffer now made over this slot, while it is live; null once that
+     * buffer was closed. Holding it here keeps the watch reachable exactly as long as the
+     * slot (so the garbage collector enqueues it); dropping it at close means a buffer closed
+     * in time never reaches the leak queue's consumer. See {@link LeakWatch}.
+     */
+    @SuppressWarnings("unused") // accessed through WATCH
+    private volatile LeakWatch watch;
+
     PoolSlotFields(LifetimePool home, NativeRangeHandle range, int sizeIdx, long classSize) {
         this.home = home;
         this.range = range;
@@ -70,4 +81,16 @@ abstract class PoolSlotFields extends CacheLinePadding {
     final void setState(int s) { STATE.setVolatile(this, s); }
 
     final int state() { return (int) STATE.getVolatile(this); }
+
+    /** Watches the buffer just made over this slot (after {@link #markLive}). */
+    final void setWatch(LeakWatch w) { WATCH.setRelease(this, w); }
+
+    /** The buffer was closed: its watch no longer counts. */
+    final void dropWatch() { WATCH.setRelease(this, (LeakWatch) null); }
+
+    /**
+     * Takes {@code w} for a leak report; false when the buffer was closed or the slot was
+     * handed out again since {@code w} was made (then {@code w} means nothing).
+     */
+    final boolean claimWatch(LeakWatch w) { return WATCH.compareAndSet(this, w, (LeakWatch) null); }
 }

@@ -61,6 +61,9 @@ public interface PoolStats {
     /** Capacity released by {@link VirtualMemoryPool#trim()} and by closing the pool. */
     long trimmedBytes();
 
-    /** Buffers found unreachable and never closed, returned by the cleaner (only sampled buffers are watched). */
+    /**
+     * Buffers found unreachable and never closed (every pooled buffer is watched); each came
+     * back through this accounting (kept for reuse, or released for an exported buffer).
+     */
     long leaks();
 }

@@ -81,20 +81,31 @@ import org.cuvmm.internal.Checks;
  * With {@link Builder#registerMBeans(boolean)} each lifetime is also a
  * {@link VirtualMemoryPoolMXBean} named {@code org.cuvmm:type=VirtualMemoryPool,name=<name>,lifetime=<local|exported>}.
  *
- * <p><b>Leaks.</b> One pooled buffer in {@link Builder#leakSampleRate(int) leakSampleRate}
- * (64 by default) is watched by the cleaner: if it becomes unreachable without being closed,
- * the warning of {@link org.cuvmm.LeakDetection} is logged and its memory comes back (a leaked
- * exported buffer is released instead of reused, since a consumer may still map it).
+ * <p><b>Leaks.</b> Every pooled buffer is watched by its pool (a weak reference the pool
+ * holds, no {@link java.lang.ref.Cleaner} registration). When one becomes unreachable without
+ * being closed, the warning of {@link org.cuvmm.LeakDetection} is logged (and counted in
+ * {@link org.cuvmm.LeakDetection#reportedLeaks()}), {@link PoolStats#leaks()} grows by one, and
+ * its memory comes back through the pool's accounting like a close: live count and bytes go
+ * down, and the memory is kept for reuse, except that a leaked exported buffer is released
+ * instead (a consumer whose lease was lost with it may still map it). This happens on the
+ * daemon thread "cuvmm-pool-leaks" some time after a garbage collection, never at once.
+ * The pool holds every range it made until it releases it, so a leaked buffer's memory is
+ * never freed behind its back. One buffer in {@link Builder#leakSampleRate(int) leakSampleRate}
+ * (64 by default) also records where it was allocated, when allocation sites are captured
+ * ({@value org.cuvmm.LeakDetection#CAPTURE_PROPERTY}).
  *
  * <p>Thread-safe, with no lock shared by all threads on the allocate and release paths (see
  * the design document, "The pool"). Closing a pool releases its idle memory and stops
  * allocation; buffers still live stay valid, and their memory is released when they are
  * closed. The pool never closes its resource.
  *
- * <p><b>Aliases.</b> Do not make aliases of a pooled buffer that outlive it
- * ({@link VirtualMemoryResource#modifyAllocation}, {@link VirtualMemoryBuffer#asByteBuffer()}):
- * the pool reuses the memory once the pooled buffer itself is closed, whatever else still
- * maps it.
+ * <p><b>Aliases.</b> An alias ({@link VirtualMemoryResource#modifyAllocation}), a grown buffer
+ * or a {@link VirtualMemoryBuffer#asByteBuffer() ByteBuffer view} of a pooled buffer shares its
+ * memory. When the pooled buffer is closed while such a holder still shares the memory, the
+ * pool does not reuse it (that would give two owners the same bytes): it drops its own
+ * reference and forgets the slot, and the memory is unmapped and released when the last
+ * holder is closed. So aliases that outlive a pooled buffer are safe, but they cost the pool
+ * that slot: the next allocation of its class is a miss.
  */
 public final class VirtualMemoryPool implements AutoCloseable {
     /** The JMX domain of the pool beans. */
@@ -176,10 +187,11 @@ public final class VirtualMemoryPool implements AutoCloseable {
                     + "resource directly");
         }
         if (reqSize == 0) return resource.allocate(0);
-        return lifetimePool.allocate(reqSize, sampleForLeakTracking());
+        return lifetimePool.allocate(reqSize, sampleForAllocationSite());
     }
 
-    private boolean sampleForLeakTracking() {
+    /** One allocation in leakSampleRate records its site (when sites are captured at all). */
+    private boolean sampleForAllocationSite() {
         int rate = leakSampleRate;
         return rate == 1 || (rate > 1 && ThreadLocalRandom.current().nextInt(rate) == 0);
     }
@@ -247,7 +259,11 @@ public final class VirtualMemoryPool implements AutoCloseable {
     /** The resource new memory comes from. */
     public VirtualMemoryResource resource() { return resource; }
 
-    /** One pooled buffer in this many is watched for leaks; 0 when none is. */
+    /**
+     * One pooled buffer in this many records where it was allocated, for the leak warning
+     * (when {@value org.cuvmm.LeakDetection#CAPTURE_PROPERTY} is true); 0 when none does.
+     * Every pooled buffer is watched for leaks whatever this is.
+     */
     public int leakSampleRate() { return leakSampleRate; }
 
     /**
@@ -343,12 +359,12 @@ public final class VirtualMemoryPool implements AutoCloseable {
      * <tr><td>{@link #resource}</td><td>none: required</td></tr>
      * <tr><td>{@link #name}</td><td>"pool-N", N counting pools in this process</td></tr>
      * <tr><td>{@link #retentionCap}</td><td>{@link Long#MAX_VALUE} (unbounded) for both lifetimes</td></tr>
-     * <tr><td>{@link #leakSampleRate}</td><td>64: one pooled buffer in 64 is watched by the cleaner</td></tr>
+     * <tr><td>{@link #leakSampleRate}</td><td>64: one pooled buffer in 64 records its allocation site</td></tr>
      * <tr><td>{@link #registerMBeans}</td><td>false</td></tr>
      * </table>
      */
     public static final class Builder {
-        /** Default of {@link #leakSampleRate(int)}: watching every buffer costs a Cleaner registration each. */
+        /** Default of {@link #leakSampleRate(int)}: a stack trace per allocation costs far more than the allocation. */
         public static final int DEFAULT_LEAK_SAMPLE_RATE = 64;
 
         private VirtualMemoryResource resource;
@@ -381,9 +397,11 @@ public final class VirtualMemoryPool implements AutoCloseable {
         }
 
         /**
-         * Watch one pooled buffer in {@code rate} for leaks with the cleaner: 1 watches every
-         * buffer, 0 none. Watching costs a {@link java.lang.ref.Cleaner} registration (a shared
-         * lock) per allocation, which is why it is sampled.
+         * Record where one pooled buffer in {@code rate} was allocated, so that its leak warning
+         * names the site: 1 every buffer, 0 none. Sites are recorded only while
+         * {@value org.cuvmm.LeakDetection#CAPTURE_PROPERTY} is true, and sampled because a stack
+         * trace costs far more than a pooled allocation. Leaks themselves are detected, warned
+         * and counted for every pooled buffer, whatever the rate.
          */
         public Builder leakSampleRate(int rate) {
             this.leakSampleRate = rate;

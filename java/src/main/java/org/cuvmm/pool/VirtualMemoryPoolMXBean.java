@@ -71,7 +71,7 @@ public interface VirtualMemoryPoolMXBean extends BufferPoolMXBean {
     /** Capacity released by trims. */
     long getTrimmedBytes();
 
-    /** Sampled buffers found leaked (never closed). */
+    /** Buffers found leaked (unreachable, never closed) and taken back ({@link PoolStats#leaks()}). */
     long getLeaks();
 
     /** Releases every idle buffer of this lifetime; returns the capacity released. */
