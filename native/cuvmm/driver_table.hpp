@@ -3,7 +3,7 @@
 // Two implementations fill it:
 //   - cuda: libcuda.so.1, opened with dlopen and resolved with cuGetProcAddress
 //           (cuda_driver.cpp). The library is never linked.
-//   - host: our own strict implementation over memfd/mmap (host_driver.cpp).
+//   - host: our own strict implementation over memfd/mmap (native/host/).
 // Code above this table (the VMM object model, the JNI facade) never knows which
 // driver it talks to. Types come from cuda.h so signatures match the real driver
 // exactly; a table entry is a plain function pointer with the driver's signature.

@@ -1,4 +1,4 @@
-// Tests of the host driver (native/host_driver.cpp): every misuse rule returns its
+// Tests of the host driver (native/host/): every misuse rule returns its
 // documented CUresult, the happy path works end to end, per-device access is enforced in
 // the bookkeeping, foreign fds are refused on import, nothing leaks (fds, live counts),
 // and copies racing unmap/map never crash. Plain main(): prints one line per failed
