@@ -3,6 +3,7 @@
 #include "cuvmm/object_counts.hpp"
 
 #include <cstdint>
+#include <string>
 
 namespace cuvmm {
 namespace {
@@ -55,8 +56,15 @@ std::shared_ptr<const Allocation> Allocation::own(CUmemGenericAllocationHandle h
 std::shared_ptr<const Allocation> Allocation::import_fd(int fd, size_t size, const CUmemLocation& expected,
                                                         const Step& step) {
     CUmemGenericAllocationHandle handle = 0;
-    CUVMM_CALL(cuMemImportFromShareableHandle, step, &handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
-               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    count_call(Entry::cuMemImportFromShareableHandle);
+    CUresult rc = driver().cuMemImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    if (rc != CUDA_SUCCESS) {
+        // The driver returns only a CUresult; on the host driver, ask it why (it re-checks
+        // the fd), so a forged or altered memfd is refused with what is wrong with it.
+        std::string detail = driver_kind() == DriverKind::host ? host_import_refusal(fd) : "";
+        throw DriverError(rc, "cuMemImportFromShareableHandle", step.describe(), detail);
+    }
     std::shared_ptr<const Allocation> owned = own(handle, size, true, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     // From here `owned` releases the handle if anything below throws.
     CUmemAllocationProp prop{};

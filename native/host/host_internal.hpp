@@ -87,8 +87,9 @@
 //   export/import: duplicating the fd failed (EMFILE)                          CUDA_ERROR_OPERATING_SYSTEM
 //   import of an fd that is closed, not a cuvmm host memfd (pipe, file,        CUDA_ERROR_INVALID_VALUE
 //     /dev/null, foreign memfd, malformed or never-exportable name), not open
-//     read-write, not sealed against shrinking, or whose size is not a
-//     positive multiple of granularity
+//     read-write, not sealed exactly F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL
+//     (F_SEAL_EXEC aside: a write seal, or a missing one), or whose size is not
+//     a positive multiple of granularity (host_import_refusal says which)
 //   import of a memfd whose device does not exist in this process              CUDA_ERROR_INVALID_DEVICE
 //   copies/memset: n == 0                                                      CUDA_SUCCESS (nothing checked
 //                                                                                but cuInit)
@@ -142,6 +143,12 @@
 #endif
 #ifndef MFD_ALLOW_SEALING
 #define MFD_ALLOW_SEALING 0x0002U
+#endif
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
+#ifndef F_SEAL_EXEC
+#define F_SEAL_EXEC 0x0020
 #endif
 
 namespace cuvmm {
@@ -273,6 +280,20 @@ std::string memfd_name(const CUmemAllocationProp& p);
 // Parses the /proc/self/fd link target of a memfd we created (possibly in another
 // process): "/memfd:cuvmm-host:d<dev>:h<types>:l<loctype>:n<locid> (deleted)".
 bool parse_memfd_target(const std::string& target, int* device, CUmemAllocationProp* prop);
+
+// What check_import_fd learns about an importable memfd.
+struct ImportableMemfd {
+    size_t size = 0;
+    CUmemAllocationProp prop{};  // as the name encodes it (normalised, PINNED)
+};
+
+// Whether `fd` is a memfd some cuvmm host driver created and exported: open read-write, a
+// regular file named by memfd_name, sealed exactly F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL
+// (F_SEAL_EXEC tolerated), sized in granules, of a device this process has. Returns
+// CUDA_SUCCESS and fills *out (when non-null), or the refusal's CUresult
+// (INVALID_VALUE, INVALID_DEVICE) with a sentence in *why (when non-null). Reads the fd's
+// metadata only; needs no lock (the config is fixed once installed).
+CUresult check_import_fd(int fd, ImportableMemfd* out, std::string* why);
 
 // ---- registry helpers (registry.cpp; caller holds the mutex as noted) ----------------
 

@@ -1,7 +1,13 @@
-// Memfd naming: the host driver encodes an allocation's properties in its memfd's name
-// so that an importer in another process (its own host driver) recovers them from
-// /proc/self/fd/<fd>. The name is the only cross-process format the host driver has.
+// Memfd naming and checks: the host driver encodes an allocation's properties in its
+// memfd's name so that an importer in another process (its own host driver) recovers
+// them from /proc/self/fd/<fd>, and check_import_fd decides whether an fd offered for
+// import is such a memfd, saying why not. The name and the seals are the only
+// cross-process format the host driver has.
 #include "host/host_internal.hpp"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <cstdio>
 
@@ -77,5 +83,113 @@ bool parse_memfd_target(const std::string& target, int* device, CUmemAllocationP
     return true;
 }
 
+namespace {
+
+std::string seal_names(int seals) {
+    static const struct {
+        int bit;
+        const char* name;
+    } kNames[] = {{F_SEAL_SEAL, "F_SEAL_SEAL"},   {F_SEAL_SHRINK, "F_SEAL_SHRINK"},
+                  {F_SEAL_GROW, "F_SEAL_GROW"},   {F_SEAL_WRITE, "F_SEAL_WRITE"},
+                  {F_SEAL_FUTURE_WRITE, "F_SEAL_FUTURE_WRITE"}, {F_SEAL_EXEC, "F_SEAL_EXEC"}};
+    std::string out;
+    int known = 0;
+    for (const auto& n : kNames) {
+        known |= n.bit;
+        if (seals & n.bit) out += (out.empty() ? "" : "|") + std::string(n.name);
+    }
+    if (seals & ~known) {
+        char buf[32];
+        std::snprintf(buf, sizeof buf, "0x%x", static_cast<unsigned>(seals & ~known));
+        out += (out.empty() ? "" : "|") + std::string(buf);
+    }
+    return out.empty() ? "none" : out;
+}
+
+CUresult refuse(CUresult code, std::string* why, std::string text) {
+    if (why != nullptr) *why = std::move(text);
+    return code;
+}
+
+}  // namespace
+
+CUresult check_import_fd(int fd, ImportableMemfd* out, std::string* why) {
+    const std::string it = "fd " + std::to_string(fd);
+    if (::fcntl(fd, F_GETFD) < 0) return refuse(CUDA_ERROR_INVALID_VALUE, why, it + " is not an open descriptor");
+    int fl = ::fcntl(fd, F_GETFL);
+    if (fl < 0 || (fl & O_ACCMODE) != O_RDWR) {
+        return refuse(CUDA_ERROR_INVALID_VALUE, why,
+                      it + " is not open read-write; memory exported by cuvmm's host driver always is (a read-only "
+                           "reopen of it can never be mapped writable)");
+    }
+    struct stat sb {};
+    if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
+        return refuse(CUDA_ERROR_INVALID_VALUE, why,
+                      it + " is not a regular file (a pipe, socket or device?), so not memory exported by cuvmm's "
+                           "host driver");
+    }
+    char link[64];
+    std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
+    char target[512];
+    ssize_t n = ::readlink(link, target, sizeof target - 1);
+    if (n <= 0 || n >= static_cast<ssize_t>(sizeof target - 1)) {
+        return refuse(CUDA_ERROR_INVALID_VALUE, why, it + ": cannot read its name from " + std::string(link));
+    }
+    target[n] = '\0';
+    int device = 0;
+    CUmemAllocationProp prop{};
+    if (!parse_memfd_target(target, &device, &prop)) {
+        return refuse(CUDA_ERROR_INVALID_VALUE, why,
+                      it + " is \"" + std::string(target) + "\", not a memfd exported by cuvmm's host driver "
+                           "(expected \"/memfd:" + kMemfdPrefix + "d<device>:h1:l<location type>:n<location id> "
+                           "(deleted)\"); pass the descriptor the exporter sent");
+    }
+    // Exactly the seals cuMemCreate sets (F_SEAL_EXEC aside: the kernel may add it to
+    // every memfd). Without SHRINK a holder could truncate the file under a mapping
+    // (SIGBUS); without SEAL one could add a write seal later; a write seal makes the
+    // memory read-only, so cuMemSetAccess could never grant write access to it.
+    int seals = ::fcntl(fd, F_GET_SEALS);
+    const int required = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+    if (seals < 0 || (seals & required) != required || (seals & ~(required | F_SEAL_EXEC)) != 0) {
+        std::string text = it + " is named like a memfd of cuvmm's host driver but carries seals " +
+                           (seals < 0 ? std::string("(unreadable)") : seal_names(seals)) +
+                           " (expected: F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL, as the exporter sets them)";
+        if (seals >= 0 && (seals & (F_SEAL_WRITE | F_SEAL_FUTURE_WRITE)) != 0) {
+            text += "; a write seal makes the memory read-only, so it can never be mapped writable";
+        }
+        return refuse(CUDA_ERROR_INVALID_VALUE, why, text + ": it was forged or altered after export");
+    }
+    if (sb.st_size <= 0 || !aligned(static_cast<unsigned long long>(sb.st_size))) {
+        return refuse(CUDA_ERROR_INVALID_VALUE, why,
+                      it + " has size " + std::to_string(static_cast<long long>(sb.st_size)) +
+                          " (expected: a positive multiple of the granularity " +
+                          std::to_string(g_state->config.granularity) + ")");
+    }
+    if (!valid_device(device)) {
+        return refuse(CUDA_ERROR_INVALID_DEVICE, why,
+                      it + " holds memory of device " + std::to_string(device) + " but this process's host driver has " +
+                          std::to_string(g_state->config.device_count) +
+                          " device(s) (cuvmm.host.devices / CUVMM_HOST_DEVICES)");
+    }
+    if (out != nullptr) {
+        out->size = static_cast<size_t>(sb.st_size);
+        out->prop = prop;
+    }
+    if (why != nullptr) why->clear();
+    return CUDA_SUCCESS;
+}
+
 }  // namespace host
+
+std::string host_import_refusal(int fd) {
+    if (host::g_state == nullptr) return "";
+    try {
+        std::string why;
+        host::check_import_fd(fd, nullptr, &why);
+        return why;
+    } catch (...) {  // std::bad_alloc: an explanation is optional
+        return "";
+    }
+}
+
 }  // namespace cuvmm

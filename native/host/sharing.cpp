@@ -48,33 +48,17 @@ CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* ha
     if (raw < 0 || raw > INT32_MAX) return CUDA_ERROR_INVALID_VALUE;
     int fd = static_cast<int>(raw);
 
-    // Is it one of ours? Open, a regular read-write memfd named by a cuvmm host driver,
-    // sealed against shrinking (so a mapping of it can never SIGBUS), sized in granules.
-    if (::fcntl(fd, F_GETFD) < 0) return CUDA_ERROR_INVALID_VALUE;
-    int fl = ::fcntl(fd, F_GETFL);
-    if (fl < 0 || (fl & O_ACCMODE) != O_RDWR) return CUDA_ERROR_INVALID_VALUE;
-    struct stat sb {};
-    if (::fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) return CUDA_ERROR_INVALID_VALUE;
-    int seals = ::fcntl(fd, F_GET_SEALS);
-    if (seals < 0 || !(seals & F_SEAL_SHRINK)) return CUDA_ERROR_INVALID_VALUE;
-    char link[64];
-    std::snprintf(link, sizeof link, "/proc/self/fd/%d", fd);
-    char target[512];
-    ssize_t n = ::readlink(link, target, sizeof target - 1);
-    if (n <= 0 || n >= static_cast<ssize_t>(sizeof target - 1)) return CUDA_ERROR_INVALID_VALUE;
-    target[n] = '\0';
-    int device = 0;
-    CUmemAllocationProp prop{};
-    if (!parse_memfd_target(target, &device, &prop)) return CUDA_ERROR_INVALID_VALUE;
-    if (sb.st_size <= 0 || !aligned(static_cast<unsigned long long>(sb.st_size))) return CUDA_ERROR_INVALID_VALUE;
-    if (!valid_device(device)) return CUDA_ERROR_INVALID_DEVICE;
+    // Is it one of ours? (check_import_fd: open read-write, named by a cuvmm host
+    // driver, sealed exactly as cuMemCreate seals, sized in granules, a device we have.)
+    ImportableMemfd memfd;
+    if (CUresult r = check_import_fd(fd, &memfd, nullptr)) return r;
 
     int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);  // the caller keeps its fd
     if (own < 0) return CUDA_ERROR_OPERATING_SYSTEM;
 
     Exclusive lock(g_state->mutex);
     State& st = *g_state;
-    *handle = register_allocation(st, own, static_cast<size_t>(sb.st_size), prop, true);
+    *handle = register_allocation(st, own, memfd.size, memfd.prop, true);
     return CUDA_SUCCESS;
 }
 

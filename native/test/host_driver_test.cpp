@@ -104,15 +104,21 @@ unsigned long long get_access(int dev, CUdeviceptr p) {
     return r == CUDA_SUCCESS ? f : 1000 + static_cast<unsigned long long>(r);
 }
 
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
+
+// The seals cuMemCreate puts on its memfds; import requires exactly these.
+constexpr int kDriverSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+
 // A memfd created outside the driver, with a chosen name/size/seals, to feed import.
-int make_memfd(const char* name, size_t size, bool seal) {
+int make_memfd(const char* name, size_t size, int seals) {
     int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) return -1;
-    if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    if (ftruncate(fd, static_cast<off_t>(size)) != 0 || (seals != 0 && fcntl(fd, F_ADD_SEALS, seals) != 0)) {
         close(fd);
         return -1;
     }
-    if (seal) fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
     return fd;
 }
 
@@ -728,44 +734,68 @@ void test_import_refusals() {
     struct {
         const char* name;
         size_t size;
-        bool seal;
+        int seals;
         CUresult want;
+        const char* why;  // a fragment host_import_refusal must say
     } cases[] = {
-            {"somebody-else", G, true, CUDA_ERROR_INVALID_VALUE},
-            {"cuvmm-host:d0:h1:l1", G, true, CUDA_ERROR_INVALID_VALUE},          // truncated name
-            {"cuvmm-host:d0:h1:l1:n0x", G, true, CUDA_ERROR_INVALID_VALUE},      // trailing junk
-            {"cuvmm-host:d0:h1:l1:n1", G, true, CUDA_ERROR_INVALID_VALUE},       // d != n
-            {"cuvmm-host:d0:h8:l1:n0", G, true, CUDA_ERROR_INVALID_VALUE},       // bad handle types
-            {"cuvmm-host:d0:h0:l1:n0", G, true, CUDA_ERROR_INVALID_VALUE},       // never exportable
-            {"cuvmm-host:d0:h1:l2:n0", G, true, CUDA_ERROR_INVALID_VALUE},       // HOST + fd
-            {"cuvmm-host:d1:h1:l4:n0", G, true, CUDA_ERROR_INVALID_VALUE},       // host with d != 0
-            {"cuvmm-host:d0:h1:l7:n0", G, true, CUDA_ERROR_INVALID_VALUE},       // bad location type
-            {"cuvmm-host:d-1:h1:l1:n-1", G, true, CUDA_ERROR_INVALID_VALUE},     // negative
-            {"cuvmm-host:d0:h1:l1:n0", G + 4096, true, CUDA_ERROR_INVALID_VALUE},  // size not granular
-            {"cuvmm-host:d0:h1:l1:n0", 0, true, CUDA_ERROR_INVALID_VALUE},       // empty
-            {"cuvmm-host:d0:h1:l1:n0", G, false, CUDA_ERROR_INVALID_VALUE},      // not sealed
-            {"cuvmm-host:d5:h1:l1:n5", G, true, CUDA_ERROR_INVALID_DEVICE},      // no device 5 here
-            {"cuvmm-host:d0:h1:l3:n0", G, true, CUDA_SUCCESS},                   // HOST_NUMA, fine
-            {"cuvmm-host:d1:h1:l1:n1", 2 * G, true, CUDA_SUCCESS},               // device 1, fine
+            {"somebody-else", G, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "not a memfd exported by cuvmm"},
+            {"cuvmm-host:d0:h1:l1", G, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "not a memfd"},      // truncated name
+            {"cuvmm-host:d0:h1:l1:n0x", G, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "not a memfd"},  // trailing junk
+            {"cuvmm-host:d0:h1:l1:n1", G, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "not a memfd"},   // d != n
+            {"cuvmm-host:d0:h8:l1:n0", G, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "not a memfd"},   // bad handle types
+            {"cuvmm-host:d0:h0:l1:n0", G, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "not a memfd"},   // never exportable
+            {"cuvmm-host:d0:h1:l2:n0", G, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "not a memfd"},   // HOST + fd
+            {"cuvmm-host:d1:h1:l4:n0", G, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "not a memfd"},   // host, d != 0
+            {"cuvmm-host:d0:h1:l7:n0", G, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "not a memfd"},   // bad location
+            {"cuvmm-host:d-1:h1:l1:n-1", G, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "not a memfd"}, // negative
+            {"cuvmm-host:d0:h1:l1:n0", G + 4096, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "has size"},  // not granular
+            {"cuvmm-host:d0:h1:l1:n0", 0, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "has size 0"},       // empty
+            {"cuvmm-host:d0:h1:l1:n0", G, 0, CUDA_ERROR_INVALID_VALUE, "seals none"},                  // not sealed
+            // Seals other than the exporter's: a write seal makes the memory read-only (it
+            // used to pass import and fail later in cuMemSetAccess), a missing GROW or SEAL
+            // means somebody else made it.
+            {"cuvmm-host:d0:h1:l1:n0", G, kDriverSeals | F_SEAL_WRITE, CUDA_ERROR_INVALID_VALUE, "F_SEAL_WRITE"},
+            {"cuvmm-host:d0:h1:l1:n0", G, kDriverSeals | F_SEAL_FUTURE_WRITE, CUDA_ERROR_INVALID_VALUE,
+             "F_SEAL_FUTURE_WRITE"},
+            {"cuvmm-host:d0:h1:l1:n0", G, F_SEAL_SHRINK | F_SEAL_WRITE, CUDA_ERROR_INVALID_VALUE, "write seal"},
+            {"cuvmm-host:d0:h1:l1:n0", G, F_SEAL_SHRINK | F_SEAL_SEAL, CUDA_ERROR_INVALID_VALUE, "F_SEAL_SHRINK|"},
+            {"cuvmm-host:d0:h1:l1:n0", G, F_SEAL_SHRINK | F_SEAL_GROW, CUDA_ERROR_INVALID_VALUE, "expected: F_SEAL"},
+            {"cuvmm-host:d0:h1:l1:n0", G, F_SEAL_GROW | F_SEAL_SEAL, CUDA_ERROR_INVALID_VALUE, "forged or altered"},
+            {"cuvmm-host:d5:h1:l1:n5", G, kDriverSeals, CUDA_ERROR_INVALID_DEVICE, "device 5"},  // no device 5 here
+            {"cuvmm-host:d0:h1:l3:n0", G, kDriverSeals, CUDA_SUCCESS, ""},                     // HOST_NUMA, fine
+            {"cuvmm-host:d1:h1:l1:n1", 2 * G, kDriverSeals, CUDA_SUCCESS, ""},                 // device 1, fine
     };
     for (auto& c : cases) {
-        int fd = make_memfd(c.name, c.size, c.seal);
+        int fd = make_memfd(c.name, c.size, c.seals);
         if (fd < 0) {
             ++g_failed;
             std::printf("FAIL: could not create memfd %s\n", c.name);
             continue;
         }
         CUresult r = import(fd);
+        std::string why = host_import_refusal(fd);
         if (r != c.want) {
             ++g_failed;
-            std::printf("FAIL: import of memfd \"%s\" (size %zu%s) returned %s, expected %s\n", c.name, c.size,
-                        c.seal ? "" : ", unsealed", name_of(r), name_of(c.want));
+            std::printf("FAIL: import of memfd \"%s\" (size %zu, seals 0x%x) returned %s, expected %s\n", c.name,
+                        c.size, static_cast<unsigned>(c.seals), name_of(r), name_of(c.want));
+        } else if (c.want == CUDA_SUCCESS ? !why.empty() : why.find(c.why) == std::string::npos) {
+            ++g_failed;
+            std::printf("FAIL: host_import_refusal of memfd \"%s\" (seals 0x%x) is \"%s\", expected it to say \"%s\"\n",
+                        c.name, static_cast<unsigned>(c.seals), why.c_str(), c.why);
         } else {
             ++g_passed;
         }
         if (r == CUDA_SUCCESS) OK(T.cuMemRelease(h));
         close(fd);
     }
+    // The refusals of non-memfds explain themselves too.
+    int p2[2];
+    CHECK(pipe2(p2, O_CLOEXEC) == 0);
+    CHECK(host_import_refusal(p2[0]).find("not open read-write") != std::string::npos ||
+          host_import_refusal(p2[0]).find("not a regular file") != std::string::npos);
+    close(p2[0]);
+    close(p2[1]);
+    CHECK(host_import_refusal(p2[0]).find("not an open descriptor") != std::string::npos);
     // A read-only reopen of one of ours is refused (it could never be made writable).
     CUmemGenericAllocationHandle mine = 0;
     CUmemAllocationProp p = dev_prop(0);
@@ -778,6 +808,8 @@ void test_import_refusals() {
     CHECK(ro >= 0);
     if (ro >= 0) {
         EXPECT_RC(CUDA_ERROR_INVALID_VALUE, import(ro));
+        CHECK(host_import_refusal(ro).find("not open read-write") != std::string::npos);
+        CHECK(host_import_refusal(fd).empty());  // the exported fd itself is fine
         close(ro);
     }
     close(fd);
