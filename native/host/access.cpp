@@ -13,10 +13,9 @@ CUresult access_slot(const CUmemLocation& loc, int* slot) {
             if (!valid_device(loc.id)) return CUDA_ERROR_INVALID_DEVICE;
             *slot = loc.id;
             return CUDA_SUCCESS;
+        // cuda.h (cuMemSetAccess): "When CUmemAccessDesc::CUmemLocation::type is
+        // CU_MEM_LOCATION_TYPE_HOST_NUMA, CUmemAccessDesc::CUmemLocation::id is ignored."
         case CU_MEM_LOCATION_TYPE_HOST_NUMA:
-            if (loc.id != 0) return CUDA_ERROR_INVALID_VALUE;  // one host NUMA node: 0
-            *slot = kHostSlot;
-            return CUDA_SUCCESS;
         case CU_MEM_LOCATION_TYPE_HOST:
         case CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT:
             *slot = kHostSlot;

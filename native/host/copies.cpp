@@ -14,9 +14,17 @@ CUresult copy_context(State& st, int* dev) {
     return current_device(st, dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
 
-bool host_range_ok(State& st, const void* p, size_t n) {
+// A host range for a copy that the CPU can touch with `need` without faulting: outside
+// every reservation (ordinary host memory), or, since the real driver resolves any
+// pointer through unified addressing, entirely inside mapped memory whose CPU access
+// (the host slot, granted with a HOST / HOST_NUMA location) includes `need`. Reservation
+// memory that is unmapped, or mapped without CPU access, is refused: the memcpy would
+// fault. Caller holds the mutex (shared is enough: it is held across the memcpy).
+bool host_range_ok(State& st, const void* p, size_t n, unsigned need) {
     auto v = reinterpret_cast<uintptr_t>(p);
-    return p != nullptr && range_ok(v, n) && !overlaps_reservation(st, v, n);
+    if (p == nullptr || !range_ok(v, n)) return false;
+    if (!overlaps_reservation(st, v, n)) return true;
+    return accessible(st, v, n, kHostSlot, need);
 }
 
 }  // namespace
@@ -30,9 +38,10 @@ CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
     State& st = *g_state;
     int dev;
     if (CUresult r = copy_context(st, &dev)) return r;
-    if (!host_range_ok(st, src, bytes)) return CUDA_ERROR_INVALID_VALUE;
+    if (!host_range_ok(st, src, bytes, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
     if (!range_ok(dst, bytes) || !accessible(st, dst, bytes, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
-    std::memcpy(reinterpret_cast<void*>(static_cast<uintptr_t>(dst)), src, bytes);
+    // memmove: a host source inside mapped memory may overlap the destination.
+    std::memmove(reinterpret_cast<void*>(static_cast<uintptr_t>(dst)), src, bytes);
     return CUDA_SUCCESS;
 }
 
@@ -43,9 +52,10 @@ CUresult CUDAAPI cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t bytes) {
     State& st = *g_state;
     int dev;
     if (CUresult r = copy_context(st, &dev)) return r;
-    if (!host_range_ok(st, dst, bytes)) return CUDA_ERROR_INVALID_VALUE;
+    if (!host_range_ok(st, dst, bytes, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
     if (!range_ok(src, bytes) || !accessible(st, src, bytes, dev, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
-    std::memcpy(dst, reinterpret_cast<const void*>(static_cast<uintptr_t>(src)), bytes);
+    // memmove: a host destination inside mapped memory may overlap the source.
+    std::memmove(dst, reinterpret_cast<const void*>(static_cast<uintptr_t>(src)), bytes);
     return CUDA_SUCCESS;
 }
 

@@ -75,7 +75,10 @@
 //   cuMemSetAccess ptr/size not granularity-aligned, size 0, or range not      CUDA_ERROR_INVALID_VALUE
 //     entirely covered by (contiguous) mappings
 //   access location DEVICE with an id that is not a device                     CUDA_ERROR_INVALID_DEVICE
-//   access location HOST_NUMA with id != 0, or any other location type        CUDA_ERROR_INVALID_VALUE
+//   access location type not DEVICE / HOST / HOST_NUMA / HOST_NUMA_CURRENT      CUDA_ERROR_INVALID_VALUE
+//     (a HOST_NUMA access id is ignored, as cuda.h says)
+//   cuMemSetAccess HOST_NUMA access on a range mapping any allocation that is   CUDA_ERROR_INVALID_VALUE
+//     not HOST_NUMA-located
 //   access flags not PROT_NONE / PROT_READ / PROT_READWRITE                    CUDA_ERROR_INVALID_VALUE
 //   cuMemSetAccess: mprotect failed                                            CUDA_ERROR_OUT_OF_MEMORY
 //   cuMemGetAccess / cuMemRetainAllocationHandle ptr not inside a mapping      CUDA_ERROR_INVALID_VALUE
@@ -94,8 +97,10 @@
 //   copies/memset: n == 0                                                      CUDA_SUCCESS (nothing checked
 //                                                                                but cuInit)
 //   copies/memset: null host pointer                                           CUDA_ERROR_INVALID_VALUE
-//   copies/memset: a host range overlapping a reservation (device memory       CUDA_ERROR_INVALID_VALUE
-//     passed as host memory)
+//   copies: a host range overlapping a reservation that is not entirely        CUDA_ERROR_INVALID_VALUE
+//     covered by contiguous mappings on which the CPU (HOST / HOST_NUMA
+//     access) has READ for a source / READWRITE for a destination (a host
+//     pointer into mapped, CPU-accessible memory is fine: unified addressing)
 //   copies/memset: device range not entirely covered by contiguous mappings,   CUDA_ERROR_INVALID_VALUE
 //     or the current device lacks READ on a source / READWRITE on a dest
 //   cuStreamCreate flags not DEFAULT / NON_BLOCKING                            CUDA_ERROR_INVALID_VALUE

@@ -142,7 +142,9 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
     // Validate every descriptor before changing anything.
     std::array<int, kAccessSlots> wanted;  // -1: unchanged
     wanted.fill(-1);
+    bool host_numa = false;                // some descriptor names a HOST_NUMA location
     for (size_t i = 0; i < count; ++i) {
+        if (desc[i].location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA) host_numa = true;
         int slot = 0;
         if (CUresult r = access_slot(desc[i].location, &slot)) return r;
         unsigned f = desc[i].flags;
@@ -155,8 +157,14 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
     Exclusive lock(g_state->mutex);
     State& st = *g_state;
     auto p = static_cast<uintptr_t>(ptr);
-    bool covered = for_each_run(st, p, size, [](uintptr_t, Mapping&, size_t, size_t, Access&) {});
-    if (!covered) return CUDA_ERROR_INVALID_VALUE;
+    // cuda.h (cuMemSetAccess): "Users cannot specify CU_MEM_LOCATION_TYPE_HOST_NUMA
+    // accessibility for allocations created on with other location types."
+    bool numa_ok = true;
+    bool covered = for_each_run(st, p, size, [&](uintptr_t, Mapping& m, size_t, size_t, Access&) {
+        if (host_numa && st.allocations.at(m.alloc_id)->prop.location.type != CU_MEM_LOCATION_TYPE_HOST_NUMA)
+            numa_ok = false;
+    });
+    if (!covered || !numa_ok) return CUDA_ERROR_INVALID_VALUE;
 
     // Split the runs at the range ends (no semantic change), then for each run: mprotect
     // to the new union first and record the new flags only if that worked, so the

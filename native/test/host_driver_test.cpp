@@ -487,7 +487,10 @@ void test_map_unmap_access() {
     CUmemAccessDesc both[2] = {rw0, dev_access(1, CU_MEM_ACCESS_FLAGS_PROT_READ)};
     OK(T.cuMemSetAccess(va, 3 * G, both, 2));
     CHECK(get_access(0, va + 2 * G + 100) == 3 && get_access(1, va) == 1);
-    CUmemAccessDesc host = access(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    // HOST_NUMA access on a DEVICE allocation: refused, as cuda.h says (test_host_numa_access).
+    CUmemAccessDesc numa = access(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va, G, &numa, 1));
+    CUmemAccessDesc host = access(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
     OK(T.cuMemSetAccess(va, G, &host, 1));
     CUmemLocation hl{CU_MEM_LOCATION_TYPE_HOST, 0};
     OK(T.cuMemGetAccess(&f, &hl, va));
@@ -605,6 +608,118 @@ void test_copies() {
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoH(dst.data(), va, 16));
     OK(T.cuMemAddressFree(va, 4 * G));
     OK(T.cuMemRelease(h));
+}
+
+// HOST_NUMA access (cuda.h, cuMemSetAccess): only for HOST_NUMA-located allocations, and
+// its id is ignored.
+void test_host_numa_access() {
+    CUmemGenericAllocationHandle hn = 0, hd = 0;
+    CUmemAllocationProp pn = prop_on(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, kPosix);
+    CUmemAllocationProp pd = dev_prop(0);
+    OK(T.cuMemCreate(&hn, G, &pn, 0));
+    OK(T.cuMemCreate(&hd, G, &pd, 0));
+    CUdeviceptr va = 0;
+    OK(T.cuMemAddressReserve(&va, 2 * G, 0, 0, 0));
+    OK(T.cuMemMap(va, G, 0, hn, 0));
+    OK(T.cuMemMap(va + G, G, 0, hd, 0));
+    CUmemLocation host_loc{CU_MEM_LOCATION_TYPE_HOST_NUMA, 0};
+    auto host_access = [&](CUdeviceptr p) {
+        unsigned long long f = 99;
+        return T.cuMemGetAccess(&f, &host_loc, p) == CUDA_SUCCESS ? f : 1000;
+    };
+
+    // The id is ignored: 0, 7 and -1 all name the host.
+    CUmemAccessDesc numa = access(CU_MEM_LOCATION_TYPE_HOST_NUMA, 7, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    OK(T.cuMemSetAccess(va, G, &numa, 1));
+    CHECK(host_access(va) == 1);
+    numa = access(CU_MEM_LOCATION_TYPE_HOST_NUMA, -1, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    OK(T.cuMemSetAccess(va, G, &numa, 1));
+    CHECK(host_access(va) == 3);
+    host_loc.id = 5;
+    CHECK(host_access(va) == 3);
+    host_loc.id = 0;
+
+    // Not on a DEVICE allocation, alone, mixed with a device descriptor, or over a range
+    // that also maps a HOST_NUMA allocation; nothing changes.
+    numa = access(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va + G, G, &numa, 1));
+    CUmemAccessDesc mixed[2] = {dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), numa};
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va + G, G, mixed, 2));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va, 2 * G, mixed, 2));
+    CHECK(get_access(0, va) == 0 && get_access(0, va + G) == 0 && host_access(va) == 3 && host_access(va + G) == 0);
+    // Device access over both is fine.
+    OK(T.cuMemSetAccess(va, 2 * G, mixed, 1));
+    CHECK(get_access(0, va) == 3 && get_access(0, va + G) == 3);
+
+    OK(T.cuMemUnmap(va, 2 * G));
+    OK(T.cuMemAddressFree(va, 2 * G));
+    OK(T.cuMemRelease(hn));
+    OK(T.cuMemRelease(hd));
+}
+
+// A host pointer into mapped VMM memory (unified addressing: the real driver resolves it)
+// is accepted when the CPU has the access the copy needs, refused where the memcpy would
+// fault or the CPU was not granted access.
+void test_host_pointers_into_mappings() {
+    OK(T.cuCtxSetCurrent(g_ctx[0]));
+    CUmemAllocationProp hp = prop_on(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_HANDLE_TYPE_NONE);
+    CUmemAllocationProp dp = dev_prop(0);
+    CUmemGenericAllocationHandle ha = 0, hb = 0, hd = 0;
+    OK(T.cuMemCreate(&ha, G, &hp, 0));
+    OK(T.cuMemCreate(&hb, G, &hp, 0));
+    OK(T.cuMemCreate(&hd, G, &dp, 0));
+    CUdeviceptr a = 0, b = 0, d = 0;
+    OK(T.cuMemAddressReserve(&a, 2 * G, 0, 0, 0));
+    OK(T.cuMemAddressReserve(&b, G, 0, 0, 0));
+    OK(T.cuMemAddressReserve(&d, G, 0, 0, 0));
+    OK(T.cuMemMap(a, G, 0, ha, 0));  // a + G stays reserved but unmapped
+    OK(T.cuMemMap(b, G, 0, hb, 0));
+    OK(T.cuMemMap(d, G, 0, hd, 0));
+    CUmemAccessDesc both[2] = {dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE),
+                               access(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE)};
+    OK(T.cuMemSetAccess(a, G, both, 2));
+    OK(T.cuMemSetAccess(b, G, both, 2));
+    OK(T.cuMemSetAccess(d, G, both, 1));  // device 0 only: the CPU was granted nothing
+    auto host = [](CUdeviceptr p) { return reinterpret_cast<unsigned char*>(static_cast<uintptr_t>(p)); };
+
+    // Between two host-accessible buffers, either way.
+    for (int i = 0; i < 256; ++i) host(b)[i] = static_cast<unsigned char>(i ^ 0x5a);
+    OK(T.cuMemcpyHtoD(a + 64, host(b), 256));
+    CHECK(std::memcmp(host(a) + 64, host(b), 256) == 0);
+    OK(T.cuMemsetD8(a, 0x33, 16));
+    OK(T.cuMemcpyDtoH(host(b) + 1000, a, 16));
+    CHECK(host(b)[1000] == 0x33 && host(b)[1015] == 0x33);
+    // Overlapping source and destination in one mapping: memmove semantics.
+    for (int i = 0; i < 64; ++i) host(a)[i] = static_cast<unsigned char>(i);
+    OK(T.cuMemcpyHtoD(a + 16, host(a), 64));
+    CHECK(host(a)[16] == 0 && host(a)[79] == 63);
+
+    // Refused: into unmapped reservation memory, running off a mapping into it, memory the
+    // CPU has no access to (even though the CPU mapping is readable because device 0 may),
+    // and a destination the CPU may only read.
+    std::vector<unsigned char> buf(64);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyHtoD(b, host(a + G), 16));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoH(host(a + G), b, 16));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyHtoD(b, host(a + G - 8), 16));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyHtoD(b, host(d), 16));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoH(host(d), b, 16));
+    CUmemAccessDesc host_ro = access(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    OK(T.cuMemSetAccess(b, G, &host_ro, 1));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoH(host(b), a, 16));
+    OK(T.cuMemcpyHtoD(a, host(b), 16));  // reading it is still fine
+    // Once unmapped, the same pointer is refused again (and nothing faults).
+    OK(T.cuMemUnmap(b, G));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyHtoD(a, host(b), 16));
+    OK(T.cuMemcpyHtoD(a, buf.data(), buf.size()));  // ordinary host memory, of course
+
+    OK(T.cuMemUnmap(a, G));
+    OK(T.cuMemUnmap(d, G));
+    OK(T.cuMemAddressFree(a, 2 * G));
+    OK(T.cuMemAddressFree(b, G));
+    OK(T.cuMemAddressFree(d, G));
+    OK(T.cuMemRelease(ha));
+    OK(T.cuMemRelease(hb));
+    OK(T.cuMemRelease(hd));
 }
 
 void test_export_import_retain() {
@@ -956,6 +1071,8 @@ int main() {
     test_reserve_free();
     test_map_unmap_access();
     test_copies();
+    test_host_numa_access();
+    test_host_pointers_into_mappings();
     test_export_import_retain();
     test_import_refusals();
     test_fd_exhaustion();

@@ -51,4 +51,31 @@ class HostMemoryTest {
         }
         LiveObjects.assertBack(before, "after the view became unreachable");
     }
+
+    /**
+     * A view of one host buffer is a host pointer into mapped VMM memory: the real driver
+     * resolves it through unified addressing, so the host driver must accept it too, both
+     * as a copy's source and as its destination.
+     */
+    @Test
+    void copiesBetweenTwoHostBuffersThroughAByteBufferView() {
+        try (VirtualMemoryResource r = hostResource(); VirtualMemoryBuffer a = r.allocate(MiB);
+             VirtualMemoryBuffer b = r.allocate(MiB)) {
+            b.fill((byte) 0x21);
+            a.copyFrom(0, b.asByteBuffer());
+            byte[] out = new byte[(int) MiB];
+            a.copyTo(out);
+            for (int i = 0; i < out.length; i += 4093) assertEquals(0x21, out[i], "byte " + i);
+            assertEquals(0x21, out[out.length - 1]);
+
+            a.fill(1000, 24, (byte) 0x42);
+            ByteBuffer view = b.asByteBuffer();
+            view.position(500);
+            view.limit(524);
+            a.copyTo(1000, view);
+            assertEquals(0x42, b.asByteBuffer().get(500));
+            assertEquals(0x42, b.asByteBuffer().get(523));
+            assertEquals(0x21, b.asByteBuffer().get(524));
+        }
+    }
 }
