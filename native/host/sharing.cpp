@@ -4,11 +4,8 @@
 #include "host/host_internal.hpp"
 
 #include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include <cstdint>
-#include <cstdio>
 
 namespace cuvmm {
 namespace host {
