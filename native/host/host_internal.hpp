@@ -1,7 +1,7 @@
 // The host driver's shared internals: registry records, the registry lock and state,
 // helpers every family uses, and the entry point declarations. Included only by
 // native/host/*.cpp; the rest of native/ knows the host driver only through
-// install_host_driver / host_live_counts (cuvmm/driver_table.hpp).
+// install_host_driver / host_live_counts / host_import_refusal (cuvmm/driver_table.hpp).
 //
 // The host driver: our own implementation of the CUDA driver entry points in DriverTable,
 // over POSIX shared memory (memfd + mmap), for machines without a GPU.
@@ -16,11 +16,12 @@
 // Cross-process sharing: a memfd is named "cuvmm-host:d<device>:h<requestedHandleTypes>:
 // l<locationType>:n<locationId>" so an importer (another process, its own host driver)
 // recovers the properties from /proc/self/fd/<fd>, and is sealed against shrinking and
-// growing so that no holder can truncate it under someone else's mapping (SIGBUS).
+// growing so that no holder can truncate it under someone else's mapping (SIGBUS), and
+// against further seals (a write seal would make it read-only for every holder).
 //
 // Files, one concern each (all in namespace cuvmm::host):
 //   registry.cpp  the state, handle / reservation / mapping lookup, install_host_driver
-//   memfd.cpp     memfd naming and parsing (the cross-process property encoding)
+//   memfd.cpp     memfd naming, parsing and the import checks (check_import_fd)
 //   access.cpp    access locations, slots, the CPU protection of a run
 //   devices.cpp   cuInit, version, devices, primary contexts, error strings
 //   memory.cpp    allocation properties, granularity, cuMemCreate / Release, retain
