@@ -1,8 +1,13 @@
 // Physical allocations: cuMemCreate / cuMemImportFromShareableHandle, released once by
-// the destructor.
+// the destructor. A failed create or import says what the driver cannot: near the fd
+// limit, that the limit is the cause (fd_limit_hint); on the host driver, why an fd was
+// refused (host_import_refusal).
 #include "cuvmm/object_counts.hpp"
 
+#include "cuvmm/fd_utils.hpp"
+
 #include <cstdint>
+#include <string>
 
 namespace cuvmm {
 namespace {
@@ -33,7 +38,14 @@ Allocation::~Allocation() {
 
 std::shared_ptr<const Allocation> Allocation::create(const ChunkSpec& spec, size_t size, const Step& step) {
     CUmemGenericAllocationHandle handle = 0;
-    CUVMM_CALL(cuMemCreate, step, &handle, size, &spec.prop, 0);
+    count_call(Entry::cuMemCreate);
+    CUresult rc = driver().cuMemCreate(&handle, size, &spec.prop, 0);
+    if (rc != CUDA_SUCCESS) {
+        // The host driver holds one memfd per allocation, so at the fd limit cuMemCreate
+        // fails (OUT_OF_MEMORY): say that the limit is the cause and what to do.
+        std::string detail = driver_kind() == DriverKind::host ? fd_limit_hint() : "";
+        throw DriverError(rc, "cuMemCreate", step.describe(), detail);
+    }
     return own(handle, size, false, spec.prop.requestedHandleTypes);
 }
 
@@ -55,8 +67,19 @@ std::shared_ptr<const Allocation> Allocation::own(CUmemGenericAllocationHandle h
 std::shared_ptr<const Allocation> Allocation::import_fd(int fd, size_t size, const CUmemLocation& expected,
                                                         const Step& step) {
     CUmemGenericAllocationHandle handle = 0;
-    CUVMM_CALL(cuMemImportFromShareableHandle, step, &handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
-               CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    count_call(Entry::cuMemImportFromShareableHandle);
+    CUresult rc = driver().cuMemImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
+                                                          CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    if (rc != CUDA_SUCCESS) {
+        // The driver returns only a CUresult; on the host driver, ask it why (it re-checks
+        // the fd), so a forged or altered memfd is refused with what is wrong with it. Either
+        // driver duplicates the fd, so at the fd limit the import fails: say so (the same
+        // sentence export and fromFds use).
+        std::string detail = driver_kind() == DriverKind::host ? host_import_refusal(fd) : "";
+        std::string hint = fd_limit_hint();
+        if (!hint.empty()) detail += (detail.empty() ? "" : "; ") + hint;
+        throw DriverError(rc, "cuMemImportFromShareableHandle", step.describe(), detail);
+    }
     std::shared_ptr<const Allocation> owned = own(handle, size, true, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     // From here `owned` releases the handle if anything below throws.
     CUmemAllocationProp prop{};

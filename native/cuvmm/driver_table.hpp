@@ -3,7 +3,7 @@
 // Two implementations fill it:
 //   - cuda: libcuda.so.1, opened with dlopen and resolved with cuGetProcAddress
 //           (cuda_driver.cpp). The library is never linked.
-//   - host: our own strict implementation over memfd/mmap (host_driver.cpp).
+//   - host: our own strict implementation over memfd/mmap (native/host/).
 // Code above this table (the VMM object model, the JNI facade) never knows which
 // driver it talks to. Types come from cuda.h so signatures match the real driver
 // exactly; a table entry is a plain function pointer with the driver's signature.
@@ -113,5 +113,12 @@ void install_host_driver(DriverTable& table, const HostDriverConfig& config);
 
 // Snapshot of the host driver's live counters (all zero before it is installed).
 HostLiveCounts host_live_counts();
+
+// Why the host driver's cuMemImportFromShareableHandle refuses `fd`: one sentence naming
+// the fd and what is wrong with it (closed, not read-write, not a cuvmm host memfd, wrong
+// seals, size, device), or "" when it would accept it or the host driver is not installed.
+// Re-runs the import's checks on the fd's current metadata (no per-thread "last error"),
+// so callers use it to explain a refusal they just got. Never throws.
+std::string host_import_refusal(int fd);
 
 }  // namespace cuvmm

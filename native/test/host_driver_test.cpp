@@ -1,4 +1,4 @@
-// Tests of the host driver (native/host_driver.cpp): every misuse rule returns its
+// Tests of the host driver (native/host/): every misuse rule returns its
 // documented CUresult, the happy path works end to end, per-device access is enforced in
 // the bookkeeping, foreign fds are refused on import, nothing leaks (fds, live counts),
 // and copies racing unmap/map never crash. Plain main(): prints one line per failed
@@ -104,15 +104,21 @@ unsigned long long get_access(int dev, CUdeviceptr p) {
     return r == CUDA_SUCCESS ? f : 1000 + static_cast<unsigned long long>(r);
 }
 
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
+
+// The seals cuMemCreate puts on its memfds; import requires exactly these.
+constexpr int kDriverSeals = F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL;
+
 // A memfd created outside the driver, with a chosen name/size/seals, to feed import.
-int make_memfd(const char* name, size_t size, bool seal) {
+int make_memfd(const char* name, size_t size, int seals) {
     int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
     if (fd < 0) return -1;
-    if (ftruncate(fd, static_cast<off_t>(size)) != 0) {
+    if (ftruncate(fd, static_cast<off_t>(size)) != 0 || (seals != 0 && fcntl(fd, F_ADD_SEALS, seals) != 0)) {
         close(fd);
         return -1;
     }
-    if (seal) fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW);
     return fd;
 }
 
@@ -481,7 +487,10 @@ void test_map_unmap_access() {
     CUmemAccessDesc both[2] = {rw0, dev_access(1, CU_MEM_ACCESS_FLAGS_PROT_READ)};
     OK(T.cuMemSetAccess(va, 3 * G, both, 2));
     CHECK(get_access(0, va + 2 * G + 100) == 3 && get_access(1, va) == 1);
-    CUmemAccessDesc host = access(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    // HOST_NUMA access on a DEVICE allocation: refused, as cuda.h says (test_host_numa_access).
+    CUmemAccessDesc numa = access(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va, G, &numa, 1));
+    CUmemAccessDesc host = access(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
     OK(T.cuMemSetAccess(va, G, &host, 1));
     CUmemLocation hl{CU_MEM_LOCATION_TYPE_HOST, 0};
     OK(T.cuMemGetAccess(&f, &hl, va));
@@ -599,6 +608,118 @@ void test_copies() {
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoH(dst.data(), va, 16));
     OK(T.cuMemAddressFree(va, 4 * G));
     OK(T.cuMemRelease(h));
+}
+
+// HOST_NUMA access (cuda.h, cuMemSetAccess): only for HOST_NUMA-located allocations, and
+// its id is ignored.
+void test_host_numa_access() {
+    CUmemGenericAllocationHandle hn = 0, hd = 0;
+    CUmemAllocationProp pn = prop_on(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, kPosix);
+    CUmemAllocationProp pd = dev_prop(0);
+    OK(T.cuMemCreate(&hn, G, &pn, 0));
+    OK(T.cuMemCreate(&hd, G, &pd, 0));
+    CUdeviceptr va = 0;
+    OK(T.cuMemAddressReserve(&va, 2 * G, 0, 0, 0));
+    OK(T.cuMemMap(va, G, 0, hn, 0));
+    OK(T.cuMemMap(va + G, G, 0, hd, 0));
+    CUmemLocation host_loc{CU_MEM_LOCATION_TYPE_HOST_NUMA, 0};
+    auto host_access = [&](CUdeviceptr p) {
+        unsigned long long f = 99;
+        return T.cuMemGetAccess(&f, &host_loc, p) == CUDA_SUCCESS ? f : 1000;
+    };
+
+    // The id is ignored: 0, 7 and -1 all name the host.
+    CUmemAccessDesc numa = access(CU_MEM_LOCATION_TYPE_HOST_NUMA, 7, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    OK(T.cuMemSetAccess(va, G, &numa, 1));
+    CHECK(host_access(va) == 1);
+    numa = access(CU_MEM_LOCATION_TYPE_HOST_NUMA, -1, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    OK(T.cuMemSetAccess(va, G, &numa, 1));
+    CHECK(host_access(va) == 3);
+    host_loc.id = 5;
+    CHECK(host_access(va) == 3);
+    host_loc.id = 0;
+
+    // Not on a DEVICE allocation, alone, mixed with a device descriptor, or over a range
+    // that also maps a HOST_NUMA allocation; nothing changes.
+    numa = access(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va + G, G, &numa, 1));
+    CUmemAccessDesc mixed[2] = {dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), numa};
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va + G, G, mixed, 2));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va, 2 * G, mixed, 2));
+    CHECK(get_access(0, va) == 0 && get_access(0, va + G) == 0 && host_access(va) == 3 && host_access(va + G) == 0);
+    // Device access over both is fine.
+    OK(T.cuMemSetAccess(va, 2 * G, mixed, 1));
+    CHECK(get_access(0, va) == 3 && get_access(0, va + G) == 3);
+
+    OK(T.cuMemUnmap(va, 2 * G));
+    OK(T.cuMemAddressFree(va, 2 * G));
+    OK(T.cuMemRelease(hn));
+    OK(T.cuMemRelease(hd));
+}
+
+// A host pointer into mapped VMM memory (unified addressing: the real driver resolves it)
+// is accepted when the CPU has the access the copy needs, refused where the memcpy would
+// fault or the CPU was not granted access.
+void test_host_pointers_into_mappings() {
+    OK(T.cuCtxSetCurrent(g_ctx[0]));
+    CUmemAllocationProp hp = prop_on(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_HANDLE_TYPE_NONE);
+    CUmemAllocationProp dp = dev_prop(0);
+    CUmemGenericAllocationHandle ha = 0, hb = 0, hd = 0;
+    OK(T.cuMemCreate(&ha, G, &hp, 0));
+    OK(T.cuMemCreate(&hb, G, &hp, 0));
+    OK(T.cuMemCreate(&hd, G, &dp, 0));
+    CUdeviceptr a = 0, b = 0, d = 0;
+    OK(T.cuMemAddressReserve(&a, 2 * G, 0, 0, 0));
+    OK(T.cuMemAddressReserve(&b, G, 0, 0, 0));
+    OK(T.cuMemAddressReserve(&d, G, 0, 0, 0));
+    OK(T.cuMemMap(a, G, 0, ha, 0));  // a + G stays reserved but unmapped
+    OK(T.cuMemMap(b, G, 0, hb, 0));
+    OK(T.cuMemMap(d, G, 0, hd, 0));
+    CUmemAccessDesc both[2] = {dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE),
+                               access(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE)};
+    OK(T.cuMemSetAccess(a, G, both, 2));
+    OK(T.cuMemSetAccess(b, G, both, 2));
+    OK(T.cuMemSetAccess(d, G, both, 1));  // device 0 only: the CPU was granted nothing
+    auto host = [](CUdeviceptr p) { return reinterpret_cast<unsigned char*>(static_cast<uintptr_t>(p)); };
+
+    // Between two host-accessible buffers, either way.
+    for (int i = 0; i < 256; ++i) host(b)[i] = static_cast<unsigned char>(i ^ 0x5a);
+    OK(T.cuMemcpyHtoD(a + 64, host(b), 256));
+    CHECK(std::memcmp(host(a) + 64, host(b), 256) == 0);
+    OK(T.cuMemsetD8(a, 0x33, 16));
+    OK(T.cuMemcpyDtoH(host(b) + 1000, a, 16));
+    CHECK(host(b)[1000] == 0x33 && host(b)[1015] == 0x33);
+    // Overlapping source and destination in one mapping: memmove semantics.
+    for (int i = 0; i < 64; ++i) host(a)[i] = static_cast<unsigned char>(i);
+    OK(T.cuMemcpyHtoD(a + 16, host(a), 64));
+    CHECK(host(a)[16] == 0 && host(a)[79] == 63);
+
+    // Refused: into unmapped reservation memory, running off a mapping into it, memory the
+    // CPU has no access to (even though the CPU mapping is readable because device 0 may),
+    // and a destination the CPU may only read.
+    std::vector<unsigned char> buf(64);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyHtoD(b, host(a + G), 16));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoH(host(a + G), b, 16));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyHtoD(b, host(a + G - 8), 16));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyHtoD(b, host(d), 16));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoH(host(d), b, 16));
+    CUmemAccessDesc host_ro = access(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    OK(T.cuMemSetAccess(b, G, &host_ro, 1));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoH(host(b), a, 16));
+    OK(T.cuMemcpyHtoD(a, host(b), 16));  // reading it is still fine
+    // Once unmapped, the same pointer is refused again (and nothing faults).
+    OK(T.cuMemUnmap(b, G));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyHtoD(a, host(b), 16));
+    OK(T.cuMemcpyHtoD(a, buf.data(), buf.size()));  // ordinary host memory, of course
+
+    OK(T.cuMemUnmap(a, G));
+    OK(T.cuMemUnmap(d, G));
+    OK(T.cuMemAddressFree(a, 2 * G));
+    OK(T.cuMemAddressFree(b, G));
+    OK(T.cuMemAddressFree(d, G));
+    OK(T.cuMemRelease(ha));
+    OK(T.cuMemRelease(hb));
+    OK(T.cuMemRelease(hd));
 }
 
 void test_export_import_retain() {
@@ -728,44 +849,68 @@ void test_import_refusals() {
     struct {
         const char* name;
         size_t size;
-        bool seal;
+        int seals;
         CUresult want;
+        const char* why;  // a fragment host_import_refusal must say
     } cases[] = {
-            {"somebody-else", G, true, CUDA_ERROR_INVALID_VALUE},
-            {"cuvmm-host:d0:h1:l1", G, true, CUDA_ERROR_INVALID_VALUE},          // truncated name
-            {"cuvmm-host:d0:h1:l1:n0x", G, true, CUDA_ERROR_INVALID_VALUE},      // trailing junk
-            {"cuvmm-host:d0:h1:l1:n1", G, true, CUDA_ERROR_INVALID_VALUE},       // d != n
-            {"cuvmm-host:d0:h8:l1:n0", G, true, CUDA_ERROR_INVALID_VALUE},       // bad handle types
-            {"cuvmm-host:d0:h0:l1:n0", G, true, CUDA_ERROR_INVALID_VALUE},       // never exportable
-            {"cuvmm-host:d0:h1:l2:n0", G, true, CUDA_ERROR_INVALID_VALUE},       // HOST + fd
-            {"cuvmm-host:d1:h1:l4:n0", G, true, CUDA_ERROR_INVALID_VALUE},       // host with d != 0
-            {"cuvmm-host:d0:h1:l7:n0", G, true, CUDA_ERROR_INVALID_VALUE},       // bad location type
-            {"cuvmm-host:d-1:h1:l1:n-1", G, true, CUDA_ERROR_INVALID_VALUE},     // negative
-            {"cuvmm-host:d0:h1:l1:n0", G + 4096, true, CUDA_ERROR_INVALID_VALUE},  // size not granular
-            {"cuvmm-host:d0:h1:l1:n0", 0, true, CUDA_ERROR_INVALID_VALUE},       // empty
-            {"cuvmm-host:d0:h1:l1:n0", G, false, CUDA_ERROR_INVALID_VALUE},      // not sealed
-            {"cuvmm-host:d5:h1:l1:n5", G, true, CUDA_ERROR_INVALID_DEVICE},      // no device 5 here
-            {"cuvmm-host:d0:h1:l3:n0", G, true, CUDA_SUCCESS},                   // HOST_NUMA, fine
-            {"cuvmm-host:d1:h1:l1:n1", 2 * G, true, CUDA_SUCCESS},               // device 1, fine
+            {"somebody-else", G, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "not a memfd exported by cuvmm"},
+            {"cuvmm-host:d0:h1:l1", G, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "not a memfd"},      // truncated name
+            {"cuvmm-host:d0:h1:l1:n0x", G, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "not a memfd"},  // trailing junk
+            {"cuvmm-host:d0:h1:l1:n1", G, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "not a memfd"},   // d != n
+            {"cuvmm-host:d0:h8:l1:n0", G, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "not a memfd"},   // bad handle types
+            {"cuvmm-host:d0:h0:l1:n0", G, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "not a memfd"},   // never exportable
+            {"cuvmm-host:d0:h1:l2:n0", G, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "not a memfd"},   // HOST + fd
+            {"cuvmm-host:d1:h1:l4:n0", G, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "not a memfd"},   // host, d != 0
+            {"cuvmm-host:d0:h1:l7:n0", G, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "not a memfd"},   // bad location
+            {"cuvmm-host:d-1:h1:l1:n-1", G, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "not a memfd"}, // negative
+            {"cuvmm-host:d0:h1:l1:n0", G + 4096, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "has size"},  // not granular
+            {"cuvmm-host:d0:h1:l1:n0", 0, kDriverSeals, CUDA_ERROR_INVALID_VALUE, "has size 0"},       // empty
+            {"cuvmm-host:d0:h1:l1:n0", G, 0, CUDA_ERROR_INVALID_VALUE, "seals none"},                  // not sealed
+            // Seals other than the exporter's: a write seal makes the memory read-only (it
+            // used to pass import and fail later in cuMemSetAccess), a missing GROW or SEAL
+            // means somebody else made it.
+            {"cuvmm-host:d0:h1:l1:n0", G, kDriverSeals | F_SEAL_WRITE, CUDA_ERROR_INVALID_VALUE, "F_SEAL_WRITE"},
+            {"cuvmm-host:d0:h1:l1:n0", G, kDriverSeals | F_SEAL_FUTURE_WRITE, CUDA_ERROR_INVALID_VALUE,
+             "F_SEAL_FUTURE_WRITE"},
+            {"cuvmm-host:d0:h1:l1:n0", G, F_SEAL_SHRINK | F_SEAL_WRITE, CUDA_ERROR_INVALID_VALUE, "write seal"},
+            {"cuvmm-host:d0:h1:l1:n0", G, F_SEAL_SHRINK | F_SEAL_SEAL, CUDA_ERROR_INVALID_VALUE, "F_SEAL_SHRINK|"},
+            {"cuvmm-host:d0:h1:l1:n0", G, F_SEAL_SHRINK | F_SEAL_GROW, CUDA_ERROR_INVALID_VALUE, "expected: F_SEAL"},
+            {"cuvmm-host:d0:h1:l1:n0", G, F_SEAL_GROW | F_SEAL_SEAL, CUDA_ERROR_INVALID_VALUE, "forged or altered"},
+            {"cuvmm-host:d5:h1:l1:n5", G, kDriverSeals, CUDA_ERROR_INVALID_DEVICE, "device 5"},  // no device 5 here
+            {"cuvmm-host:d0:h1:l3:n0", G, kDriverSeals, CUDA_SUCCESS, ""},                     // HOST_NUMA, fine
+            {"cuvmm-host:d1:h1:l1:n1", 2 * G, kDriverSeals, CUDA_SUCCESS, ""},                 // device 1, fine
     };
     for (auto& c : cases) {
-        int fd = make_memfd(c.name, c.size, c.seal);
+        int fd = make_memfd(c.name, c.size, c.seals);
         if (fd < 0) {
             ++g_failed;
             std::printf("FAIL: could not create memfd %s\n", c.name);
             continue;
         }
         CUresult r = import(fd);
+        std::string why = host_import_refusal(fd);
         if (r != c.want) {
             ++g_failed;
-            std::printf("FAIL: import of memfd \"%s\" (size %zu%s) returned %s, expected %s\n", c.name, c.size,
-                        c.seal ? "" : ", unsealed", name_of(r), name_of(c.want));
+            std::printf("FAIL: import of memfd \"%s\" (size %zu, seals 0x%x) returned %s, expected %s\n", c.name,
+                        c.size, static_cast<unsigned>(c.seals), name_of(r), name_of(c.want));
+        } else if (c.want == CUDA_SUCCESS ? !why.empty() : why.find(c.why) == std::string::npos) {
+            ++g_failed;
+            std::printf("FAIL: host_import_refusal of memfd \"%s\" (seals 0x%x) is \"%s\", expected it to say \"%s\"\n",
+                        c.name, static_cast<unsigned>(c.seals), why.c_str(), c.why);
         } else {
             ++g_passed;
         }
         if (r == CUDA_SUCCESS) OK(T.cuMemRelease(h));
         close(fd);
     }
+    // The refusals of non-memfds explain themselves too.
+    int p2[2];
+    CHECK(pipe2(p2, O_CLOEXEC) == 0);
+    CHECK(host_import_refusal(p2[0]).find("not open read-write") != std::string::npos ||
+          host_import_refusal(p2[0]).find("not a regular file") != std::string::npos);
+    close(p2[0]);
+    close(p2[1]);
+    CHECK(host_import_refusal(p2[0]).find("not an open descriptor") != std::string::npos);
     // A read-only reopen of one of ours is refused (it could never be made writable).
     CUmemGenericAllocationHandle mine = 0;
     CUmemAllocationProp p = dev_prop(0);
@@ -778,6 +923,8 @@ void test_import_refusals() {
     CHECK(ro >= 0);
     if (ro >= 0) {
         EXPECT_RC(CUDA_ERROR_INVALID_VALUE, import(ro));
+        CHECK(host_import_refusal(ro).find("not open read-write") != std::string::npos);
+        CHECK(host_import_refusal(fd).empty());  // the exported fd itself is fine
         close(ro);
     }
     close(fd);
@@ -924,6 +1071,8 @@ int main() {
     test_reserve_free();
     test_map_unmap_access();
     test_copies();
+    test_host_numa_access();
+    test_host_pointers_into_mappings();
     test_export_import_retain();
     test_import_refusals();
     test_fd_exhaustion();

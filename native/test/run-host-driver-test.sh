@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds and runs the host driver test (native/test/host_driver_test.cpp) against
-# native/host_driver.cpp and native/cuda_errors.cpp. Never links libcuda. Uses
+# the host driver (native/host/*.cpp) and native/cuda_errors.cpp. Never links libcuda. Uses
 # AddressSanitizer + UBSan when the toolchain supports them, else builds without.
 # Exit status: the test's (0 = all checks passed).
 set -euo pipefail
@@ -19,7 +19,7 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 flags=(-std=c++17 -O1 -g -Wall -Wextra -I"$native" -I"$cuda_include" -pthread)
-sources=("$here/host_driver_test.cpp" "$native/host_driver.cpp" "$native/cuda_errors.cpp")
+sources=("$here/host_driver_test.cpp" "$native"/host/*.cpp "$native/cuda_errors.cpp")
 
 sanitize=(-fsanitize=address,undefined -fno-omit-frame-pointer)
 if echo 'int main(){return 0;}' | "$cxx" -x c++ "${sanitize[@]}" - -o "$work/probe" >/dev/null 2>&1 \

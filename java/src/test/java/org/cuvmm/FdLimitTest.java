@@ -18,8 +18,9 @@ import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Test;
 
 /**
- * Export at a lowered RLIMIT_NOFILE, in a child JVM: the parent lowers the child's limit
- * with prlimit once the child is ready, so the export of an 8-chunk buffer runs out of fds.
+ * Export, import and allocate at a lowered RLIMIT_NOFILE, in a child JVM: the parent lowers
+ * the child's limit with prlimit once the child is ready, so the operation runs out of fds
+ * and must say so (the limit's name and what to do), leaking nothing.
  */
 class FdLimitTest {
     /** Child: builds an 8-chunk buffer, reports its fd count, waits, then exports. */
@@ -46,6 +47,122 @@ class FdLimitTest {
                 for (VirtualMemoryBuffer x : chain) x.close();
             }
         }
+    }
+
+    /**
+     * Child for import / allocate (args[0]): prepares, runs the same kind of failure once so
+     * every class the failure path needs is loaded (a class loaded from a directory needs
+     * an fd), reports READY, and after "go" runs the operation with no fd to spare. After
+     * the second "go" (the parent has restored the soft limit) it reports its fd count.
+     */
+    public static final class AtLimit {
+        public static void main(String[] args) throws Exception {
+            String mode = args[0];
+            BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
+            try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+                 VirtualMemoryBuffer src = r.allocate(2 * MiB);
+                 BufferDescriptor d = src.exportDescriptor();
+                 BufferDescriptor tooBig = BufferDescriptor.fromFds(d.fds(), new long[] {4 * MiB}, HandleType.POSIX_FD,
+                         4 * MiB)) {
+                r.importBuffer(d).close();
+                r.allocate(2 * MiB).close();
+                try {
+                    r.importBuffer(tooBig).close();
+                    System.out.println("UNEXPECTED warm-up import succeeded");
+                } catch (CudaException expected) {
+                    expected.getMessage();  // the failure path, classes and all, has run once
+                }
+                int before = TestSupport.openFds();
+                System.out.println("READY");
+                System.out.flush();
+                stdin.readLine();
+                String result;
+                try {
+                    if (mode.equals("import")) {
+                        r.importBuffer(d).close();
+                    } else {
+                        r.allocate(2 * MiB).close();
+                    }
+                    result = "DONE";
+                } catch (CudaException e) {
+                    result = "FAILED " + e.resultName() + " " + e.call() + ": " + e.getMessage();
+                }
+                System.out.println(result);
+                System.out.flush();
+                stdin.readLine();
+                System.out.println("FDS " + before + " " + TestSupport.openFds());
+            }
+        }
+    }
+
+    @Test
+    void importAtTheFdLimitNamesTheLimit() throws Exception {
+        String result = runAtLimit("import");
+        assertTrue(result.contains("cuMemImportFromShareableHandle"), result);
+        assertTrue(result.contains("file descriptor limit") && result.contains("RLIMIT_NOFILE"), result);
+    }
+
+    @Test
+    void allocateAtTheFdLimitNamesTheLimitOnTheHostDriver() throws Exception {
+        String result = runAtLimit("allocate");
+        assertTrue(result.contains("cuMemCreate"), result);
+        assertTrue(result.contains("file descriptor limit") && result.contains("RLIMIT_NOFILE"), result);
+    }
+
+    /**
+     * Runs {@link AtLimit} in {@code mode} with the soft RLIMIT_NOFILE lowered to the child's
+     * lowest free descriptor (read from /proc/PID/fd by this process, so no new fd fits),
+     * restores it, checks that no fd leaked and returns the child's FAILED line.
+     */
+    private static String runAtLimit(String mode) throws Exception {
+        assumeTrue(Files.isExecutable(Path.of("/usr/bin/prlimit")), "prlimit (util-linux) is not installed");
+        List<String> cmd = List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
+                "-Dcuvmm.driver=host", "-cp", System.getProperty("java.class.path"), AtLimit.class.getName(), mode);
+        Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+        String result;
+        try (BufferedReader out = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
+             Writer in = new java.io.OutputStreamWriter(p.getOutputStream(), StandardCharsets.UTF_8)) {
+            readUntil(out, "READY");
+            java.util.Set<Integer> open = new java.util.HashSet<>();
+            try (java.util.stream.Stream<Path> s = Files.list(Path.of("/proc/" + p.pid() + "/fd"))) {
+                s.forEach(f -> open.add(Integer.parseInt(f.getFileName().toString())));
+            }
+            int lowestFree = 0;
+            while (open.contains(lowestFree)) lowestFree++;
+            String oldSoft = prlimitSoft(p.pid());
+            prlimit(p.pid(), lowestFree + ":");
+            in.write("go\n");
+            in.flush();
+            result = readUntil(out, "FAILED ", "DONE", "UNEXPECTED");
+            prlimit(p.pid(), oldSoft + ":");
+            in.write("go\n");
+            in.flush();
+            assertTrue(result.startsWith("FAILED "), mode + " should fail with no fd to spare: " + result);
+            String fds = readUntil(out, "FDS ");
+            String[] parts = fds.split(" ");
+            assertEquals(parts[1], parts[2], "fds after the failed " + mode + " equal fds before: " + fds);
+        } finally {
+            assertTrue(p.waitFor(60, TimeUnit.SECONDS), "child finished");
+        }
+        assertEquals(0, p.exitValue());
+        return result;
+    }
+
+    private static String prlimitSoft(long pid) throws Exception {
+        Process pl = new ProcessBuilder("prlimit", "--pid", String.valueOf(pid), "--nofile", "--raw", "--noheadings",
+                "--output=SOFT").redirectErrorStream(true).start();
+        String out = new String(pl.getInputStream().readAllBytes(), StandardCharsets.UTF_8).trim();
+        assertTrue(pl.waitFor(30, TimeUnit.SECONDS));
+        assertEquals(0, pl.exitValue(), out);
+        return out;
+    }
+
+    private static void prlimit(long pid, String nofile) throws Exception {
+        Process pl = new ProcessBuilder("prlimit", "--pid", String.valueOf(pid), "--nofile=" + nofile)
+                .redirectErrorStream(true).start();
+        String out = new String(pl.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+        assertTrue(pl.waitFor(30, TimeUnit.SECONDS));
+        assertEquals(0, pl.exitValue(), out);
     }
 
     @Test

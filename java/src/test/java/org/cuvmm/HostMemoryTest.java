@@ -51,4 +51,44 @@ class HostMemoryTest {
         }
         LiveObjects.assertBack(before, "after the view became unreachable");
     }
+
+    /**
+     * A view of one host buffer is a host pointer into mapped VMM memory: the real driver
+     * resolves it through unified addressing, so the host driver must accept it too, both
+     * as a copy's source and as its destination.
+     */
+    @Test
+    void copiesBetweenTwoHostBuffersThroughAByteBufferView() throws Exception {
+        Map<String, Long> before = LiveObjects.now();
+        try (VirtualMemoryResource r = hostResource(); VirtualMemoryBuffer a = r.allocate(MiB);
+             VirtualMemoryBuffer b = r.allocate(MiB)) {
+            b.fill((byte) 0x21);
+            a.copyFrom(0, b.asByteBuffer());
+            byte[] out = new byte[(int) MiB];
+            a.copyTo(out);
+            for (int i = 0; i < out.length; i += 4093) assertEquals(0x21, out[i], "byte " + i);
+            assertEquals(0x21, out[out.length - 1]);
+
+            a.fill(1000, 24, (byte) 0x42);
+            ByteBuffer view = b.asByteBuffer();
+            view.position(500);
+            view.limit(524);
+            a.copyTo(1000, view);
+            view = null;  // an interpreted frame would keep the slot reachable
+            byte[] back = new byte[26];
+            b.copyTo(499, back, 0, back.length);
+            assertEquals(0x21, back[0]);
+            assertEquals(0x42, back[1]);
+            assertEquals(0x42, back[24]);
+            assertEquals(0x21, back[25]);
+        }
+        // The views pin b's memory until they are collected: wait for that, so that no
+        // later test sees b's mapping in its baseline.
+        long deadline = System.nanoTime() + 10_000_000_000L;
+        while (TestSupport.counters().liveMappings() > before.get("mappings") && System.nanoTime() < deadline) {
+            System.gc();
+            Thread.sleep(20);
+        }
+        LiveObjects.assertBack(before, "after the views became unreachable");
+    }
 }

@@ -1,0 +1,91 @@
+// Host driver entry points for copies and memset: synchronous memcpy/memmove/memset
+// under the shared registry lock, after checking the current context and that the
+// current device may read the source and write the destination.
+#include "host/host_internal.hpp"
+
+#include <cstring>
+
+namespace cuvmm {
+namespace host {
+namespace {
+
+// Shared prologue of the copies: n > 0 here. Returns the device of the current context.
+CUresult copy_context(State& st, int* dev) {
+    return current_device(st, dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+}
+
+// A host range for a copy that the CPU can touch with `need` without faulting: outside
+// every reservation (ordinary host memory), or, since the real driver resolves any
+// pointer through unified addressing, entirely inside mapped memory whose CPU access
+// (the host slot, granted with a HOST / HOST_NUMA location) includes `need`. Reservation
+// memory that is unmapped, or mapped without CPU access, is refused: the memcpy would
+// fault. Caller holds the mutex (shared is enough: it is held across the memcpy).
+bool host_range_ok(State& st, const void* p, size_t n, unsigned need) {
+    auto v = reinterpret_cast<uintptr_t>(p);
+    if (p == nullptr || !range_ok(v, n)) return false;
+    if (!overlaps_reservation(st, v, n)) return true;
+    return accessible(st, v, n, kHostSlot, need);
+}
+
+}  // namespace
+
+namespace entry {
+
+CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
+    CUVMM_REQUIRE_INIT();
+    if (bytes == 0) return CUDA_SUCCESS;
+    Shared lock(g_state->mutex);  // held across the memcpy: no unmap/mprotect underneath
+    State& st = *g_state;
+    int dev;
+    if (CUresult r = copy_context(st, &dev)) return r;
+    if (!host_range_ok(st, src, bytes, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
+    if (!range_ok(dst, bytes) || !accessible(st, dst, bytes, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
+    // memmove: a host source inside mapped memory may overlap the destination.
+    std::memmove(reinterpret_cast<void*>(static_cast<uintptr_t>(dst)), src, bytes);
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t bytes) {
+    CUVMM_REQUIRE_INIT();
+    if (bytes == 0) return CUDA_SUCCESS;
+    Shared lock(g_state->mutex);
+    State& st = *g_state;
+    int dev;
+    if (CUresult r = copy_context(st, &dev)) return r;
+    if (!host_range_ok(st, dst, bytes, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
+    if (!range_ok(src, bytes) || !accessible(st, src, bytes, dev, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
+    // memmove: a host destination inside mapped memory may overlap the source.
+    std::memmove(dst, reinterpret_cast<const void*>(static_cast<uintptr_t>(src)), bytes);
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
+    CUVMM_REQUIRE_INIT();
+    if (bytes == 0) return CUDA_SUCCESS;
+    Shared lock(g_state->mutex);
+    State& st = *g_state;
+    int dev;
+    if (CUresult r = copy_context(st, &dev)) return r;
+    if (!range_ok(src, bytes) || !accessible(st, src, bytes, dev, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
+    if (!range_ok(dst, bytes) || !accessible(st, dst, bytes, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
+    std::memmove(reinterpret_cast<void*>(static_cast<uintptr_t>(dst)),
+                 reinterpret_cast<const void*>(static_cast<uintptr_t>(src)), bytes);
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t count) {
+    CUVMM_REQUIRE_INIT();
+    if (count == 0) return CUDA_SUCCESS;
+    Shared lock(g_state->mutex);
+    State& st = *g_state;
+    int dev;
+    if (CUresult r = copy_context(st, &dev)) return r;
+    if (!range_ok(dst, count) || !accessible(st, dst, count, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
+    std::memset(reinterpret_cast<void*>(static_cast<uintptr_t>(dst)), value, count);
+    return CUDA_SUCCESS;
+}
+
+}  // namespace entry
+
+}  // namespace host
+}  // namespace cuvmm

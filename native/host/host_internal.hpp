@@ -1,0 +1,389 @@
+// The host driver's shared internals: registry records, the registry lock and state,
+// helpers every family uses, and the entry point declarations. Included only by
+// native/host/*.cpp; the rest of native/ knows the host driver only through
+// install_host_driver / host_live_counts / host_import_refusal (cuvmm/driver_table.hpp).
+//
+// The host driver: our own implementation of the CUDA driver entry points in DriverTable,
+// over POSIX shared memory (memfd + mmap), for machines without a GPU.
+//
+// It exists so that CI finds the bugs a GPU would find, so it is STRICT: every misuse
+// returns the CUresult we believe the real driver returns, and no call, however bad its
+// arguments (garbage handles, ranges outside any reservation, null out-pointers, foreign
+// fds), crashes the process. Device memory is a memfd; a reservation is a PROT_NONE
+// anonymous mapping; cuMemMap maps the memfd MAP_SHARED|MAP_FIXED over the reservation;
+// cuMemSetAccess mprotects. All operations are synchronous.
+//
+// Cross-process sharing: a memfd is named "cuvmm-host:d<device>:h<requestedHandleTypes>:
+// l<locationType>:n<locationId>" so an importer (another process, its own host driver)
+// recovers the properties from /proc/self/fd/<fd>, and is sealed against shrinking and
+// growing so that no holder can truncate it under someone else's mapping (SIGBUS), and
+// against further seals (a write seal would make it read-only for every holder).
+//
+// Files, one concern each (all in namespace cuvmm::host):
+//   registry.cpp  the state, handle / reservation / mapping lookup, install_host_driver
+//   memfd.cpp     memfd naming, parsing and the import checks (check_import_fd)
+//   access.cpp    access locations, slots, the CPU protection of a run
+//   devices.cpp   cuInit, version, devices, primary contexts, error strings
+//   memory.cpp    allocation properties, granularity, cuMemCreate / Release, retain
+//   va.cpp        reserve / free, map / unmap, set / get access
+//   sharing.cpp   export / import of POSIX fds
+//   copies.cpp    copies and memset
+//   streams.cpp   streams
+//
+// Misuse rules and what they return (one code per rule; this table is the documentation):
+//
+//   rule                                                                       CUresult
+//   -------------------------------------------------------------------------  ----------------------------
+//   any entry point except cuInit, cuDriverGetVersion, cuGetErrorName/String   CUDA_ERROR_NOT_INITIALIZED
+//     before cuInit
+//   cuInit(flags != 0)                                                         CUDA_ERROR_INVALID_VALUE
+//   a null out-pointer / null required input pointer                           CUDA_ERROR_INVALID_VALUE
+//   cuGetErrorName/String of a code cuda.h does not define (*str = nullptr)    CUDA_ERROR_INVALID_VALUE
+//   device ordinal / CUdevice outside 0..device_count-1                        CUDA_ERROR_INVALID_DEVICE
+//   cuDeviceGetName(len <= 0)                                                  CUDA_ERROR_INVALID_VALUE
+//   cuDevicePrimaryCtxRelease without a matching retain                        CUDA_ERROR_INVALID_CONTEXT
+//   cuCtxSetCurrent(ctx that is not a retained primary context)                CUDA_ERROR_INVALID_CONTEXT
+//   cuCtxSynchronize / cuStreamCreate / a copy with no current context, or     CUDA_ERROR_INVALID_CONTEXT
+//     with a current context whose primary context was fully released
+//   allocation prop: type MANAGED                                              CUDA_ERROR_NOT_SUPPORTED
+//   allocation prop: type other than PINNED                                    CUDA_ERROR_INVALID_VALUE
+//   allocation prop: DEVICE location with an id that is not a device          CUDA_ERROR_INVALID_DEVICE
+//   allocation prop: HOST_NUMA location with id != 0                           CUDA_ERROR_INVALID_VALUE
+//   allocation prop: location type not DEVICE/HOST/HOST_NUMA (HOST_NUMA_CURRENT too) CUDA_ERROR_INVALID_VALUE
+//   allocation prop: requestedHandleTypes with bits outside the enum           CUDA_ERROR_INVALID_VALUE
+//   allocation prop: requestedHandleTypes FABRIC, WIN32 or WIN32_KMT           CUDA_ERROR_NOT_SUPPORTED
+//   allocation prop: HOST location (not NUMA) with POSIX_FILE_DESCRIPTOR       CUDA_ERROR_INVALID_VALUE
+//   allocation prop: allocFlags.gpuDirectRDMACapable != 0                      CUDA_ERROR_NOT_SUPPORTED
+//   allocation prop: allocFlags.compressionType != 0                           CUDA_ERROR_NOT_SUPPORTED
+//   cuMemGetAllocationGranularity option not MINIMUM/RECOMMENDED               CUDA_ERROR_INVALID_VALUE
+//   cuMemCreate flags != 0, size 0 or not a multiple of the granularity        CUDA_ERROR_INVALID_VALUE
+//   cuMemCreate: memfd_create / ftruncate / sealing failed (EMFILE included)   CUDA_ERROR_OUT_OF_MEMORY
+//   a handle that is not live in this process (never created, released, junk) CUDA_ERROR_INVALID_VALUE
+//   cuMemAddressReserve flags != 0, size 0 / not a multiple of granularity,    CUDA_ERROR_INVALID_VALUE
+//     alignment not 0 or a power of two, addr not a multiple of granularity
+//   cuMemAddressReserve: mmap failed or size + alignment overflows             CUDA_ERROR_OUT_OF_MEMORY
+//   cuMemAddressReserve addr hint that cannot be honoured                      (not an error: placed elsewhere)
+//   cuMemAddressFree (ptr, size) not exactly one reservation                   CUDA_ERROR_INVALID_VALUE
+//   cuMemAddressFree of a reservation that still holds a mapping               CUDA_ERROR_INVALID_VALUE
+//   cuMemMap flags != 0 or offset != 0                                         CUDA_ERROR_INVALID_VALUE
+//   cuMemMap size 0, not a multiple of granularity, larger than the allocation CUDA_ERROR_INVALID_VALUE
+//   cuMemMap ptr not a multiple of granularity                                 CUDA_ERROR_INVALID_VALUE
+//   cuMemMap range not inside one reservation                                  CUDA_ERROR_INVALID_VALUE
+//   cuMemMap range overlapping an existing mapping                             CUDA_ERROR_INVALID_VALUE
+//   cuMemMap / cuMemUnmap: mmap failed                                         CUDA_ERROR_OUT_OF_MEMORY
+//   cuMemUnmap range not inside one reservation or not exactly whole mappings  CUDA_ERROR_INVALID_VALUE
+//   cuMemSetAccess desc null or count 0                                        CUDA_ERROR_INVALID_VALUE
+//   cuMemSetAccess ptr/size not granularity-aligned, size 0, or range not      CUDA_ERROR_INVALID_VALUE
+//     entirely covered by (contiguous) mappings
+//   access location DEVICE with an id that is not a device                     CUDA_ERROR_INVALID_DEVICE
+//   access location type not DEVICE / HOST / HOST_NUMA / HOST_NUMA_CURRENT      CUDA_ERROR_INVALID_VALUE
+//     (a HOST_NUMA access id is ignored, as cuda.h says)
+//   cuMemSetAccess HOST_NUMA access on a range mapping any allocation that is   CUDA_ERROR_INVALID_VALUE
+//     not HOST_NUMA-located
+//   access flags not PROT_NONE / PROT_READ / PROT_READWRITE                    CUDA_ERROR_INVALID_VALUE
+//   cuMemSetAccess: mprotect failed                                            CUDA_ERROR_OUT_OF_MEMORY
+//   cuMemGetAccess / cuMemRetainAllocationHandle ptr not inside a mapping      CUDA_ERROR_INVALID_VALUE
+//   export: flags != 0                                                         CUDA_ERROR_INVALID_VALUE
+//   export/import: handle type FABRIC, WIN32 or WIN32_KMT                      CUDA_ERROR_NOT_SUPPORTED
+//   export/import: handle type other than POSIX_FILE_DESCRIPTOR                CUDA_ERROR_INVALID_VALUE
+//   export of an allocation created without POSIX_FILE_DESCRIPTOR requested    CUDA_ERROR_INVALID_VALUE
+//   export of an allocation that was itself imported                           CUDA_ERROR_NOT_PERMITTED
+//   export/import: duplicating the fd failed (EMFILE)                          CUDA_ERROR_OPERATING_SYSTEM
+//   import of an fd that is closed, not a cuvmm host memfd (pipe, file,        CUDA_ERROR_INVALID_VALUE
+//     /dev/null, foreign memfd, malformed or never-exportable name), not open
+//     read-write, not sealed exactly F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL
+//     (F_SEAL_EXEC aside: a write seal, or a missing one), or whose size is not
+//     a positive multiple of granularity (host_import_refusal says which)
+//   import of a memfd whose device does not exist in this process              CUDA_ERROR_INVALID_DEVICE
+//   copies/memset: n == 0                                                      CUDA_SUCCESS (nothing checked
+//                                                                                but cuInit)
+//   copies/memset: null host pointer                                           CUDA_ERROR_INVALID_VALUE
+//   copies: a host range overlapping a reservation that is not entirely        CUDA_ERROR_INVALID_VALUE
+//     covered by contiguous mappings on which the CPU (HOST / HOST_NUMA
+//     access) has READ for a source / READWRITE for a destination (a host
+//     pointer into mapped, CPU-accessible memory is fine: unified addressing)
+//   copies/memset: device range not entirely covered by contiguous mappings,   CUDA_ERROR_INVALID_VALUE
+//     or the current device lacks READ on a source / READWRITE on a dest
+//   cuStreamCreate flags not DEFAULT / NON_BLOCKING                            CUDA_ERROR_INVALID_VALUE
+//   cuStreamDestroy / cuStreamSynchronize of a stream that is not live         CUDA_ERROR_INVALID_HANDLE
+//     (cuStreamDestroy of the null / legacy / per-thread stream included)
+//
+// Threading: all registry state sits behind one shared mutex (a writer-preferring
+// pthread rwlock, see RegistryMutex: a std::shared_mutex would let copies starve unmap).
+// Structural changes (create, release, reserve, free, map, unmap, set access, import,
+// context retain/release, streams) take it exclusively,
+// including the mmap/munmap/mprotect/close they do, so the kernel's view and the registry
+// never disagree to another thread. Copies and memset take it shared for the whole
+// memcpy, so a concurrent unmap or mprotect waits until the copy is done and a copy can
+// never fault. Nothing but bookkeeping and those syscalls happens under the lock.
+//
+// Ownership: the driver owns exactly one fd per live allocation record (created memfd
+// or its own dup of an imported fd) and closes it once, when the handle is fully
+// released AND no mapping references the allocation. Reservations and mappings are
+// munmapped/replaced exactly once. An fd returned by export belongs to the caller; an fd
+// passed to import stays the caller's.
+#pragma once
+
+#include "cuvmm/driver_table.hpp"
+
+#include <pthread.h>
+#include <sys/mman.h>
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <iterator>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <shared_mutex>  // std::shared_lock
+#include <string>
+#include <unordered_map>
+
+#ifndef MAP_FIXED_NOREPLACE
+#define MAP_FIXED_NOREPLACE 0x100000
+#endif
+#ifndef MFD_CLOEXEC
+#define MFD_CLOEXEC 0x0001U
+#endif
+#ifndef MFD_ALLOW_SEALING
+#define MFD_ALLOW_SEALING 0x0002U
+#endif
+#ifndef F_SEAL_FUTURE_WRITE
+#define F_SEAL_FUTURE_WRITE 0x0010
+#endif
+#ifndef F_SEAL_EXEC
+#define F_SEAL_EXEC 0x0020
+#endif
+
+namespace cuvmm {
+namespace host {
+
+constexpr int kMaxDevices = 8;
+constexpr int kHostSlot = kMaxDevices;          // access slot for the CPU (all host location types)
+constexpr int kAccessSlots = kMaxDevices + 1;
+constexpr const char* kMemfdPrefix = "cuvmm-host:";
+
+constexpr unsigned kReadBit = CU_MEM_ACCESS_FLAGS_PROT_READ;
+constexpr unsigned kReadWrite = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+constexpr unsigned kKnownHandleBits = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR | CU_MEM_HANDLE_TYPE_WIN32 |
+                                      CU_MEM_HANDLE_TYPE_WIN32_KMT | CU_MEM_HANDLE_TYPE_FABRIC;
+constexpr unsigned kUnsupportedHandleBits =
+        CU_MEM_HANDLE_TYPE_WIN32 | CU_MEM_HANDLE_TYPE_WIN32_KMT | CU_MEM_HANDLE_TYPE_FABRIC;
+
+// Handles are counter values, never pointers: a foreign or stale value is just "not found".
+// The stride makes an off-by-one handle miss instead of hitting a neighbour.
+constexpr uint64_t kFirstHandle = 0x10000;
+constexpr uint64_t kHandleStride = 0x10;
+constexpr uintptr_t kFirstStream = 0x5a000000;
+
+// Per-location access flags (CU_MEM_ACCESS_FLAGS_*), slot 0..7 = device, kHostSlot = CPU.
+using Access = std::array<unsigned char, kAccessSlots>;
+
+// One memfd-backed allocation. Lives while its handle is alive or a mapping uses it.
+struct Allocation {
+    int fd = -1;                    // owned; closed exactly once in drop_if_dead
+    size_t size = 0;
+    CUmemAllocationProp prop{};     // type, requestedHandleTypes, location (normalised)
+    bool imported = false;
+    long refcount = 0;              // handle references (create/import/retain = +1, release = -1)
+    long mappings = 0;              // live mappings referencing this allocation
+    uint64_t handle = 0;            // current handle value; 0 once fully released
+};
+
+// One cuMemMap'ed chunk. `segments` splits it into runs of equal access: key = offset of
+// the run inside the mapping, the run extends to the next key (or the mapping's end).
+struct Mapping {
+    size_t size = 0;
+    uint64_t alloc_id = 0;
+    std::map<size_t, Access> segments;
+};
+
+// A shared mutex that does not starve writers. std::shared_mutex is glibc's default
+// rwlock, which prefers readers: a steady stream of copies on a few threads keeps
+// cuMemUnmap waiting forever. This is the same pthread rwlock set to prefer writers
+// (PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP): once a writer waits, new readers
+// queue behind it. Nobody holding it ever takes it again, which that kind requires.
+// Meets the SharedMutex requirements used here (std::unique_lock / std::shared_lock).
+class RegistryMutex {
+public:
+    RegistryMutex() {
+        pthread_rwlockattr_t attr;
+        pthread_rwlockattr_init(&attr);
+        pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+        pthread_rwlock_init(&rw_, &attr);
+        pthread_rwlockattr_destroy(&attr);
+    }
+    ~RegistryMutex() { pthread_rwlock_destroy(&rw_); }
+    RegistryMutex(const RegistryMutex&) = delete;
+    RegistryMutex& operator=(const RegistryMutex&) = delete;
+
+    void lock() { pthread_rwlock_wrlock(&rw_); }
+    void unlock() { pthread_rwlock_unlock(&rw_); }
+    void lock_shared() { pthread_rwlock_rdlock(&rw_); }
+    void unlock_shared() { pthread_rwlock_unlock(&rw_); }
+
+private:
+    pthread_rwlock_t rw_;
+};
+
+struct State {
+    HostDriverConfig config;
+    size_t page_size = 4096;
+
+    RegistryMutex mutex;                                // guards everything below
+    std::unordered_map<uint64_t, std::unique_ptr<Allocation>> allocations;  // by allocation id
+    std::unordered_map<uint64_t, uint64_t> handles;     // handle value -> allocation id
+    std::map<uintptr_t, size_t> reservations;           // base -> size
+    std::map<uintptr_t, Mapping> mappings;              // base -> mapping
+    std::array<long, kMaxDevices> ctx_retains{};        // primary context retain counts
+    std::set<uintptr_t> streams;                        // live stream handle values
+    uint64_t next_handle = kFirstHandle;
+    uint64_t next_alloc_id = 1;
+    uintptr_t next_stream = kFirstStream;
+    long long memfds = 0;                               // fds held open by the driver
+};
+
+extern State* g_state;                      // created once by install_host_driver, never destroyed
+extern std::atomic<bool> g_initialized;
+extern thread_local int tl_current_device;  // -1: no current context on this thread
+
+using Shared = std::shared_lock<RegistryMutex>;
+using Exclusive = std::unique_lock<RegistryMutex>;
+
+// ---- small helpers -------------------------------------------------------------------
+
+inline bool is_pow2(size_t v) { return v != 0 && (v & (v - 1)) == 0; }
+
+bool valid_device(long long dev);
+
+bool aligned(unsigned long long v);
+
+// [p, p+n) without wrapping past the end of the address space.
+inline bool range_ok(unsigned long long p, size_t n) { return p + n >= p; }
+
+// Common prologue of every entry point but cuInit/cuDriverGetVersion/cuGetError*.
+inline bool initialized() { return g_initialized.load(std::memory_order_acquire); }
+
+// ---- access rules (access.cpp) -------------------------------------------------------
+
+// Maps an access location to its slot, or returns the CUresult for a bad location.
+CUresult access_slot(const CUmemLocation& loc, int* slot);
+
+// The CPU protection of a run: the union of what every location may do, because a CPU
+// mapping cannot tell devices apart (per-device checks happen in the bookkeeping).
+int prot_of(const Access& a);
+
+// True when [p, p+n) is covered by mappings on which `slot` has at least `need`.
+bool accessible(State& st, uintptr_t p, size_t n, int slot, unsigned need);
+
+// ---- memfd naming (memfd.cpp) --------------------------------------------------------
+
+// memfd name encoding the properties, so an importer in another process recovers them.
+std::string memfd_name(const CUmemAllocationProp& p);
+
+// Parses the /proc/self/fd link target of a memfd we created (possibly in another
+// process): "/memfd:cuvmm-host:d<dev>:h<types>:l<loctype>:n<locid> (deleted)".
+bool parse_memfd_target(const std::string& target, int* device, CUmemAllocationProp* prop);
+
+// What check_import_fd learns about an importable memfd.
+struct ImportableMemfd {
+    size_t size = 0;
+    CUmemAllocationProp prop{};  // as the name encodes it (normalised, PINNED)
+};
+
+// Whether `fd` is a memfd some cuvmm host driver created and exported: open read-write, a
+// regular file named by memfd_name, sealed exactly F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL
+// (F_SEAL_EXEC tolerated), sized in granules, of a device this process has. Returns
+// CUDA_SUCCESS and fills *out (when non-null), or the refusal's CUresult
+// (INVALID_VALUE, INVALID_DEVICE) with a sentence in *why (when non-null). Reads the fd's
+// metadata only; needs no lock (the config is fixed once installed).
+CUresult check_import_fd(int fd, ImportableMemfd* out, std::string* why);
+
+// ---- registry helpers (registry.cpp; caller holds the mutex as noted) ----------------
+
+// Allocation of a live handle, or nullptr. Any lock.
+Allocation* find_handle(State& st, CUmemGenericAllocationHandle h);
+
+uint64_t new_handle(State& st);
+
+// Records a new allocation that owns `fd` under a fresh handle with one reference, and
+// returns the handle. Caller holds the exclusive lock.
+CUmemGenericAllocationHandle register_allocation(State& st, int fd, size_t size, const CUmemAllocationProp& prop,
+                                                 bool imported);
+
+// Closes and forgets an allocation once nothing references it. Exclusive lock.
+void drop_if_dead(State& st, uint64_t alloc_id);
+
+// The reservation containing all of [p, p+n), or end(). Any lock.
+std::map<uintptr_t, size_t>::iterator find_reservation(State& st, uintptr_t p, size_t n);
+
+// The mapping containing address p, or end(). Any lock.
+std::map<uintptr_t, Mapping>::iterator find_mapping(State& st, uintptr_t p);
+
+// Calls fn(mapping_base, mapping, run_begin, run_end, access) for each access run that
+// intersects [p, p+n), with run bounds clipped to the range (offsets inside the mapping).
+// Returns false, having called nothing, unless [p, p+n) is entirely covered by
+// contiguous mappings. n > 0 and the range must not wrap. Any lock.
+template <class Fn>
+bool for_each_run(State& st, uintptr_t p, size_t n, Fn&& fn) {
+    // First pass: coverage only.
+    {
+        auto it = find_mapping(st, p);
+        if (it == st.mappings.end()) return false;
+        uintptr_t end = p + n;
+        while (it->first + it->second.size < end) {
+            uintptr_t next = it->first + it->second.size;
+            ++it;
+            if (it == st.mappings.end() || it->first != next) return false;
+        }
+    }
+    uintptr_t end = p + n;
+    for (auto it = find_mapping(st, p); it != st.mappings.end() && it->first < end; ++it) {
+        Mapping& m = it->second;
+        size_t lo = p > it->first ? p - it->first : 0;
+        size_t hi = end - it->first < m.size ? end - it->first : m.size;
+        auto seg = m.segments.upper_bound(lo);
+        --seg;  // segments always has a key 0
+        for (; seg != m.segments.end() && seg->first < hi; ++seg) {
+            auto nxt = std::next(seg);
+            size_t run_end = nxt == m.segments.end() ? m.size : nxt->first;
+            size_t b = seg->first > lo ? seg->first : lo;
+            size_t e = run_end < hi ? run_end : hi;
+            fn(it->first, m, b, e, seg->second);
+        }
+    }
+    return true;
+}
+
+// True when [p, p+n) intersects any reservation (device VA used as host memory).
+bool overlaps_reservation(State& st, uintptr_t p, size_t n);
+
+// Splits the run containing offset `off` so that a run starts exactly at `off`.
+void split_at(Mapping& m, size_t off);
+
+// Merges adjacent runs with equal access.
+void coalesce(Mapping& m);
+
+// A current context whose primary context is still retained; its device via *dev.
+// Caller holds the mutex (any mode).
+bool current_device(State& st, int* dev);
+
+// ---- entry points (one family a file) ------------------------------------------------
+namespace entry {
+
+// Declared from the X-macro so a signature that does not match the table fails to compile.
+#define CUVMM_HOST_DECL(name, version, params) CUresult CUDAAPI name params;
+CUVMM_DRIVER_ENTRY_POINTS(CUVMM_HOST_DECL)
+#undef CUVMM_HOST_DECL
+
+}  // namespace entry
+
+#define CUVMM_REQUIRE_INIT()                                                \
+    do {                                                                    \
+        if (!::cuvmm::host::initialized()) return CUDA_ERROR_NOT_INITIALIZED; \
+    } while (0)
+
+}  // namespace host
+}  // namespace cuvmm
