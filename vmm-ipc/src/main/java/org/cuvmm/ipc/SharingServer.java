@@ -33,10 +33,14 @@ import org.cuvmm.VirtualMemoryBuffer;
  * }</pre>
  *
  * <ul>
- * <li>The socket file has mode {@code 0600}; a dead server's leftover socket is replaced, a
- *     live one is not ({@link FdServerSocket}).</li>
- * <li>Each connection's uid ({@code SO_PEERCRED}) is checked against the allow-list
- *     (default: this process's uid); others get an ERROR {@code NOT_ALLOWED} and are closed.</li>
+ * <li>Two gates admit a client. First the socket file's mode: the kernel lets only processes
+ *     that may write the file connect (default {@code 0600}: only this user;
+ *     {@link Builder#socketFileMode(int)} and {@link Builder#socketFileGroup(String)} open it to
+ *     a group or to everyone). Then each connection's uid ({@code SO_PEERCRED}) is checked
+ *     against the allow-list (default: this process's uid); others get an ERROR
+ *     {@code NOT_ALLOWED} and are closed. To admit another user, allow its uid <em>and</em>
+ *     give it write access to the file.</li>
+ * <li>A dead server's leftover socket is replaced, a live one is not ({@link FdServerSocket}).</li>
  * <li>Each ATTACH exports a fresh descriptor ({@link VirtualMemoryBuffer#exportDescriptor()}),
  *     sends it, then closes the server's copies of the fds; the server keeps no fd.</li>
  * <li>A lease is counted per (connection, attach) until the client sends RELEASE or its
@@ -85,6 +89,9 @@ public final class SharingServer implements AutoCloseable {
         private final Set<Integer> allowedUids = new TreeSet<>();
         private boolean uidsSet;
         private int maxConnections = 256;
+        private int fileMode = FdServerSocket.DEFAULT_FILE_MODE;
+        private String fileGroup;
+        private int backlog = FdServerSocket.DEFAULT_BACKLOG;
         private final List<SharingListener> listeners = new ArrayList<>();
 
         private Builder(Path path) {
@@ -110,6 +117,41 @@ public final class SharingServer implements AutoCloseable {
             return this;
         }
 
+        /**
+         * The socket file's mode (default {@code 0600}): {@code 0660} or {@code 0666} let the
+         * group or everyone connect, which another uid on {@link #allowUids} needs. Checked by
+         * {@link FdServerSocket#checkFileMode(int)}.
+         *
+         * @throws IllegalArgumentException for a mode other than 0600, 0660, 0606 or 0666
+         */
+        public Builder socketFileMode(int mode) {
+            fileMode = FdServerSocket.checkFileMode(mode);
+            return this;
+        }
+
+        /**
+         * The socket file's group (default: left as created, this process's group). With mode
+         * {@code 0660}, members of that group can connect. {@link #build()} fails when the
+         * group does not exist or this process may not give the file to it.
+         */
+        public Builder socketFileGroup(String group) {
+            Objects.requireNonNull(group, "group");
+            if (group.isEmpty()) throw new IllegalArgumentException("socketFileGroup: \"\" (expected: a group name)");
+            fileGroup = group;
+            return this;
+        }
+
+        /**
+         * The listen backlog: connections the kernel queues before they are accepted (default
+         * {@value FdServerSocket#DEFAULT_BACKLOG}, capped by the kernel at
+         * {@code net.core.somaxconn}). A client's non-blocking connect fails with
+         * {@code EAGAIN} while it is full.
+         */
+        public Builder backlog(int n) {
+            backlog = FdServerSocket.checkBacklog(n);
+            return this;
+        }
+
         public Builder listener(SharingListener l) {
             listeners.add(Objects.requireNonNull(l, "listener"));
             return this;
@@ -125,7 +167,7 @@ public final class SharingServer implements AutoCloseable {
                 allowedUids.clear();
                 allowedUids.add(NativeIo.posix().geteuid());
             }
-            FdServerSocket s = FdServerSocket.bind(path);
+            FdServerSocket s = FdServerSocket.bind(path, fileMode, fileGroup, backlog);
             SharingServer server = new SharingServer(this, s);
             server.acceptThread.start();
             return server;
