@@ -12,6 +12,8 @@ import java.util.concurrent.ConcurrentHashMap;
  */
 final class ServerConnection {
     private static final int QUEUE_CAPACITY = 256;
+    /** How long an ending connection's writer may take to send its last fd-less frames. */
+    private static final long WRITER_GRACE_MILLIS = 5000;
 
     final long id;
     final FdSocket socket;
@@ -72,23 +74,35 @@ final class ServerConnection {
         } catch (Throwable t) {
             server.log(System.Logger.Level.ERROR, "connection " + id + " (" + peer + ") reader failed: " + t, t);
         } finally {
-            out.finish();
-            server.releaseLeases(this);
-            // The writer sends what is queued (an ERROR, say), then closes the socket. A peer
-            // that stops reading cannot hold this thread: after a while the socket is closed
-            // under the writer.
-            try {
-                out.join(5000);
-                if (!out.isDead()) {
-                    socket.close();
-                    out.join(5000);
-                }
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                socket.close();
-            }
-            server.connectionEnded(this);
+            end();
         }
+    }
+
+    /**
+     * Ends the connection in the order that keeps fds and leases consistent: no frame that
+     * carries fds is sent once the connection is ending ({@link SendQueue#finish()} discards
+     * them, closing their fds); the writer is given a bounded time to send the fd-less tail
+     * (a fatal ERROR, say), and if the peer does not read, the socket is closed under it,
+     * after which nothing more can be sent. Only then are the leases released: every fd the
+     * client can still read was sent while its lease was held, and the end of stream follows.
+     */
+    private void end() {
+        out.finish();
+        boolean interrupted = false;
+        try {
+            out.join(WRITER_GRACE_MILLIS);
+        } catch (InterruptedException e) {
+            interrupted = true;
+        }
+        if (out.isAlive()) socket.close(); // wakes the writer; no byte can be sent after this
+        try {
+            out.join(WRITER_GRACE_MILLIS); // its drain closes the fds of what was never sent
+        } catch (InterruptedException e) {
+            interrupted = true;
+        }
+        server.releaseLeases(this);
+        server.connectionEnded(this);
+        if (interrupted) Thread.currentThread().interrupt();
     }
 
     private void handle(Frame f) {

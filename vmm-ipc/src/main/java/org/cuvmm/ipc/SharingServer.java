@@ -368,55 +368,56 @@ public final class SharingServer implements AutoCloseable {
         }
         // Wait for room outside the publication's lock, so unpublish never waits behind a slow client.
         c.out.awaitRoom(2);
-        Publication.Lease lease = null;
+        // The hold and the export (a driver call) are made outside the publication's lock;
+        // withdrawal is re-checked under it, and what was made is undone if it came first.
+        long id = nextLeaseId.getAndIncrement();
+        BufferLease held;
+        BufferDescriptor d = null;
+        byte[] frame;
+        try {
+            // Held first: from here the owner's close() refuses, naming this consumer.
+            held = p.buffer.lease("consumer " + c.describe() + ", lease " + id + " of '" + name + "' on "
+                    + listenSocket.path());
+        } catch (RuntimeException e) {
+            c.reply(requestId, ErrorCode.INTERNAL, "cannot export '" + name + "': " + e.getMessage());
+            return;
+        }
+        try {
+            d = p.export();
+            frame = Frame.encode(new Messages.Descriptor(id, Protocol.HANDLE_TYPE_POSIX_FD, d.size(), d.sizes()),
+                    requestId);
+        } catch (RuntimeException e) {
+            if (d != null) d.close();
+            p.endHold(held);
+            c.reply(requestId, ErrorCode.INTERNAL, "cannot export '" + name + "': " + e.getMessage());
+            return;
+        }
+        Publication.Lease lease = new Publication.Lease(id, p, c, held);
+        SendQueue.Item item = new SendQueue.Item(frame, d.fds(), d);
         int count = 0;
         ErrorCode failure = null;
         String why = null;
         synchronized (p) {
-            if (p.isWithdrawn()) {
+            if (!p.addLeaseUnlessWithdrawn(lease)) {
                 failure = ErrorCode.UNKNOWN_NAME;
                 why = "'" + name + "' was withdrawn by its owner";
             } else {
-                BufferDescriptor d = null;
-                BufferLease held = null;
-                try {
-                    long id = nextLeaseId.getAndIncrement();
-                    // Held first: from here the owner's close() refuses, naming this consumer.
-                    held = p.buffer.lease("consumer " + c.describe() + ", lease " + id + " of '" + name + "' on "
-                            + listenSocket.path());
-                    d = p.buffer.exportDescriptor();
-                    lease = new Publication.Lease(id, p, c, held);
-                    held = null; // the lease owns it now
-                    byte[] frame = Frame.encode(new Messages.Descriptor(lease.id(), Protocol.HANDLE_TYPE_POSIX_FD,
-                            d.size(), d.sizes()), requestId);
-                    // Counted before it is sent, under the lock unpublish takes: a DROP then
-                    // always follows the DESCRIPTOR of its lease.
-                    p.addLease(lease);
-                    c.leases.put(lease.id(), lease);
-                    SendQueue.Item item = new SendQueue.Item(frame, d.fds(), d);
-                    d = null; // the queue owns it now (it closes the fds after sending)
-                    if (c.out.offer(item)) {
-                        count = p.leaseCount();
-                    } else {
-                        c.leases.remove(lease.id());
-                        p.removeLease(lease);
-                        failure = ErrorCode.INTERNAL;
-                        why = "the server's send queue for this connection is full or closed";
-                    }
-                } catch (RuntimeException e) {
-                    if (lease != null) {
-                        c.leases.remove(lease.id());
-                        p.removeLease(lease);
-                    }
+                // Counted and queued (offer never blocks) under the lock unpublish takes: a
+                // DROP then always follows the DESCRIPTOR of its lease.
+                c.leases.put(id, lease);
+                if (c.out.offer(item)) {
+                    count = p.leaseCount();
+                } else {
+                    c.leases.remove(id);
+                    p.forgetLease(lease);
                     failure = ErrorCode.INTERNAL;
-                    why = "cannot export '" + name + "': " + e.getMessage();
-                } finally {
-                    if (d != null) d.close();
-                    if (held != null) held.close();
+                    why = "the server's send queue for this connection is full or closed";
                 }
             }
         }
         if (failure != null) {
+            if (failure == ErrorCode.UNKNOWN_NAME) d.close(); // never offered (a failed offer closed it)
+            p.endHold(held);
             c.reply(requestId, failure, why);
             return;
         }
