@@ -55,6 +55,12 @@ final class ServerConnection {
                 try {
                     f = FrameIO.read(socket);
                 } catch (ProtocolException e) {
+                    if (e.frameType == FrameType.ERROR && !e.fatal()) {
+                        // An ERROR is never answered with an ERROR, even a malformed one.
+                        server.fireError(this, e.code(), "a malformed ERROR from the client (not answered): "
+                                + e.getMessage(), false);
+                        continue;
+                    }
                     server.fireError(this, e.code(), e.getMessage(), false);
                     reply(e.requestId(), e.code(), e.getMessage());
                     if (e.fatal()) break;
@@ -114,6 +120,11 @@ final class ServerConnection {
         }
         if (!f.type.fromClient()) {
             reply(f.requestId, ErrorCode.UNEXPECTED_FRAME, f.type + " is sent by servers, not clients" + fdNote(f));
+            return;
+        }
+        if (f.requestId == 0) {
+            reply(0, ErrorCode.BAD_REQUEST_ID, f.type + " with request id 0 (expected: a non-zero id; 0 is reserved "
+                    + "for frames that answer nothing)");
             return;
         }
         if (f.type == FrameType.HELLO) {
