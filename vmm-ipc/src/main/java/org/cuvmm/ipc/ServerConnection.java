@@ -24,7 +24,14 @@ final class ServerConnection {
     /** Lease id -> lease; touched by the reader and by the server on close. */
     final Map<Long, Publication.Lease> leases = new ConcurrentHashMap<>();
     private volatile String clientName = "";
-    private boolean helloDone; // reader thread only
+    /** Written by the reader; read by the {@link IdleWatchdog}. */
+    private volatile boolean helloDone;
+    /** When the connection was accepted ({@link System#nanoTime()}). */
+    final long startNanos = System.nanoTime();
+    /** When the last frame (good or bad) arrived; written by the reader. */
+    private volatile long lastFrameNanos = startNanos;
+    /** Set once the connection is ending (timed out, or its reader stopped). */
+    private volatile boolean ending;
 
     ServerConnection(SharingServer server, long id, FdSocket socket, PeerCredentials peer) {
         this.server = server;
@@ -48,13 +55,35 @@ final class ServerConnection {
         reader.start();
     }
 
+    boolean helloDone() { return helloDone; }
+
+    long lastFrameNanos() { return lastFrameNanos; }
+
+    boolean holdsLeases() { return !leases.isEmpty(); }
+
+    boolean isEnding() { return ending; }
+
+    /**
+     * Ends a connection that did not speak in time (called by the {@link IdleWatchdog}):
+     * queues an ERROR {@code TIMEOUT} (request id 0) and lets the writer send it and close the
+     * socket, which wakes the reader, which ends the connection. Never blocks.
+     */
+    void timeOut(String why) {
+        ending = true;
+        server.fireError(this, ErrorCode.TIMEOUT, why, false);
+        out.offer(new SendQueue.Item(Frame.encode(new Messages.Error(ErrorCode.TIMEOUT, why), 0), null, null));
+        out.finish();
+    }
+
     private void run() {
         try {
             for (;;) {
                 Frame f;
                 try {
                     f = FrameIO.read(socket);
+                    lastFrameNanos = System.nanoTime();
                 } catch (ProtocolException e) {
+                    lastFrameNanos = System.nanoTime();
                     if (e.frameType == FrameType.ERROR && !e.fatal()) {
                         // An ERROR is never answered with an ERROR, even a malformed one.
                         server.fireError(this, e.code(), "a malformed ERROR from the client (not answered): "
@@ -93,6 +122,7 @@ final class ServerConnection {
      * client can still read was sent while its lease was held, and the end of stream follows.
      */
     private void end() {
+        ending = true;
         out.finish();
         boolean interrupted = false;
         try {

@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.nio.channels.ClosedChannelException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -49,6 +50,11 @@ import org.cuvmm.VirtualMemoryBuffer;
  *     (best-effort) and sent by each connection's own thread.</li>
  * <li>A bad frame gets an ERROR; a client whose stream cannot be trusted is disconnected;
  *     nothing a client sends stops the server serving the others.</li>
+ * <li>Limits ({@link ConnectionLimits}, each set on the {@link Builder}): connections at once
+ *     (more get ERROR {@code TOO_MANY_CONNECTIONS}), leases per connection (an ATTACH beyond
+ *     gets {@code TOO_MANY_LEASES}), a handshake timeout (no HELLO in time: ERROR
+ *     {@code TIMEOUT}, closed) and an idle timeout for connections that hold no lease (a
+ *     connection that holds one is never cut for silence).</li>
  * </ul>
  *
  * <p>The server does not own published buffers. Each lease holds a {@link BufferLease} on
@@ -62,7 +68,8 @@ public final class SharingServer implements AutoCloseable {
 
     private final FdServerSocket listenSocket;
     private final Set<Integer> allowedUids;
-    private final int maxConnections;
+    private final ConnectionLimits limits;
+    private final IdleWatchdog watchdog;
     private final ConcurrentHashMap<String, Publication> published = new ConcurrentHashMap<>();
     private final Set<ServerConnection> connections = ConcurrentHashMap.newKeySet();
     private final CopyOnWriteArrayList<SharingListener> listeners = new CopyOnWriteArrayList<>();
@@ -74,7 +81,9 @@ public final class SharingServer implements AutoCloseable {
     private SharingServer(Builder b, FdServerSocket socket) {
         this.listenSocket = socket;
         this.allowedUids = Collections.unmodifiableSet(new TreeSet<>(b.allowedUids));
-        this.maxConnections = b.maxConnections;
+        this.limits = new ConnectionLimits(b.maxConnections, b.maxLeasesPerConnection, b.handshakeTimeout,
+                b.idleTimeout);
+        this.watchdog = new IdleWatchdog(limits, socket.path().toString());
         listeners.addAll(b.listeners);
         this.acceptThread = new Thread(this::acceptLoop, "cuvmm-ipc-accept " + socket.path());
         acceptThread.setDaemon(true);
@@ -88,7 +97,10 @@ public final class SharingServer implements AutoCloseable {
         private final Path path;
         private final Set<Integer> allowedUids = new TreeSet<>();
         private boolean uidsSet;
-        private int maxConnections = 256;
+        private int maxConnections = ConnectionLimits.DEFAULT_MAX_CONNECTIONS;
+        private int maxLeasesPerConnection = ConnectionLimits.DEFAULT_MAX_LEASES;
+        private Duration handshakeTimeout = ConnectionLimits.DEFAULT_HANDSHAKE_TIMEOUT;
+        private Duration idleTimeout = ConnectionLimits.DEFAULT_IDLE_TIMEOUT;
         private int fileMode = FdServerSocket.DEFAULT_FILE_MODE;
         private String fileGroup;
         private int backlog = FdServerSocket.DEFAULT_BACKLOG;
@@ -110,10 +122,41 @@ public final class SharingServer implements AutoCloseable {
             return this;
         }
 
-        /** Most connections served at once (default 256); more are refused with ERROR INTERNAL. */
+        /**
+         * Most connections served at once (default {@value ConnectionLimits#DEFAULT_MAX_CONNECTIONS});
+         * more are sent ERROR {@code TOO_MANY_CONNECTIONS} and closed.
+         */
         public Builder maxConnections(int n) {
-            if (n < 1) throw new IllegalArgumentException("maxConnections: " + n + " (expected: >= 1)");
-            maxConnections = n;
+            maxConnections = ConnectionLimits.checkAtLeastOne("maxConnections", n);
+            return this;
+        }
+
+        /**
+         * Most leases one connection may hold at once (default {@value ConnectionLimits#DEFAULT_MAX_LEASES});
+         * an ATTACH beyond is answered with ERROR {@code TOO_MANY_LEASES} (the connection stays).
+         */
+        public Builder maxLeasesPerConnection(int n) {
+            maxLeasesPerConnection = ConnectionLimits.checkAtLeastOne("maxLeasesPerConnection", n);
+            return this;
+        }
+
+        /**
+         * How long a connection may take from accept to HELLO (default 10 s; {@link Duration#ZERO}:
+         * no limit). Past it the server sends ERROR {@code TIMEOUT} and closes the connection.
+         */
+        public Builder handshakeTimeout(Duration d) {
+            handshakeTimeout = ConnectionLimits.checkTimeout("handshakeTimeout", d);
+            return this;
+        }
+
+        /**
+         * How long a connection that holds no lease may send nothing (default 5 min;
+         * {@link Duration#ZERO}: no limit). Past it the server sends ERROR {@code TIMEOUT} and
+         * closes the connection. A connection holding a lease is never timed out: a consumer
+         * that maps memory and only reads it sends no frames.
+         */
+        public Builder idleTimeout(Duration d) {
+            idleTimeout = ConnectionLimits.checkTimeout("idleTimeout", d);
             return this;
         }
 
@@ -257,6 +300,12 @@ public final class SharingServer implements AutoCloseable {
     /** The socket file's absolute path. */
     public Path socketPath() { return listenSocket.path(); }
 
+    /** The limits this server enforces on its clients. */
+    public ConnectionLimits limits() { return limits; }
+
+    /** Watchdog checks run so far (tests wait on it rather than on the clock). */
+    long watchdogChecks() { return watchdog.checks.get(); }
+
     /** The uids allowed to connect. */
     public Set<Integer> allowedUids() { return allowedUids; }
 
@@ -275,6 +324,7 @@ public final class SharingServer implements AutoCloseable {
     public void close() {
         if (!closed.compareAndSet(false, true)) return;
         listenSocket.close();
+        watchdog.close();
         try {
             acceptThread.join(5000);
             for (ServerConnection c : connections) c.close();
@@ -331,9 +381,10 @@ public final class SharingServer implements AutoCloseable {
             fire(l -> l.refused(peer, why));
             return;
         }
-        if (connections.size() >= maxConnections) {
-            String why = "too many connections (" + maxConnections + "); try again later";
-            refuse(s, ErrorCode.INTERNAL, why);
+        if (connections.size() >= limits.maxConnections()) {
+            String why = "too many connections (the server serves at most " + limits.maxConnections()
+                    + "); try again later";
+            refuse(s, ErrorCode.TOO_MANY_CONNECTIONS, why);
             fire(l -> l.refused(peer, why));
             return;
         }
@@ -346,6 +397,7 @@ public final class SharingServer implements AutoCloseable {
         }
         fire(l -> l.connected(peer));
         c.start();
+        watchdog.watch(c);
     }
 
     /** One ERROR on a fresh socket (its send buffer is empty: this does not block), then close. */
@@ -364,6 +416,11 @@ public final class SharingServer implements AutoCloseable {
         if (p == null) {
             c.reply(requestId, ErrorCode.UNKNOWN_NAME, "no buffer is published as '" + name + "' (published: "
                     + publishedNames() + ")");
+            return;
+        }
+        if (c.leases.size() >= limits.maxLeasesPerConnection()) {
+            c.reply(requestId, ErrorCode.TOO_MANY_LEASES, "this connection holds " + c.leases.size() + " leases, the "
+                    + "most one connection may hold on this server; release some first (RELEASE)");
             return;
         }
         // Wait for room outside the publication's lock, so unpublish never waits behind a slow client.

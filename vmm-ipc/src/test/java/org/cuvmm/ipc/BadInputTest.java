@@ -335,7 +335,7 @@ class BadInputTest {
             assertTrue(first.isOpen());
             await("first connection admitted", 5, () -> small.connectionCount() == 1);
             try (FdSocket second = FdSocket.connect(other)) {
-                expectError(second, ErrorCode.INTERNAL, 0, "too many connections");
+                expectError(second, ErrorCode.TOO_MANY_CONNECTIONS, 0, "too many connections");
                 expectEndOfStream(second);
             }
         } finally {
