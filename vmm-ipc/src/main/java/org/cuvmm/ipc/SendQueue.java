@@ -76,6 +76,20 @@ final class SendQueue {
         }
     }
 
+    /**
+     * Queues {@code item} if there is room now and the writer lives; never blocks and closes
+     * nothing, so it may be called under a monitor. False: not queued, the caller still owns
+     * {@code item}. Call {@link #drainIfDead()} afterwards, outside any monitor.
+     */
+    boolean tryOffer(Item item) {
+        return !dead && queue.offer(item);
+    }
+
+    /** Releases what is queued if the writer has died (it may have died just after a {@link #tryOffer}). */
+    void drainIfDead() {
+        if (dead) drain();
+    }
+
     /** Queues {@code item} if there is room now; never blocks. False (item released) otherwise. */
     boolean offer(Item item) {
         if (dead || !queue.offer(item)) {

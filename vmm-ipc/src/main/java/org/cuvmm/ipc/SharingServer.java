@@ -459,10 +459,10 @@ public final class SharingServer implements AutoCloseable {
                 failure = ErrorCode.UNKNOWN_NAME;
                 why = "'" + name + "' was withdrawn by its owner";
             } else {
-                // Counted and queued (offer never blocks) under the lock unpublish takes: a
-                // DROP then always follows the DESCRIPTOR of its lease.
+                // Counted and queued (tryOffer never blocks nor closes anything) under the lock
+                // unpublish takes: a DROP then always follows the DESCRIPTOR of its lease.
                 c.leases.put(id, lease);
-                if (c.out.offer(item)) {
+                if (c.out.tryOffer(item)) {
                     count = p.leaseCount();
                 } else {
                     c.leases.remove(id);
@@ -472,8 +472,9 @@ public final class SharingServer implements AutoCloseable {
                 }
             }
         }
+        c.out.drainIfDead();
         if (failure != null) {
-            if (failure == ErrorCode.UNKNOWN_NAME) d.close(); // never offered (a failed offer closed it)
+            d.close(); // never queued
             p.endHold(held);
             c.reply(requestId, failure, why);
             return;
