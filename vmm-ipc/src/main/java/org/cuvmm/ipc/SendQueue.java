@@ -138,8 +138,6 @@ final class SendQueue {
         if (!queue.offer(FINISH)) socket.shutdown();
     }
 
-    boolean isDead() { return dead; }
-
     /** True until the writer thread has ended (after its drain closed every unsent item's fds). */
     boolean isAlive() { return writer.isAlive(); }
 
