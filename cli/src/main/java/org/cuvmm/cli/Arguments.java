@@ -60,6 +60,50 @@ final class Arguments {
         }
     }
 
+    /** A whole number of at least {@code min}, or {@code fallback} when the option is absent. */
+    int intValue(String key, int fallback, int min) {
+        String v = values.get(key);
+        if (v == null) return fallback;
+        try {
+            int n = Integer.parseInt(v.trim());
+            if (n < min) throw new NumberFormatException();
+            return n;
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("--" + key + ": " + v + " (expected: a whole number >= " + min + ")");
+        }
+    }
+
+    /** Whole seconds, 0 or more, or {@code fallback} when the option is absent. */
+    java.time.Duration seconds(String key, java.time.Duration fallback) {
+        String v = values.get(key);
+        if (v == null) return fallback;
+        try {
+            long n = Long.parseLong(v.trim());
+            if (n < 0 || n > 1_000_000_000L) throw new NumberFormatException();
+            return java.time.Duration.ofSeconds(n);
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("--" + key + ": " + v + " (expected: whole seconds, 0 to 1000000000; "
+                    + "0 means no timeout)");
+        }
+    }
+
+    /** A file mode in octal such as 0660, or {@code fallback} when the option is absent. */
+    int octalMode(String key, int fallback) {
+        String v = values.get(key);
+        if (v == null) return fallback;
+        try {
+            int n = Integer.parseInt(v.trim(), 8);
+            if (n < 0 || n > 07777) throw new NumberFormatException();
+            return n;
+        } catch (NumberFormatException e) {
+            throw new IllegalArgumentException("--" + key + ": " + v + " (expected: an octal file mode such as 0600 "
+                    + "or 0660)");
+        }
+    }
+
+    /** The value, or null when the option is absent. */
+    String optional(String key) { return values.get(key); }
+
     /** A size in bytes, with an optional K/M/G suffix (powers of 1024). */
     long bytes(String key) {
         String v = required(key).trim().toUpperCase(java.util.Locale.ROOT);

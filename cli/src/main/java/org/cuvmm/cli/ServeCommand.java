@@ -6,21 +6,31 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 
 import org.cuvmm.CudaException;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
-import org.cuvmm.ipc.LeaseEvent;
+import org.cuvmm.ipc.ConnectionLimits;
+import org.cuvmm.ipc.FdServerSocket;
 import org.cuvmm.ipc.internal.BytePattern;
-import org.cuvmm.ipc.SharingListener;
 import org.cuvmm.ipc.SharingServer;
 
 /**
- * {@code cuvmm serve --socket PATH --name NAME --size BYTES [--seed N]}: allocates a buffer,
- * fills it with the documented pattern (docs/PROTOCOL.md) and serves it until interrupted,
- * printing each attach and release.
+ * {@code cuvmm serve --socket PATH --name NAME --size BYTES [--seed N] [limits]}: allocates a
+ * buffer, fills it with the documented pattern (docs/PROTOCOL.md) and serves it until
+ * interrupted, printing each attach and release with the lease count at that moment.
+ *
+ * <p>Stopped by SIGTERM or Ctrl-C (SIGINT), it closes the server before the JVM exits: the
+ * shutdown hook wakes the serving thread and waits (at most 30 s) until the server is closed
+ * and its socket file removed.
  */
 final class ServeCommand implements Command {
+    private static final Set<String> OPTIONS = Set.of("socket", "name", "size", "seed", "socket-mode", "socket-group",
+            "backlog", "max-connections", "max-leases", "handshake-timeout", "idle-timeout");
+    /** How long the shutdown hook waits for the server to close (its connections get 5 s each to end). */
+    private static final long STOP_WAIT_SECONDS = 30;
+
     /** Released by tests (and by the shutdown hook) to stop serving. */
     private final CountDownLatch stop;
 
@@ -33,52 +43,75 @@ final class ServeCommand implements Command {
 
     @Override
     public String summary() {
-        return "serve a patterned buffer to other processes: --socket PATH --name NAME --size BYTES [--seed N]";
+        return "serve a patterned buffer to other processes: --socket PATH --name NAME --size BYTES [--seed N] "
+                + "[--socket-mode 0600] [--socket-group NAME] [--backlog N] [--max-connections N] [--max-leases N] "
+                + "[--handshake-timeout S] [--idle-timeout S]";
     }
 
     @Override
     public int run(List<String> args, PrintStream out, PrintStream err) {
         Arguments a;
         long size;
+        long seed;
+        String name;
+        Path socket;
+        SharingServer.Builder builder;
         try {
-            a = Arguments.parse(args, Set.of("socket", "name", "size", "seed"), Set.of());
+            a = Arguments.parse(args, OPTIONS, Set.of());
             size = a.bytes("size");
-            a.required("socket");
-            a.required("name");
+            seed = a.longValue("seed", 1);
+            name = a.required("name");
+            socket = Path.of(a.required("socket"));
+            builder = SharingServer.builder(socket)
+                    .socketFileMode(a.octalMode("socket-mode", FdServerSocket.DEFAULT_FILE_MODE))
+                    .backlog(a.intValue("backlog", FdServerSocket.DEFAULT_BACKLOG, 1))
+                    .maxConnections(a.intValue("max-connections", ConnectionLimits.DEFAULT_MAX_CONNECTIONS, 1))
+                    .maxLeasesPerConnection(a.intValue("max-leases", ConnectionLimits.DEFAULT_MAX_LEASES, 1))
+                    .handshakeTimeout(a.seconds("handshake-timeout", ConnectionLimits.DEFAULT_HANDSHAKE_TIMEOUT))
+                    .idleTimeout(a.seconds("idle-timeout", ConnectionLimits.DEFAULT_IDLE_TIMEOUT));
+            if (a.optional("socket-group") != null) builder.socketFileGroup(a.optional("socket-group"));
         } catch (IllegalArgumentException e) {
             err.println("cuvmm serve: " + e.getMessage());
             return USAGE;
         }
-        long seed = a.longValue("seed", 1);
-        String name = a.required("name");
-        Path socket = Path.of(a.required("socket"));
-        SharingListener printer = new SharingListener() {
-            @Override
-            public void attached(LeaseEvent e) { out.println("attach  " + e); out.flush(); }
+        // Counted down once the server is closed (socket file removed): the shutdown hook waits for it.
+        CountDownLatch closed = new CountDownLatch(1);
+        Thread hook = new Thread(() -> {
+            stop.countDown();
+            try {
+                closed.await(STOP_WAIT_SECONDS, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }, "cuvmm-serve-stop");
+        Runtime.getRuntime().addShutdownHook(hook);
+        try {
+            return serve(builder, name, size, seed, socket, out, err);
+        } finally {
+            closed.countDown();
+            try {
+                Runtime.getRuntime().removeShutdownHook(hook);
+            } catch (IllegalStateException shuttingDown) {
+                // the hook is what stopped us; it is waiting for 'closed'
+            }
+        }
+    }
 
-            @Override
-            public void released(LeaseEvent e) { out.println("release " + e); out.flush(); }
-        };
-        try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
+    private int serve(SharingServer.Builder builder, String name, long size, long seed, Path socket, PrintStream out,
+                      PrintStream err) {
+        try (LeasePrinter printer = new LeasePrinter(out);
+             VirtualMemoryResource resource = VirtualMemoryResource.create(0);
              VirtualMemoryBuffer buffer = resource.allocate(size);
-             SharingServer server = SharingServer.builder(socket).listener(printer).build()) {
+             SharingServer server = builder.listener(printer).build()) {
+            printer.countFrom(server::totalLeaseCount);
             BytePattern.fill(buffer, seed);
             server.publish(name, buffer);
-            Thread hook = new Thread(stop::countDown, "cuvmm-serve-stop");
-            Runtime.getRuntime().addShutdownHook(hook);
             out.println("serving '" + name + "' (" + ByteSize.format(size) + ", " + buffer.chunkCount()
                     + " chunk(s), pattern seed " + seed + ") on " + socket + " with the " + resource.driver().kind()
                     + " driver; Ctrl-C to stop");
             out.flush();
             stop.await();
             server.unpublish(name);
-            try {
-                Runtime.getRuntime().removeShutdownHook(hook);
-            } catch (IllegalStateException shuttingDown) {
-                // the hook is what woke us
-            }
-            out.println("stopped");
-            return OK;
         } catch (IOException | CudaException | IllegalArgumentException | IllegalStateException e) {
             err.println("cuvmm serve: " + e.getMessage());
             return FAILED;
@@ -86,5 +119,8 @@ final class ServeCommand implements Command {
             Thread.currentThread().interrupt();
             return FAILED;
         }
+        out.println("stopped");
+        out.flush();
+        return OK;
     }
 }

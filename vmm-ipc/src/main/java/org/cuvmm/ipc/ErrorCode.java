@@ -14,7 +14,15 @@ public enum ErrorCode {
     NOT_ALLOWED(10, true),
     INTERNAL(11, false),
     BAD_PAYLOAD(12, false),
-    UNEXPECTED_FRAME(13, false);
+    UNEXPECTED_FRAME(13, false),
+    /** A request (HELLO, ATTACH, RELEASE) with request id 0, which is reserved for frames that answer nothing. */
+    BAD_REQUEST_ID(14, false),
+    /** The server already serves as many connections as it is configured for; sent, then the connection is closed. */
+    TOO_MANY_CONNECTIONS(15, true),
+    /** ATTACH refused: this connection already holds as many leases as the server allows one connection. */
+    TOO_MANY_LEASES(16, false),
+    /** The client sent no HELLO in time, or stayed idle without leases too long; sent, then the connection is closed. */
+    TIMEOUT(17, true);
 
     private final int code;
     private final boolean fatal;

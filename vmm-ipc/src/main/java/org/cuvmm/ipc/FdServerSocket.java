@@ -10,7 +10,12 @@ import java.nio.file.LinkOption;
 import java.nio.file.NoSuchFileException;
 import java.nio.file.Path;
 import java.nio.file.StandardCopyOption;
+import java.nio.file.attribute.GroupPrincipal;
+import java.nio.file.attribute.PosixFileAttributeView;
+import java.nio.file.attribute.PosixFileAttributes;
+import java.nio.file.attribute.PosixFilePermission;
 import java.nio.file.attribute.PosixFilePermissions;
+import java.nio.file.attribute.UserPrincipalNotFoundException;
 import java.security.SecureRandom;
 import java.util.Map;
 
@@ -19,21 +24,36 @@ import jnr.unixsocket.UnixSocketAddress;
 import jnr.unixsocket.UnixSocketChannel;
 
 /**
- * A listening Unix-domain socket whose file has mode {@code 0600}.
+ * A listening Unix-domain socket whose file has mode {@code 0600} (or the mode the caller
+ * chose, see {@link #checkFileMode(int)}), and optionally a chosen group.
  *
- * <p>Binding never exposes the socket with a wider mode: it is bound inside a fresh
- * private directory (mode {@code 0700}) next to the target, chmodded to {@code 0600}, then
- * hard-linked to the target path (which fails, rather than replacing, if a file appeared
- * there meanwhile) and the private directory removed. Only if the private path would be too
- * long for a socket address is the process umask set to {@code 0177} around {@code bind}
- * instead. The mode is verified afterwards.
+ * <p>The file mode is the first gate: Linux lets a process {@code connect} only if it may
+ * write the socket file (and search its directory). A server that admits other users (by
+ * uid, checked afterwards with {@code SO_PEERCRED}) must therefore also open the file to
+ * them: mode {@code 0660} with a group they are in, or {@code 0666}.
+ *
+ * <p>Binding never exposes the socket with a wider mode than the one asked for: it is bound
+ * inside a fresh private directory (mode {@code 0700}) next to the target, given its group
+ * and mode, then hard-linked to the target path (which fails, rather than replacing, if a
+ * file appeared there meanwhile) and the private directory removed. Only if the private path
+ * would be too long for a socket address is the process umask set to {@code 0177} around
+ * {@code bind} instead (the file is then widened to the mode asked for). The mode and group
+ * are verified afterwards.
  *
  * <p>An existing socket file is replaced only when nothing answers on it (a dead server's
- * leftover: {@code connect} is refused); a live server's socket is never touched, nor is a
- * file that is not a socket.
+ * leftover: {@code connect} fails with errno {@code ECONNREFUSED}); a live server's socket is
+ * never touched (nor one whose backlog is full: {@code EAGAIN}), nor is a file that is not a
+ * socket, nor one whose state cannot be told (any other errno).
+ *
+ * <p>The listen backlog (connections the kernel queues before {@code accept}) defaults to
+ * {@value #DEFAULT_BACKLOG}; the kernel caps it at {@code net.core.somaxconn}. A client whose
+ * non-blocking {@code connect} finds the backlog full gets {@code EAGAIN}.
  */
 public final class FdServerSocket implements Closeable {
-    private static final int BACKLOG = 64;
+    /** Default listen backlog: Linux's {@code SOMAXCONN} since 5.4 (the kernel caps it at net.core.somaxconn). */
+    public static final int DEFAULT_BACKLOG = 4096;
+    /** Default mode of the socket file: only its owner can connect. */
+    public static final int DEFAULT_FILE_MODE = 0600;
     private static final int S_IFMT = 0170000;
     private static final int S_IFSOCK = 0140000;
     private static final Object UMASK_LOCK = new Object();
@@ -55,13 +75,31 @@ public final class FdServerSocket implements Closeable {
     }
 
     /**
-     * Binds and listens at {@code path} with file mode {@code 0600}.
+     * Binds and listens at {@code path} with file mode {@code 0600}, the file's group
+     * unchanged and the default backlog.
      *
      * @throws IllegalArgumentException when the path is too long for a socket address
      * @throws IOException when a live server answers at {@code path}, the path exists and is
      *     not a socket, its directory does not exist, or binding fails (each message says which)
      */
     public static FdServerSocket bind(Path path) throws IOException {
+        return bind(path, DEFAULT_FILE_MODE, null, DEFAULT_BACKLOG);
+    }
+
+    /**
+     * Binds and listens at {@code path}; the socket file gets {@code fileMode} (checked by
+     * {@link #checkFileMode(int)}) and, when {@code group} is not null, that group (the
+     * process must be allowed to chown to it: a member of it, or root).
+     *
+     * @param backlog connections the kernel queues before they are accepted (at least 1)
+     * @throws IllegalArgumentException for a path too long for a socket address, a bad mode
+     *     or a backlog below 1
+     * @throws IOException as {@link #bind(Path)}, and for a group that does not exist or that
+     *     the file cannot be given (the message names it)
+     */
+    public static FdServerSocket bind(Path path, int fileMode, String group, int backlog) throws IOException {
+        checkFileMode(fileMode);
+        checkBacklog(backlog);
         Path target = FdSocket.checkPath(path).toAbsolutePath().normalize();
         FdSocket.checkPath(target);
         NativeIo.posix();
@@ -75,11 +113,11 @@ public final class FdServerSocket implements Closeable {
             Path privateDir = dir.resolve(String.format(".cuvmm-%08x", RANDOM.nextInt()));
             Path privatePath = privateDir.resolve("s");
             if (privatePath.toString().getBytes(StandardCharsets.UTF_8).length <= FdSocket.MAX_PATH_BYTES) {
-                bindViaPrivateDirectory(ch, privateDir, privatePath, target);
+                bindViaPrivateDirectory(ch, privateDir, privatePath, target, fileMode, group, backlog);
             } else {
-                bindWithUmask(ch, target);
+                bindWithUmask(ch, target, fileMode, group, backlog);
             }
-            Object inode = verifyMode(target);
+            Object inode = verifyMode(target, fileMode, group);
             return new FdServerSocket(ch, target, inode);
         } catch (IOException | RuntimeException e) {
             ch.close();
@@ -87,12 +125,43 @@ public final class FdServerSocket implements Closeable {
         }
     }
 
+    /**
+     * Checks a socket file mode: the owner's read and write bits ({@code 0600}) plus, for the
+     * group and for others, nothing or read and write ({@code 0660}, {@code 0606}, {@code 0666}:
+     * {@code connect} needs write permission, and half a permission is a mistake). No execute,
+     * setuid, setgid or sticky bits.
+     *
+     * @throws IllegalArgumentException naming the mode (in octal) and what is expected
+     */
+    public static int checkFileMode(int mode) {
+        int group = (mode >> 3) & 7;
+        int other = mode & 7;
+        if ((mode & ~0777) != 0 || (mode & 0700) != 0600 || (group != 0 && group != 6) || (other != 0 && other != 6)) {
+            throw new IllegalArgumentException("socketFileMode: 0" + Integer.toOctalString(mode) + " (expected: 0600, "
+                    + "0660, 0606 or 0666: the owner reads and writes; the group and others may be given read and "
+                    + "write, which connect needs, or nothing; no execute, setuid, setgid or sticky bits)");
+        }
+        return mode;
+    }
+
+    /** Checks a listen backlog (at least 1; the kernel caps it at net.core.somaxconn). */
+    public static int checkBacklog(int backlog) {
+        if (backlog < 1) {
+            throw new IllegalArgumentException("backlog: " + backlog + " (expected: at least 1; default "
+                    + DEFAULT_BACKLOG + ", capped by the kernel at net.core.somaxconn)");
+        }
+        return backlog;
+    }
+
     private static void bindViaPrivateDirectory(UnixServerSocketChannel ch, Path privateDir, Path privatePath,
-                                                Path target) throws IOException {
+                                                Path target, int fileMode, String group, int backlog)
+            throws IOException {
         Files.createDirectory(privateDir, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
         try {
-            ch.socket().bind(new UnixSocketAddress(privatePath.toFile()), BACKLOG);
+            ch.socket().bind(new UnixSocketAddress(privatePath.toFile()), backlog);
             Files.setPosixFilePermissions(privatePath, PosixFilePermissions.fromString("rw-------"));
+            setGroup(privatePath, group);
+            Files.setPosixFilePermissions(privatePath, permissions(fileMode));
             try {
                 Files.createLink(target, privatePath);
             } catch (FileAlreadyExistsException e) {
@@ -111,27 +180,68 @@ public final class FdServerSocket implements Closeable {
         }
     }
 
-    private static void bindWithUmask(UnixServerSocketChannel ch, Path target) throws IOException {
+    private static void bindWithUmask(UnixServerSocketChannel ch, Path target, int fileMode, String group,
+                                      int backlog) throws IOException {
         synchronized (UMASK_LOCK) {
             int old = NativeIo.posix().umask(0177);
             try {
-                ch.socket().bind(new UnixSocketAddress(target.toFile()), BACKLOG);
+                ch.socket().bind(new UnixSocketAddress(target.toFile()), backlog);
             } catch (IOException e) {
                 throw new IOException("cannot bind " + target + ": " + e.getMessage(), e);
             } finally {
                 NativeIo.posix().umask(old);
             }
         }
-        Files.setPosixFilePermissions(target, PosixFilePermissions.fromString("rw-------"));
+        try {
+            Files.setPosixFilePermissions(target, PosixFilePermissions.fromString("rw-------"));
+            setGroup(target, group);
+            Files.setPosixFilePermissions(target, permissions(fileMode));
+        } catch (IOException e) {
+            Files.deleteIfExists(target);
+            throw new IOException("cannot bind " + target + ": " + e.getMessage(), e);
+        }
     }
 
-    private static Object verifyMode(Path target) throws IOException {
-        Map<String, Object> a = Files.readAttributes(target, "unix:mode,ino,dev", LinkOption.NOFOLLOW_LINKS);
+    private static java.util.Set<PosixFilePermission> permissions(int mode) {
+        java.util.Set<PosixFilePermission> s = java.util.EnumSet.noneOf(PosixFilePermission.class);
+        PosixFilePermission[] bits = PosixFilePermission.values(); // OWNER_READ .. OTHERS_EXECUTE, 0400 .. 0001
+        for (int i = 0; i < bits.length; i++) {
+            if ((mode & (0400 >> i)) != 0) s.add(bits[i]);
+        }
+        return s;
+    }
+
+    private static void setGroup(Path file, String group) throws IOException {
+        if (group == null) return;
+        GroupPrincipal g;
+        try {
+            g = file.getFileSystem().getUserPrincipalLookupService().lookupPrincipalByGroupName(group);
+        } catch (UserPrincipalNotFoundException e) {
+            throw new IOException("socketFileGroup: " + group + " (expected: an existing group name)", e);
+        }
+        try {
+            Files.getFileAttributeView(file, PosixFileAttributeView.class, LinkOption.NOFOLLOW_LINKS).setGroup(g);
+        } catch (IOException e) {
+            throw new IOException("socketFileGroup: cannot give the socket file group " + group + " (" + e
+                    + "; expected: a group this process is a member of)", e);
+        }
+    }
+
+    private static Object verifyMode(Path target, int fileMode, String group) throws IOException {
+        Map<String, Object> a = Files.readAttributes(target, "unix:mode,ino,dev,gid", LinkOption.NOFOLLOW_LINKS);
         int mode = (Integer) a.get("mode");
-        if ((mode & S_IFMT) != S_IFSOCK || (mode & 07777) != 0600) {
+        if ((mode & S_IFMT) != S_IFSOCK || (mode & 07777) != fileMode) {
             Files.deleteIfExists(target);
             throw new IOException("socket " + target + " has mode " + Integer.toOctalString(mode)
-                    + " after binding (expected: a socket with mode 600); removed it");
+                    + " after binding (expected: a socket with mode " + Integer.toOctalString(fileMode) + "); removed it");
+        }
+        if (group != null) {
+            GroupPrincipal got = Files.readAttributes(target, PosixFileAttributes.class, LinkOption.NOFOLLOW_LINKS).group();
+            if (!got.getName().equals(group)) {
+                Files.deleteIfExists(target);
+                throw new IOException("socket " + target + " has group " + got.getName() + " after binding (expected: "
+                        + group + "); removed it");
+            }
         }
         return a.get("dev") + ":" + a.get("ino");
     }
@@ -149,23 +259,19 @@ public final class FdServerSocket implements Closeable {
             throw new IOException("cannot bind " + target + ": it exists and is not a socket; not replacing it "
                     + "(remove it, or choose another path)");
         }
-        UnixSocketChannel probe = UnixSocketChannel.open();
-        try {
-            probe.connect(new UnixSocketAddress(target.toFile()));
-        } catch (IOException e) {
-            String why = String.valueOf(e.getMessage()).toLowerCase(java.util.Locale.ROOT);
-            if (why.contains("refused")) {
-                Files.deleteIfExists(target);
-                return;
-            }
-            if (why.contains("no such file")) return;
-            throw new IOException("cannot bind " + target + ": cannot tell whether a server listens there ("
-                    + e.getMessage() + "); not replacing it", e);
-        } finally {
-            probe.close();
+        // Decided by connect's errno, never by the words of a (possibly localized) message.
+        int errno = SocketProbe.connectErrno(target);
+        if (errno == SocketProbe.ECONNREFUSED) {
+            Files.deleteIfExists(target);
+            return;
         }
-        throw new IOException("cannot bind " + target + ": a live server is listening there; stop it first or "
-                + "choose another path");
+        if (errno == SocketProbe.ENOENT) return;
+        if (errno == 0 || errno == SocketProbe.EAGAIN) {
+            throw new IOException("cannot bind " + target + ": a live server is listening there; stop it first or "
+                    + "choose another path");
+        }
+        throw new IOException("cannot bind " + target + ": cannot tell whether a server listens there (connect: "
+                + NativeIo.strerror(errno) + "); not replacing it");
     }
 
     /**

@@ -50,7 +50,8 @@ final class FrameIO {
                         + "0x%08X, \"CVMM\"); not a cuvmm frame, closing the connection", magic, Protocol.MAGIC));
             }
             if (length > Protocol.MAX_PAYLOAD) {
-                throw new ProtocolException(ErrorCode.TOO_LARGE, requestId, "payload length " + length
+                // The header is not trusted (its length is impossible): request id 0.
+                throw new ProtocolException(ErrorCode.TOO_LARGE, 0, "payload length " + length
                         + " (expected: at most " + Protocol.MAX_PAYLOAD + "); closing the connection");
             }
             try {
@@ -75,32 +76,12 @@ final class FrameIO {
                 throw new ProtocolException(ErrorCode.UNKNOWN_TYPE, requestId, "frame type " + typeCode
                         + " (expected: 1 to 8); frame skipped");
             }
-            Messages.Message m;
             try {
-                m = Messages.decode(type, payload.data());
+                return checkFrame(type, requestId, head, payload, dropped, dropReason);
             } catch (ProtocolException e) {
-                throw e.withRequestId(requestId);
+                e.frameType = type;
+                throw e;
             }
-            int got = head.fdCount() + payload.fdCount();
-            int expected = m.fdCount();
-            long lease = m instanceof Messages.Descriptor d ? d.leaseId() : 0;
-            if (dropped) {
-                throw new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, false, requestId, lease, type + ": " + dropReason);
-            }
-            if (got > Protocol.MAX_FDS_PER_FRAME) {
-                throw new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, false, requestId, lease, type + " arrived with "
-                        + got + " fds (expected: at most " + Protocol.MAX_FDS_PER_FRAME + " per frame); closed them");
-            }
-            if (expected == 0 && got > 0) {
-                throw new ProtocolException(ErrorCode.UNEXPECTED_FDS, requestId, type + " arrived with " + got
-                        + " fds (expected: none; only DESCRIPTOR carries fds); closed them");
-            }
-            if (got != expected) {
-                throw new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, false, requestId, lease, type + " says "
-                        + expected + " chunks but arrived with " + got + " fds; closed them");
-            }
-            int[] all = concat(head.takeFds(), payload.takeFds());
-            return new Frame(type, requestId, m, new ReceivedMessage(new byte[0], all, false));
         } finally {
             head.close();
             if (payload != null) payload.close();
@@ -114,6 +95,37 @@ final class FrameIO {
     private static ProtocolException tooManyFds(int requestId, FdTransferException e) {
         return new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, true, requestId, 0, "more than "
                 + Protocol.MAX_FDS_PER_FRAME + " fds arrived within one frame: " + e.getMessage());
+    }
+
+    /** Payload and fd checks of a frame whose header passed (type known). */
+    private static Frame checkFrame(FrameType type, int requestId, ReceivedMessage head, ReceivedMessage payload,
+                                    boolean dropped, String dropReason) throws ProtocolException {
+        Messages.Message m;
+        try {
+            m = Messages.decode(type, payload.data());
+        } catch (ProtocolException e) {
+            throw e.withRequestId(requestId);
+        }
+        int got = head.fdCount() + payload.fdCount();
+        int expected = m.fdCount();
+        long lease = m instanceof Messages.Descriptor d ? d.leaseId() : 0;
+        if (dropped) {
+            throw new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, false, requestId, lease, type + ": " + dropReason);
+        }
+        if (got > Protocol.MAX_FDS_PER_FRAME) {
+            throw new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, false, requestId, lease, type + " arrived with "
+                    + got + " fds (expected: at most " + Protocol.MAX_FDS_PER_FRAME + " per frame); closed them");
+        }
+        if (expected == 0 && got > 0) {
+            throw new ProtocolException(ErrorCode.UNEXPECTED_FDS, requestId, type + " arrived with " + got
+                    + " fds (expected: none; only DESCRIPTOR carries fds); closed them");
+        }
+        if (got != expected) {
+            throw new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, false, requestId, lease, type + " says "
+                    + expected + " chunks but arrived with " + got + " fds; closed them");
+        }
+        int[] all = concat(head.takeFds(), payload.takeFds());
+        return new Frame(type, requestId, m, new ReceivedMessage(new byte[0], all, false));
     }
 
     private static int[] concat(int[] a, int[] b) {

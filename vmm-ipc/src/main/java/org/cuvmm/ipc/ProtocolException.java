@@ -13,6 +13,8 @@ public final class ProtocolException extends IOException {
     private final boolean fatal;
     private final int requestId;
     private final long leaseId;
+    /** The frame's type when its header was trusted far enough to know it (set by FrameIO), else null. */
+    FrameType frameType;
 
     ProtocolException(ErrorCode code, int requestId, String message) {
         this(code, code.fatal(), requestId, 0, message);

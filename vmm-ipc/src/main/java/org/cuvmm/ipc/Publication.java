@@ -4,11 +4,18 @@ import java.util.ArrayList;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
+import java.util.function.BiConsumer;
 
+import org.cuvmm.BufferDescriptor;
 import org.cuvmm.BufferLease;
 import org.cuvmm.VirtualMemoryBuffer;
 
-/** A buffer published under a name, and its leases. Guarded by its own monitor. Package-private. */
+/**
+ * A buffer published under a name, and its leases. Its monitor guards only the lease set and
+ * the withdrawn flag: no driver call (export) and no teardown (the end of a {@link
+ * BufferLease}, which may run the buffer's deferred close) is ever made while it is held, so
+ * {@code unpublish} never waits behind one. Package-private.
+ */
 final class Publication {
     /**
      * One consumer's hold on a publication: (connection, DESCRIPTOR). {@code bufferLease}
@@ -16,6 +23,13 @@ final class Publication {
      * the lease ends.
      */
     record Lease(long id, Publication publication, ServerConnection connection, BufferLease bufferLease) {}
+
+    /**
+     * Test seam: called on the calling thread just before each driver call ("export") and
+     * each teardown ("end lease") made for a publication, so tests can check that no monitor
+     * is held there. Does nothing by default.
+     */
+    static volatile BiConsumer<String, Publication> beforeDriverCall = (what, p) -> {};
 
     final String name;
     final VirtualMemoryBuffer buffer;
@@ -31,17 +45,44 @@ final class Publication {
 
     synchronized int leaseCount() { return leases.size(); }
 
-    /** Called with this monitor held. */
-    void addLease(Lease l) {
-        assert Thread.holdsLock(this);
-        leases.add(l);
+    /** Exports a fresh descriptor of the buffer (a driver call: never under this monitor). */
+    BufferDescriptor export() {
+        beforeDriverCall.accept("export", this);
+        return buffer.exportDescriptor();
     }
 
-    /** Removes {@code l} and ends its hold on the buffer; returns the leases left. */
-    synchronized int removeLease(Lease l) {
+    /** Called with this monitor held; false (nothing added) when the publication was withdrawn. */
+    boolean addLeaseUnlessWithdrawn(Lease l) {
+        assert Thread.holdsLock(this);
+        if (withdrawn) return false;
+        leases.add(l);
+        return true;
+    }
+
+    /** Called with this monitor held: forgets {@code l} without ending its hold (the caller ends it after unlocking). */
+    void forgetLease(Lease l) {
+        assert Thread.holdsLock(this);
         leases.remove(l);
-        l.bufferLease().close();
-        return leases.size();
+    }
+
+    /**
+     * Removes {@code l}, then, outside this monitor, ends its hold on the buffer (which may
+     * close the buffer: {@code closeWhenUnused}); returns the leases left.
+     */
+    int removeLease(Lease l) {
+        int left;
+        synchronized (this) {
+            leases.remove(l);
+            left = leases.size();
+        }
+        endHold(l.bufferLease());
+        return left;
+    }
+
+    /** Ends a {@link BufferLease} (may tear the buffer down: never under this monitor). */
+    void endHold(BufferLease held) {
+        beforeDriverCall.accept("end lease", this);
+        held.close();
     }
 
     /** Marks withdrawn; returns the leases held at that moment. */

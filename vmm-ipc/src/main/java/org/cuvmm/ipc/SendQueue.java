@@ -11,7 +11,9 @@ import java.util.concurrent.TimeUnit;
  * {@code unpublish}), {@link #put} waits for room (replies, from the connection's reader,
  * which is how a client that stops reading is slowed down). Every queued item's fds are
  * closed exactly once, sent or not. When the writer stops (socket failed, or {@link
- * #finish()}), it closes the socket. Package-private.
+ * #finish()}), it closes the socket. After {@link #finish()} no frame that carries fds is
+ * sent any more: the connection is ending, and with it the leases those fds are for.
+ * Package-private.
  */
 final class SendQueue {
     /** A frame to send and the owner of its fds (closed after the send, or if never sent). */
@@ -33,6 +35,8 @@ final class SendQueue {
     private final BlockingQueue<Item> queue;
     private final Thread writer;
     private volatile boolean dead;
+    /** Set by {@link #finish()}: frames with fds still queued are discarded, not sent. */
+    private volatile boolean finishing;
 
     SendQueue(FdSocket socket, int capacity, String threadName) {
         this.socket = socket;
@@ -54,6 +58,9 @@ final class SendQueue {
                 }
                 if (item == FINISH) break;
                 try {
+                    // Read after the take: a DESCRIPTOR queued before finish() but not yet
+                    // sent is dropped here, its fds closed in finally.
+                    if (finishing && item.fds() != null) continue;
                     socket.send(item.frame(), item.fds());
                 } catch (IOException | RuntimeException e) {
                     LOG.log(System.Logger.Level.DEBUG, "send on " + socket + " failed: " + e);
@@ -67,6 +74,20 @@ final class SendQueue {
             drain();
             socket.close();
         }
+    }
+
+    /**
+     * Queues {@code item} if there is room now and the writer lives; never blocks and closes
+     * nothing, so it may be called under a monitor. False: not queued, the caller still owns
+     * {@code item}. Call {@link #drainIfDead()} afterwards, outside any monitor.
+     */
+    boolean tryOffer(Item item) {
+        return !dead && queue.offer(item);
+    }
+
+    /** Releases what is queued if the writer has died (it may have died just after a {@link #tryOffer}). */
+    void drainIfDead() {
+        if (dead) drain();
     }
 
     /** Queues {@code item} if there is room now; never blocks. False (item released) otherwise. */
@@ -108,12 +129,17 @@ final class SendQueue {
         }
     }
 
-    /** The writer sends what is queued, then closes the socket. Never blocks. */
+    /**
+     * The writer sends what is queued except frames that carry fds (those it discards,
+     * closing their fds), then closes the socket. Never blocks.
+     */
     void finish() {
+        finishing = true;
         if (!queue.offer(FINISH)) socket.shutdown();
     }
 
-    boolean isDead() { return dead; }
+    /** True until the writer thread has ended (after its drain closed every unsent item's fds). */
+    boolean isAlive() { return writer.isAlive(); }
 
     void join(long millis) throws InterruptedException { writer.join(millis); }
 

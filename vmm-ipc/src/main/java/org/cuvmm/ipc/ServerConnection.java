@@ -12,6 +12,8 @@ import java.util.concurrent.ConcurrentHashMap;
  */
 final class ServerConnection {
     private static final int QUEUE_CAPACITY = 256;
+    /** How long an ending connection's writer may take to send its last fd-less frames. */
+    private static final long WRITER_GRACE_MILLIS = 5000;
 
     final long id;
     final FdSocket socket;
@@ -22,7 +24,14 @@ final class ServerConnection {
     /** Lease id -> lease; touched by the reader and by the server on close. */
     final Map<Long, Publication.Lease> leases = new ConcurrentHashMap<>();
     private volatile String clientName = "";
-    private boolean helloDone; // reader thread only
+    /** Written by the reader; read by the {@link IdleWatchdog}. */
+    private volatile boolean helloDone;
+    /** When the connection was accepted ({@link System#nanoTime()}). */
+    final long startNanos = System.nanoTime();
+    /** When the last frame (good or bad) arrived; written by the reader. */
+    private volatile long lastFrameNanos = startNanos;
+    /** Set once the connection is ending (timed out, or its reader stopped). */
+    private volatile boolean ending;
 
     ServerConnection(SharingServer server, long id, FdSocket socket, PeerCredentials peer) {
         this.server = server;
@@ -46,13 +55,41 @@ final class ServerConnection {
         reader.start();
     }
 
+    boolean helloDone() { return helloDone; }
+
+    long lastFrameNanos() { return lastFrameNanos; }
+
+    boolean holdsLeases() { return !leases.isEmpty(); }
+
+    boolean isEnding() { return ending; }
+
+    /**
+     * Ends a connection that did not speak in time (called by the {@link IdleWatchdog}):
+     * queues an ERROR {@code TIMEOUT} (request id 0) and lets the writer send it and close the
+     * socket, which wakes the reader, which ends the connection. Never blocks.
+     */
+    void timeOut(String why) {
+        ending = true;
+        server.fireError(this, ErrorCode.TIMEOUT, why, false);
+        out.offer(new SendQueue.Item(Frame.encode(new Messages.Error(ErrorCode.TIMEOUT, why), 0), null, null));
+        out.finish();
+    }
+
     private void run() {
         try {
             for (;;) {
                 Frame f;
                 try {
                     f = FrameIO.read(socket);
+                    lastFrameNanos = System.nanoTime();
                 } catch (ProtocolException e) {
+                    lastFrameNanos = System.nanoTime();
+                    if (e.frameType == FrameType.ERROR && !e.fatal()) {
+                        // An ERROR is never answered with an ERROR, even a malformed one.
+                        server.fireError(this, e.code(), "a malformed ERROR from the client (not answered): "
+                                + e.getMessage(), false);
+                        continue;
+                    }
                     server.fireError(this, e.code(), e.getMessage(), false);
                     reply(e.requestId(), e.code(), e.getMessage());
                     if (e.fatal()) break;
@@ -72,23 +109,36 @@ final class ServerConnection {
         } catch (Throwable t) {
             server.log(System.Logger.Level.ERROR, "connection " + id + " (" + peer + ") reader failed: " + t, t);
         } finally {
-            out.finish();
-            server.releaseLeases(this);
-            // The writer sends what is queued (an ERROR, say), then closes the socket. A peer
-            // that stops reading cannot hold this thread: after a while the socket is closed
-            // under the writer.
-            try {
-                out.join(5000);
-                if (!out.isDead()) {
-                    socket.close();
-                    out.join(5000);
-                }
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                socket.close();
-            }
-            server.connectionEnded(this);
+            end();
         }
+    }
+
+    /**
+     * Ends the connection in the order that keeps fds and leases consistent: no frame that
+     * carries fds is sent once the connection is ending ({@link SendQueue#finish()} discards
+     * them, closing their fds); the writer is given a bounded time to send the fd-less tail
+     * (a fatal ERROR, say), and if the peer does not read, the socket is closed under it,
+     * after which nothing more can be sent. Only then are the leases released: every fd the
+     * client can still read was sent while its lease was held, and the end of stream follows.
+     */
+    private void end() {
+        ending = true;
+        out.finish();
+        boolean interrupted = false;
+        try {
+            out.join(WRITER_GRACE_MILLIS);
+        } catch (InterruptedException e) {
+            interrupted = true;
+        }
+        if (out.isAlive()) socket.close(); // wakes the writer; no byte can be sent after this
+        try {
+            out.join(WRITER_GRACE_MILLIS); // its drain closes the fds of what was never sent
+        } catch (InterruptedException e) {
+            interrupted = true;
+        }
+        server.releaseLeases(this);
+        server.connectionEnded(this);
+        if (interrupted) Thread.currentThread().interrupt();
     }
 
     private void handle(Frame f) {
@@ -100,6 +150,11 @@ final class ServerConnection {
         }
         if (!f.type.fromClient()) {
             reply(f.requestId, ErrorCode.UNEXPECTED_FRAME, f.type + " is sent by servers, not clients" + fdNote(f));
+            return;
+        }
+        if (f.requestId == 0) {
+            reply(0, ErrorCode.BAD_REQUEST_ID, f.type + " with request id 0 (expected: a non-zero id; 0 is reserved "
+                    + "for frames that answer nothing)");
             return;
         }
         if (f.type == FrameType.HELLO) {

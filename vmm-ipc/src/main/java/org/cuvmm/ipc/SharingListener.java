@@ -15,12 +15,13 @@ public interface SharingListener {
     /** A lease ended: the client released it, or its connection ended (see {@link LeaseEvent#reason()}). */
     default void released(LeaseEvent event) {}
 
-    /** A connection was refused (uid not allowed, too many connections). */
+    /** A connection was refused (uid not allowed: NOT_ALLOWED; too many connections: TOO_MANY_CONNECTIONS). */
     default void refused(PeerCredentials peer, String reason) {}
 
     /**
-     * A client sent a bad frame (answered with an ERROR), or sent an ERROR of its own
-     * ({@code sentByClient}).
+     * A client sent a bad frame (answered with an ERROR, except a malformed ERROR, which is
+     * never answered), its connection timed out (code TIMEOUT: the ERROR is sent and the
+     * connection closed), or it sent an ERROR of its own ({@code sentByClient}).
      */
     default void error(PeerCredentials peer, String clientName, ErrorCode code, String message, boolean sentByClient) {}
 

@@ -4,6 +4,7 @@ import java.io.IOException;
 import java.nio.channels.ClosedChannelException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
@@ -33,10 +34,14 @@ import org.cuvmm.VirtualMemoryBuffer;
  * }</pre>
  *
  * <ul>
- * <li>The socket file has mode {@code 0600}; a dead server's leftover socket is replaced, a
- *     live one is not ({@link FdServerSocket}).</li>
- * <li>Each connection's uid ({@code SO_PEERCRED}) is checked against the allow-list
- *     (default: this process's uid); others get an ERROR {@code NOT_ALLOWED} and are closed.</li>
+ * <li>Two gates admit a client. First the socket file's mode: the kernel lets only processes
+ *     that may write the file connect (default {@code 0600}: only this user;
+ *     {@link Builder#socketFileMode(int)} and {@link Builder#socketFileGroup(String)} open it to
+ *     a group or to everyone). Then each connection's uid ({@code SO_PEERCRED}) is checked
+ *     against the allow-list (default: this process's uid); others get an ERROR
+ *     {@code NOT_ALLOWED} and are closed. To admit another user, allow its uid <em>and</em>
+ *     give it write access to the file.</li>
+ * <li>A dead server's leftover socket is replaced, a live one is not ({@link FdServerSocket}).</li>
  * <li>Each ATTACH exports a fresh descriptor ({@link VirtualMemoryBuffer#exportDescriptor()}),
  *     sends it, then closes the server's copies of the fds; the server keeps no fd.</li>
  * <li>A lease is counted per (connection, attach) until the client sends RELEASE or its
@@ -45,6 +50,11 @@ import org.cuvmm.VirtualMemoryBuffer;
  *     (best-effort) and sent by each connection's own thread.</li>
  * <li>A bad frame gets an ERROR; a client whose stream cannot be trusted is disconnected;
  *     nothing a client sends stops the server serving the others.</li>
+ * <li>Limits ({@link ConnectionLimits}, each set on the {@link Builder}): connections at once
+ *     (more get ERROR {@code TOO_MANY_CONNECTIONS}), leases per connection (an ATTACH beyond
+ *     gets {@code TOO_MANY_LEASES}), a handshake timeout (no HELLO in time: ERROR
+ *     {@code TIMEOUT}, closed) and an idle timeout for connections that hold no lease (a
+ *     connection that holds one is never cut for silence).</li>
  * </ul>
  *
  * <p>The server does not own published buffers. Each lease holds a {@link BufferLease} on
@@ -58,7 +68,8 @@ public final class SharingServer implements AutoCloseable {
 
     private final FdServerSocket listenSocket;
     private final Set<Integer> allowedUids;
-    private final int maxConnections;
+    private final ConnectionLimits limits;
+    private final IdleWatchdog watchdog;
     private final ConcurrentHashMap<String, Publication> published = new ConcurrentHashMap<>();
     private final Set<ServerConnection> connections = ConcurrentHashMap.newKeySet();
     private final CopyOnWriteArrayList<SharingListener> listeners = new CopyOnWriteArrayList<>();
@@ -70,7 +81,9 @@ public final class SharingServer implements AutoCloseable {
     private SharingServer(Builder b, FdServerSocket socket) {
         this.listenSocket = socket;
         this.allowedUids = Collections.unmodifiableSet(new TreeSet<>(b.allowedUids));
-        this.maxConnections = b.maxConnections;
+        this.limits = new ConnectionLimits(b.maxConnections, b.maxLeasesPerConnection, b.handshakeTimeout,
+                b.idleTimeout);
+        this.watchdog = new IdleWatchdog(limits, socket.path().toString());
         listeners.addAll(b.listeners);
         this.acceptThread = new Thread(this::acceptLoop, "cuvmm-ipc-accept " + socket.path());
         acceptThread.setDaemon(true);
@@ -84,7 +97,13 @@ public final class SharingServer implements AutoCloseable {
         private final Path path;
         private final Set<Integer> allowedUids = new TreeSet<>();
         private boolean uidsSet;
-        private int maxConnections = 256;
+        private int maxConnections = ConnectionLimits.DEFAULT_MAX_CONNECTIONS;
+        private int maxLeasesPerConnection = ConnectionLimits.DEFAULT_MAX_LEASES;
+        private Duration handshakeTimeout = ConnectionLimits.DEFAULT_HANDSHAKE_TIMEOUT;
+        private Duration idleTimeout = ConnectionLimits.DEFAULT_IDLE_TIMEOUT;
+        private int fileMode = FdServerSocket.DEFAULT_FILE_MODE;
+        private String fileGroup;
+        private int backlog = FdServerSocket.DEFAULT_BACKLOG;
         private final List<SharingListener> listeners = new ArrayList<>();
 
         private Builder(Path path) {
@@ -103,10 +122,76 @@ public final class SharingServer implements AutoCloseable {
             return this;
         }
 
-        /** Most connections served at once (default 256); more are refused with ERROR INTERNAL. */
+        /**
+         * Most connections served at once (default {@value ConnectionLimits#DEFAULT_MAX_CONNECTIONS});
+         * more are sent ERROR {@code TOO_MANY_CONNECTIONS} and closed.
+         */
         public Builder maxConnections(int n) {
-            if (n < 1) throw new IllegalArgumentException("maxConnections: " + n + " (expected: >= 1)");
-            maxConnections = n;
+            maxConnections = ConnectionLimits.checkAtLeastOne("maxConnections", n);
+            return this;
+        }
+
+        /**
+         * Most leases one connection may hold at once (default {@value ConnectionLimits#DEFAULT_MAX_LEASES});
+         * an ATTACH beyond is answered with ERROR {@code TOO_MANY_LEASES} (the connection stays).
+         */
+        public Builder maxLeasesPerConnection(int n) {
+            maxLeasesPerConnection = ConnectionLimits.checkAtLeastOne("maxLeasesPerConnection", n);
+            return this;
+        }
+
+        /**
+         * How long a connection may take from accept to HELLO (default 10 s; {@link Duration#ZERO}:
+         * no limit). Past it the server sends ERROR {@code TIMEOUT} and closes the connection.
+         */
+        public Builder handshakeTimeout(Duration d) {
+            handshakeTimeout = ConnectionLimits.checkTimeout("handshakeTimeout", d);
+            return this;
+        }
+
+        /**
+         * How long a connection that holds no lease may send nothing (default 5 min;
+         * {@link Duration#ZERO}: no limit). Past it the server sends ERROR {@code TIMEOUT} and
+         * closes the connection. A connection holding a lease is never timed out: a consumer
+         * that maps memory and only reads it sends no frames.
+         */
+        public Builder idleTimeout(Duration d) {
+            idleTimeout = ConnectionLimits.checkTimeout("idleTimeout", d);
+            return this;
+        }
+
+        /**
+         * The socket file's mode (default {@code 0600}): {@code 0660} or {@code 0666} let the
+         * group or everyone connect, which another uid on {@link #allowUids} needs. Checked by
+         * {@link FdServerSocket#checkFileMode(int)}.
+         *
+         * @throws IllegalArgumentException for a mode other than 0600, 0660, 0606 or 0666
+         */
+        public Builder socketFileMode(int mode) {
+            fileMode = FdServerSocket.checkFileMode(mode);
+            return this;
+        }
+
+        /**
+         * The socket file's group (default: left as created, this process's group). With mode
+         * {@code 0660}, members of that group can connect. {@link #build()} fails when the
+         * group does not exist or this process may not give the file to it.
+         */
+        public Builder socketFileGroup(String group) {
+            Objects.requireNonNull(group, "group");
+            if (group.isEmpty()) throw new IllegalArgumentException("socketFileGroup: \"\" (expected: a group name)");
+            fileGroup = group;
+            return this;
+        }
+
+        /**
+         * The listen backlog: connections the kernel queues before they are accepted (default
+         * {@value FdServerSocket#DEFAULT_BACKLOG}, capped by the kernel at
+         * {@code net.core.somaxconn}). A client's non-blocking connect fails with
+         * {@code EAGAIN} while it is full.
+         */
+        public Builder backlog(int n) {
+            backlog = FdServerSocket.checkBacklog(n);
             return this;
         }
 
@@ -125,7 +210,7 @@ public final class SharingServer implements AutoCloseable {
                 allowedUids.clear();
                 allowedUids.add(NativeIo.posix().geteuid());
             }
-            FdServerSocket s = FdServerSocket.bind(path);
+            FdServerSocket s = FdServerSocket.bind(path, fileMode, fileGroup, backlog);
             SharingServer server = new SharingServer(this, s);
             server.acceptThread.start();
             return server;
@@ -214,6 +299,12 @@ public final class SharingServer implements AutoCloseable {
     /** The socket file's absolute path. */
     public Path socketPath() { return listenSocket.path(); }
 
+    /** The limits this server enforces on its clients. */
+    public ConnectionLimits limits() { return limits; }
+
+    /** Watchdog checks run so far (tests wait on it rather than on the clock). */
+    long watchdogChecks() { return watchdog.checks.get(); }
+
     /** The uids allowed to connect. */
     public Set<Integer> allowedUids() { return allowedUids; }
 
@@ -232,6 +323,7 @@ public final class SharingServer implements AutoCloseable {
     public void close() {
         if (!closed.compareAndSet(false, true)) return;
         listenSocket.close();
+        watchdog.close();
         try {
             acceptThread.join(5000);
             for (ServerConnection c : connections) c.close();
@@ -288,9 +380,10 @@ public final class SharingServer implements AutoCloseable {
             fire(l -> l.refused(peer, why));
             return;
         }
-        if (connections.size() >= maxConnections) {
-            String why = "too many connections (" + maxConnections + "); try again later";
-            refuse(s, ErrorCode.INTERNAL, why);
+        if (connections.size() >= limits.maxConnections()) {
+            String why = "too many connections (the server serves at most " + limits.maxConnections()
+                    + "); try again later";
+            refuse(s, ErrorCode.TOO_MANY_CONNECTIONS, why);
             fire(l -> l.refused(peer, why));
             return;
         }
@@ -303,6 +396,7 @@ public final class SharingServer implements AutoCloseable {
         }
         fire(l -> l.connected(peer));
         c.start();
+        watchdog.watch(c);
     }
 
     /** One ERROR on a fresh socket (its send buffer is empty: this does not block), then close. */
@@ -323,57 +417,64 @@ public final class SharingServer implements AutoCloseable {
                     + publishedNames() + ")");
             return;
         }
+        if (c.leases.size() >= limits.maxLeasesPerConnection()) {
+            c.reply(requestId, ErrorCode.TOO_MANY_LEASES, "this connection holds " + c.leases.size() + " leases, the "
+                    + "most one connection may hold on this server; release some first (RELEASE)");
+            return;
+        }
         // Wait for room outside the publication's lock, so unpublish never waits behind a slow client.
         c.out.awaitRoom(2);
-        Publication.Lease lease = null;
+        // The hold and the export (a driver call) are made outside the publication's lock;
+        // withdrawal is re-checked under it, and what was made is undone if it came first.
+        long id = nextLeaseId.getAndIncrement();
+        BufferLease held;
+        BufferDescriptor d = null;
+        byte[] frame;
+        try {
+            // Held first: from here the owner's close() refuses, naming this consumer.
+            held = p.buffer.lease("consumer " + c.describe() + ", lease " + id + " of '" + name + "' on "
+                    + listenSocket.path());
+        } catch (RuntimeException e) {
+            c.reply(requestId, ErrorCode.INTERNAL, "cannot export '" + name + "': " + e.getMessage());
+            return;
+        }
+        try {
+            d = p.export();
+            frame = Frame.encode(new Messages.Descriptor(id, Protocol.HANDLE_TYPE_POSIX_FD, d.size(), d.sizes()),
+                    requestId);
+        } catch (RuntimeException e) {
+            if (d != null) d.close();
+            p.endHold(held);
+            c.reply(requestId, ErrorCode.INTERNAL, "cannot export '" + name + "': " + e.getMessage());
+            return;
+        }
+        Publication.Lease lease = new Publication.Lease(id, p, c, held);
+        SendQueue.Item item = new SendQueue.Item(frame, d.fds(), d);
         int count = 0;
         ErrorCode failure = null;
         String why = null;
         synchronized (p) {
-            if (p.isWithdrawn()) {
+            if (!p.addLeaseUnlessWithdrawn(lease)) {
                 failure = ErrorCode.UNKNOWN_NAME;
                 why = "'" + name + "' was withdrawn by its owner";
             } else {
-                BufferDescriptor d = null;
-                BufferLease held = null;
-                try {
-                    long id = nextLeaseId.getAndIncrement();
-                    // Held first: from here the owner's close() refuses, naming this consumer.
-                    held = p.buffer.lease("consumer " + c.describe() + ", lease " + id + " of '" + name + "' on "
-                            + listenSocket.path());
-                    d = p.buffer.exportDescriptor();
-                    lease = new Publication.Lease(id, p, c, held);
-                    held = null; // the lease owns it now
-                    byte[] frame = Frame.encode(new Messages.Descriptor(lease.id(), Protocol.HANDLE_TYPE_POSIX_FD,
-                            d.size(), d.sizes()), requestId);
-                    // Counted before it is sent, under the lock unpublish takes: a DROP then
-                    // always follows the DESCRIPTOR of its lease.
-                    p.addLease(lease);
-                    c.leases.put(lease.id(), lease);
-                    SendQueue.Item item = new SendQueue.Item(frame, d.fds(), d);
-                    d = null; // the queue owns it now (it closes the fds after sending)
-                    if (c.out.offer(item)) {
-                        count = p.leaseCount();
-                    } else {
-                        c.leases.remove(lease.id());
-                        p.removeLease(lease);
-                        failure = ErrorCode.INTERNAL;
-                        why = "the server's send queue for this connection is full or closed";
-                    }
-                } catch (RuntimeException e) {
-                    if (lease != null) {
-                        c.leases.remove(lease.id());
-                        p.removeLease(lease);
-                    }
+                // Counted and queued (tryOffer never blocks nor closes anything) under the lock
+                // unpublish takes: a DROP then always follows the DESCRIPTOR of its lease.
+                c.leases.put(id, lease);
+                if (c.out.tryOffer(item)) {
+                    count = p.leaseCount();
+                } else {
+                    c.leases.remove(id);
+                    p.forgetLease(lease);
                     failure = ErrorCode.INTERNAL;
-                    why = "cannot export '" + name + "': " + e.getMessage();
-                } finally {
-                    if (d != null) d.close();
-                    if (held != null) held.close();
+                    why = "the server's send queue for this connection is full or closed";
                 }
             }
         }
+        c.out.drainIfDead();
         if (failure != null) {
+            d.close(); // never queued
+            p.endHold(held);
             c.reply(requestId, failure, why);
             return;
         }

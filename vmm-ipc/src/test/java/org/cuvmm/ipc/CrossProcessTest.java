@@ -180,7 +180,7 @@ class CrossProcessTest {
     }
 
     /** This JVM's test class path, copied where uid 65534 can read it (/root is not). */
-    private static String readableClassPath(Path dir) throws IOException {
+    static String readableClassPath(Path dir) throws IOException {
         String cp = System.getProperty("surefire.test.class.path", System.getProperty("java.class.path"));
         List<String> out = new ArrayList<>();
         int i = 0;
@@ -209,7 +209,7 @@ class CrossProcessTest {
         return String.join(File.pathSeparator, out);
     }
 
-    private static boolean works(String... cmd) {
+    static boolean works(String... cmd) {
         try {
             Process p = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(ProcessBuilder.Redirect.DISCARD).start();
             return p.waitFor(30, TimeUnit.SECONDS) && p.exitValue() == 0;

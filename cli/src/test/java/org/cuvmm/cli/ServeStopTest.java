@@ -1,0 +1,51 @@
+package org.cuvmm.cli;
+
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.File;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import org.cuvmm.testing.ChildJvm;
+import org.junit.jupiter.api.Test;
+
+/** {@code cuvmm serve} in a child JVM, stopped with SIGTERM: its socket file is gone every time. */
+class ServeStopTest {
+    private static final int TRIES = 5;
+
+    @Test
+    void sigtermRemovesTheSocketFileEveryTime() throws Exception {
+        Path dir = Files.createTempDirectory(Path.of("/tmp"), "cvmm-stop");
+        File log = File.createTempFile("cuvmm-serve", ".log");
+        try {
+            for (int i = 0; i < TRIES; i++) {
+                Path socket = dir.resolve("s" + i + ".sock");
+                Process p = ChildJvm.start(Main.class, log, List.of(), List.of(), "serve", "--socket", socket.toString(),
+                        "--name", "t", "--size", "1M");
+                try {
+                    long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
+                    while (!ChildJvm.read(log).contains("serving 't'")) {
+                        assertTrue(p.isAlive(), "cuvmm serve ended early:\n" + ChildJvm.read(log));
+                        assertTrue(System.nanoTime() < until, "cuvmm serve did not start in 60 s:\n" + ChildJvm.read(log));
+                        Thread.sleep(20); // another process: its log is all there is to watch
+                    }
+                    assertTrue(Files.exists(socket), "serving, so the socket file exists");
+                    p.destroy(); // SIGTERM
+                    assertTrue(p.waitFor(60, TimeUnit.SECONDS), "cuvmm serve did not exit within 60 s of SIGTERM");
+                    String out = ChildJvm.read(log);
+                    assertFalse(Files.exists(socket), "try " + (i + 1) + ": the socket file is left behind:\n" + out);
+                    assertTrue(out.contains("stopped"), "try " + (i + 1) + ": closed in order:\n" + out);
+                } finally {
+                    p.destroyForcibly();
+                    Files.deleteIfExists(socket);
+                }
+            }
+        } finally {
+            log.delete();
+            Files.deleteIfExists(dir);
+        }
+    }
+}

@@ -1,0 +1,88 @@
+package org.cuvmm.ipc;
+
+import java.util.concurrent.RejectedExecutionException;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+/**
+ * Ends connections that do not speak (docs/PROTOCOL.md section 8): one that sent no HELLO
+ * within the handshake timeout, and one that holds no lease and sent nothing for the idle
+ * timeout. A connection that holds a lease is never idle: a consumer may map memory and read
+ * it for hours without a frame. One daemon thread per server; each connection has at most one
+ * check scheduled at a time, at the moment it could first be due. A due check only queues an
+ * ERROR {@code TIMEOUT} and asks the connection to end ({@link ServerConnection#timeOut});
+ * it never blocks. Package-private.
+ */
+final class IdleWatchdog implements AutoCloseable {
+    private final long handshakeNanos;
+    private final long idleNanos;
+    private final ScheduledThreadPoolExecutor timer;
+    /** Checks run so far (tests wait on it instead of on the clock). */
+    final AtomicLong checks = new AtomicLong();
+
+    IdleWatchdog(ConnectionLimits limits, String name) {
+        this.handshakeNanos = limits.handshakeTimeout().toNanos();
+        this.idleNanos = limits.idleTimeout().toNanos();
+        this.timer = new ScheduledThreadPoolExecutor(1, r -> {
+            Thread t = new Thread(r, "cuvmm-ipc-watchdog " + name);
+            t.setDaemon(true);
+            return t;
+        });
+        timer.setRemoveOnCancelPolicy(true);
+        timer.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
+    }
+
+    /** Starts watching a connection that was just accepted. */
+    void watch(ServerConnection c) {
+        if (handshakeNanos > 0) schedule(c, handshakeNanos);
+        else if (idleNanos > 0) schedule(c, idleNanos);
+    }
+
+    private void schedule(ServerConnection c, long delayNanos) {
+        if (timer.isShutdown() || c.isEnding()) return;
+        try {
+            timer.schedule(() -> check(c), Math.max(delayNanos, 1), TimeUnit.NANOSECONDS);
+        } catch (RejectedExecutionException closing) {
+            // the server is closing: it ends every connection itself
+        }
+    }
+
+    private void check(ServerConnection c) {
+        checks.incrementAndGet();
+        if (c.isEnding()) return;
+        long now = System.nanoTime();
+        if (!c.helloDone()) {
+            long late = now - (c.startNanos + handshakeNanos);
+            if (handshakeNanos > 0 && late >= 0) {
+                c.timeOut("no HELLO within " + text(handshakeNanos) + " of connecting (the server's handshake "
+                        + "timeout); closing the connection");
+                return;
+            }
+            if (handshakeNanos > 0) {
+                schedule(c, -late);
+                return;
+            }
+        }
+        if (idleNanos == 0) return;
+        if (c.holdsLeases()) {
+            schedule(c, idleNanos); // not idle while it holds a lease; look again later
+            return;
+        }
+        long late = now - (c.lastFrameNanos() + idleNanos);
+        if (late >= 0) {
+            c.timeOut("no frame for " + text(idleNanos) + " while holding no lease (the server's idle timeout); "
+                    + "closing the connection");
+        } else {
+            schedule(c, -late);
+        }
+    }
+
+    private static String text(long nanos) {
+        long ms = TimeUnit.NANOSECONDS.toMillis(nanos);
+        return ms % 1000 == 0 ? ms / 1000 + " s" : ms + " ms";
+    }
+
+    @Override
+    public void close() { timer.shutdownNow(); }
+}

@@ -1,0 +1,191 @@
+package org.cuvmm.ipc;
+
+import static org.cuvmm.ipc.IpcTestSupport.await;
+import static org.cuvmm.ipc.IpcTestSupport.concat;
+import static org.cuvmm.ipc.IpcTestSupport.frame;
+import static org.cuvmm.ipc.IpcTestSupport.header;
+import static org.cuvmm.ipc.IpcTestSupport.str;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.HashSet;
+import java.util.List;
+import java.util.Set;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.atomic.AtomicInteger;
+
+import org.cuvmm.VirtualMemoryBuffer;
+import org.cuvmm.VirtualMemoryResource;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Assumptions;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The order of sending and lease release (a consumer never gets fds the server still holds
+ * for a lease it already ended), and no lock held across a driver call or a teardown.
+ */
+class LeaseOrderTest {
+    private Path sock;
+    private VirtualMemoryResource resource;
+
+    @BeforeEach
+    void setUp() throws Exception {
+        sock = IpcTestSupport.socketPath();
+        resource = VirtualMemoryResource.create(0);
+    }
+
+    @AfterEach
+    void tearDown() {
+        Publication.beforeDriverCall = (what, p) -> {};
+        resource.close();
+        IpcTestSupport.deleteTree(sock.getParent());
+    }
+
+    /**
+     * A client that does not read fills the socket with large ERRORs (an unknown name's
+     * ERROR lists the published names: 16 of 255 bytes make it about 4 KiB), then asks for
+     * DESCRIPTORs, which wait in the server's send queue, then breaks the stream (bad magic:
+     * fatal). When the server ends those leases, no exported fd may be left waiting to be
+     * sent: each was sent before, or discarded and closed. The client then reads fewer
+     * DESCRIPTORs than it asked for, and the end of stream.
+     */
+    @Test
+    void leasesEndOnlyAfterNoFdForThemCanBeSent() throws Exception {
+        Assumptions.assumeTrue(IpcTestSupport.onHostDriver(), "counts exported memfds: host driver only");
+        int fillers = 120; // about 480 KiB of ERRORs: more than a socket buffer (about 208 KiB) holds
+        int asks = 120; // with the fillers not sent, below the send queue's 256
+        List<String> atRelease = new CopyOnWriteArrayList<>();
+        AtomicInteger baseline = new AtomicInteger();
+        try (VirtualMemoryBuffer buffer = resource.allocate(resource.granularity());
+             SharingServer server = SharingServer.builder(sock).listener(new SharingListener() {
+                 @Override
+                 public void released(LeaseEvent e) {
+                     // Exported memfds still open in this process = DESCRIPTORs the server still holds.
+                     try {
+                         int queued = IpcTestSupport.memfdCount() - baseline.get();
+                         if (queued != 0 && atRelease.size() < 3) atRelease.add(e.reason() + " lease " + e.leaseId() + ": " + queued + " exported fds unsent");
+                     } catch (RuntimeException x) {
+                         atRelease.add(e.reason() + " lease " + e.leaseId() + ": fds still being closed (" + x + ")");
+                     }
+                 }
+             }).build()) {
+            server.publish("b", buffer);
+            for (int i = 0; i < 16; i++) server.publish(String.format("%02d", i) + "n".repeat(253), buffer);
+            baseline.set(IpcTestSupport.memfdCount());
+            try (FdSocket s = FdSocket.connect(sock)) {
+                s.send(frame(1, 1, str("flood")), null);
+                for (int i = 0; i < fillers; i++) s.send(frame(3, 10_000 + i, str("missing")), null);
+                for (int i = 0; i < asks; i++) s.send(frame(3, 100 + i, str("b")), null);
+                s.send(header(0xBADBAD00, 1, 1, 7, 0), null);
+                await("the connection's leases ended", 60, () -> server.totalLeaseCount() == 0
+                        && server.connectionCount() == 0);
+                int descriptors = 0;
+                Set<Long> leases = new HashSet<>();
+                boolean sawError = false;
+                for (;;) {
+                    Frame f;
+                    try {
+                        f = FrameIO.read(s);
+                    } catch (ProtocolException e) {
+                        assertEquals(ErrorCode.TRUNCATED, e.code(), "only the end may be cut: " + e);
+                        break; // the socket was closed under a frame the writer was sending
+                    }
+                    if (f == null) break;
+                    try (f) {
+                        if (f.type == FrameType.DESCRIPTOR) {
+                            descriptors++;
+                            leases.add(((Messages.Descriptor) f.message).leaseId());
+                        } else if (f.type == FrameType.ERROR) {
+                            sawError = true;
+                        }
+                    }
+                }
+                assertTrue(atRelease.isEmpty(), "fds still queued when leases ended: " + atRelease);
+                assertTrue(descriptors < asks, "queued DESCRIPTORs were discarded, not sent after the leases ended ("
+                        + descriptors + " of " + asks + " arrived)");
+                assertEquals(descriptors, leases.size());
+                assertFalse(sawError && descriptors == asks, "the ERROR came after all DESCRIPTORs");
+            }
+            assertEquals(baseline.get(), IpcTestSupport.memfdCount(), "every exported fd closed");
+        }
+    }
+
+    /**
+     * The export (a driver call) and the end of a lease (which here runs the buffer's
+     * deferred close: closeWhenUnused) happen with no publication monitor held, so a second
+     * thread can take it meanwhile (unpublish never waits behind them).
+     */
+    @Test
+    void noPublicationLockIsHeldAcrossTheExportOrTheTeardown() throws Exception {
+        List<String> seen = new CopyOnWriteArrayList<>();
+        List<String> violations = new CopyOnWriteArrayList<>();
+        Publication.beforeDriverCall = (what, p) -> {
+            seen.add(what);
+            if (Thread.holdsLock(p)) violations.add(what + " with the monitor of '" + p.name + "' held");
+            Thread other = new Thread(() -> {
+                synchronized (p) {
+                    seen.add("other thread took the lock during " + what);
+                }
+            });
+            other.start();
+            try {
+                other.join(5_000);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            if (other.isAlive()) violations.add("another thread could not take the monitor of '" + p.name + "' during " + what);
+        };
+        VirtualMemoryBuffer buffer = resource.allocate(resource.granularity());
+        try (SharingServer server = SharingServer.builder(sock).build()) {
+            server.publish("b", buffer);
+            try (SharingClient c = SharingClient.connect(sock, "t")) {
+                Attachment a1 = c.attach("b", resource);
+                Attachment a2 = c.attach("b", resource);
+                buffer.closeWhenUnused();
+                a1.close();
+                assertFalse(buffer.isClosed(), "one lease left");
+                a2.close(); // the last release closes the buffer: its teardown runs in the server
+                await("the deferred close ran", 10, buffer::isClosed);
+            }
+        } finally {
+            if (!buffer.isClosed()) buffer.close();
+        }
+        assertTrue(violations.isEmpty(), violations.toString());
+        assertEquals(2, seen.stream().filter("export"::equals).count(), seen.toString());
+        assertEquals(2, seen.stream().filter("end lease"::equals).count(), seen.toString());
+        assertEquals(4, seen.stream().filter(x -> x.startsWith("other thread took")).count(), seen.toString());
+    }
+
+    /** Unpublishing while an attach exports: the attach that loses the race gets UNKNOWN_NAME and leaves nothing held. */
+    @Test
+    void aWithdrawalDuringTheExportUndoesIt() throws Exception {
+        try (VirtualMemoryBuffer buffer = resource.allocate(resource.granularity());
+             SharingServer server = SharingServer.builder(sock).build()) {
+            server.publish("b", buffer);
+            List<Throwable> hookFailures = new ArrayList<>();
+            Publication.beforeDriverCall = (what, p) -> {
+                if (what.equals("export")) {
+                    try {
+                        assertTrue(server.unpublish("b"), "unpublish does not wait for the export");
+                    } catch (Throwable t) {
+                        hookFailures.add(t);
+                    }
+                }
+            };
+            try (SharingClient c = SharingClient.connect(sock, "t")) {
+                SharingException e = assertThrows(SharingException.class,
+                        () -> c.attach("b", resource));
+                assertEquals(ErrorCode.UNKNOWN_NAME, e.code(), e.getMessage());
+                assertTrue(e.getMessage().contains("'b' was withdrawn by its owner"), e.getMessage());
+            }
+            assertTrue(hookFailures.isEmpty(), hookFailures.toString());
+            assertEquals(0, buffer.leaseCount(), "the hold taken for the export was ended");
+            assertEquals(0, server.totalLeaseCount());
+        }
+    }
+}
