@@ -102,8 +102,10 @@ public final class Attachment implements AutoCloseable {
         } catch (SharingException e) {
             throw new IllegalStateException("release of '" + name + "' lease " + leaseId + ": " + e.getMessage(), e);
         } catch (IOException e) {
-            if (client.isConnected()) throw new UncheckedIOException(e);
-            // The connection has ended: the server freed the lease with it.
+            // Ended (either side, or client.close() already finished): the server freed the
+            // lease with the connection. Not isConnected(): that is false from client.close()
+            // on, while the connection still drains and this RELEASE counts.
+            if (!client.connectionEnded()) throw new UncheckedIOException(e);
         }
     }
 

@@ -162,6 +162,12 @@ public final class SharingClient implements AutoCloseable {
             NativeIo.closeAll(fds); // fromFds duplicated them
         }
         attachments.put(d.leaseId(), a);
+        if (closed) {
+            // close() ran meanwhile and may have listed the attachments before this put.
+            a.close();
+            throw new IOException("attach '" + name + "': the client was closed meanwhile (the attachment was closed "
+                    + "and its lease released)");
+        }
         if (unclaimedDrops.remove(d.leaseId())) dropped(new Messages.Drop(d.leaseId(), name));
         return a;
     }
@@ -171,10 +177,26 @@ public final class SharingClient implements AutoCloseable {
 
     void forget(Attachment a) { attachments.remove(a.leaseId()); }
 
-    /** Sends RELEASE and waits for RELEASED. */
+    /** True once the connection has ended (either side closed it, or it failed): the server freed every lease. */
+    boolean connectionEnded() { return failure != null; }
+
+    /**
+     * Sends RELEASE and waits for RELEASED; also after {@link #close()}, while the connection
+     * drains. Whatever the outcome the lease no longer counts, and after close() the last
+     * lease ends the connection.
+     */
     void release(long leaseId) throws IOException {
+        try {
+            request(new Messages.Release(leaseId), FrameType.RELEASED).close();
+        } finally {
+            released(leaseId);
+        }
+    }
+
+    /** The lease no longer counts; after {@link #close()}, the last one ends the connection. */
+    private void released(long leaseId) {
         unreleased.remove(leaseId);
-        request(new Messages.Release(leaseId), FrameType.RELEASED).close();
+        if (closed && unreleased.isEmpty()) shutdownNow();
     }
 
     /**
@@ -185,17 +207,16 @@ public final class SharingClient implements AutoCloseable {
      */
     void releaseLater(long leaseId) {
         if (failure != null) {
-            unreleased.remove(leaseId);
+            released(leaseId); // the connection's end freed it
             return;
         }
         try {
             events().execute(() -> {
                 sendQuietly(new Messages.Release(leaseId), nextId());
-                unreleased.remove(leaseId);
-                if (closed && unreleased.isEmpty()) shutdownNow();
+                released(leaseId);
             });
         } catch (java.util.concurrent.RejectedExecutionException e) {
-            unreleased.remove(leaseId); // shut down: the connection's end frees the lease
+            released(leaseId); // shut down: the connection's end frees the lease
         }
     }
 
@@ -227,7 +248,8 @@ public final class SharingClient implements AutoCloseable {
         try {
             IOException f = failure;
             if (f != null) throw rethrow(f);
-            if (closed) throw new IOException("the client is closed");
+            // After close() the connection drains: only the RELEASEs of the leases it keeps go out.
+            if (closed && !(m instanceof Messages.Release)) throw new IOException("the client is closed");
             try {
                 FrameIO.write(socket, m, id, null);
             } catch (IOException e) {
@@ -427,21 +449,35 @@ public final class SharingClient implements AutoCloseable {
      * connection. When an alias or view of an attached buffer still maps the memory, the
      * connection stays open in the background, so the server keeps that lease, and closes
      * once the last such lease is released (see {@link Attachment}); no new request can be
-     * made meanwhile. Idempotent.
+     * made meanwhile, but the RELEASE of each such lease still goes out when its last mapping
+     * goes (an attachment closed after this, or one an {@code attach} racing this call
+     * returned, included; such an {@code attach} closes what it made and throws).
+     * Idempotent: a second call closes what the first could not.
      *
-     * @throws IllegalStateException when an attachment's buffer is in use on another thread;
-     *     the client stays open (close again later)
+     * @throws IllegalStateException when an attachment's buffer is in use on another thread:
+     *     that attachment stays open and keeps its lease (and so the connection); close it,
+     *     or this client, again later. No new request is accepted meanwhile
      */
     @Override
     public void close() {
-        if (closed) return;
-        for (Attachment a : new ArrayList<>(attachments.values())) a.close();
+        // First: no new request from here on, and an attach() finishing now closes what it made.
         closed = true;
+        RuntimeException refused = null;
+        for (Attachment a : new ArrayList<>(attachments.values())) {
+            try {
+                a.close();
+            } catch (RuntimeException e) {
+                if (refused == null) refused = e;
+                else refused.addSuppressed(e);
+            }
+        }
         if (unreleased.isEmpty() || failure != null) shutdownNow();
+        if (refused != null) throw refused;
     }
 
     private void shutdownNow() {
         closed = true;
+        if (failure == null) failure = new IOException("the client is closed");
         socket.close();
         try {
             if (Thread.currentThread() != reader) reader.join(5000);
