@@ -11,8 +11,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -40,6 +40,7 @@ import org.cuvmm.VirtualMemoryResource;
  */
 public final class SharingClient implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger(SharingClient.class.getName());
+    private static final int EVENT_THREAD_IDLE_S = 5;
 
     private final FdSocket socket;
     private final Path path;
@@ -51,7 +52,14 @@ public final class SharingClient implements AutoCloseable {
     private final CopyOnWriteArrayList<Consumer<DropNotice>> dropListeners = new CopyOnWriteArrayList<>();
     private final AtomicInteger nextRequestId = new AtomicInteger(1);
     private final Thread reader;
-    private volatile ExecutorService events;
+    /**
+     * The event thread: DROP listeners and the releases that must not block their caller.
+     * Created with the client (no lock on first use: the cleaner calls in, and this object's
+     * monitor is public); its one thread starts on demand, ends after {@link
+     * #EVENT_THREAD_IDLE_S} idle seconds, and the executor is shut down when the connection
+     * ends, so no thread outlives the connection.
+     */
+    private final ThreadPoolExecutor events;
     private volatile IOException failure;
     private volatile boolean closed;
     private volatile Duration timeout = Duration.ofSeconds(30);
@@ -69,6 +77,14 @@ public final class SharingClient implements AutoCloseable {
         this.path = path;
         this.reader = new Thread(this::readLoop, "cuvmm-ipc-client-read " + path);
         reader.setDaemon(true);
+        String eventThreadName = "cuvmm-ipc-client-events " + path;
+        this.events = new ThreadPoolExecutor(1, 1, EVENT_THREAD_IDLE_S, TimeUnit.SECONDS, new LinkedBlockingQueue<>(),
+                r -> {
+                    Thread t = new Thread(r, eventThreadName);
+                    t.setDaemon(true);
+                    return t;
+                });
+        events.allowCoreThreadTimeOut(true);
     }
 
     /** {@link #connect(Path, String)} with the client name {@code "java pid N"}. */
@@ -211,7 +227,7 @@ public final class SharingClient implements AutoCloseable {
             return;
         }
         try {
-            events().execute(() -> {
+            events.execute(() -> {
                 sendQuietly(new Messages.Release(leaseId), nextId());
                 released(leaseId);
             });
@@ -407,29 +423,18 @@ public final class SharingClient implements AutoCloseable {
         a.markDropped();
         DropNotice notice = new DropNotice(d.leaseId(), d.name(), a);
         if (dropListeners.isEmpty()) return;
-        events().execute(() -> {
-            for (Consumer<DropNotice> l : dropListeners) {
-                try {
-                    l.accept(notice);
-                } catch (RuntimeException e) {
-                    LOG.log(System.Logger.Level.WARNING, "a DROP listener threw " + e, e);
+        try {
+            events.execute(() -> {
+                for (Consumer<DropNotice> l : dropListeners) {
+                    try {
+                        l.accept(notice);
+                    } catch (RuntimeException e) {
+                        LOG.log(System.Logger.Level.WARNING, "a DROP listener threw " + e, e);
+                    }
                 }
-            }
-        });
-    }
-
-    private ExecutorService events() {
-        ExecutorService e = events;
-        if (e != null) return e;
-        synchronized (this) {
-            if (events == null) {
-                events = Executors.newSingleThreadExecutor(r -> {
-                    Thread t = new Thread(r, "cuvmm-ipc-client-events " + path);
-                    t.setDaemon(true);
-                    return t;
-                });
-            }
-            return events;
+            });
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            LOG.log(System.Logger.Level.DEBUG, "DROP of lease " + d.leaseId() + " after the client closed: not delivered");
         }
     }
 
@@ -442,6 +447,7 @@ public final class SharingClient implements AutoCloseable {
             if (p != null) p.completeExceptionally(failure);
         }
         socket.close();
+        events.shutdown(); // what is queued still runs (DROP listeners); then the thread ends
     }
 
     /**
@@ -484,8 +490,7 @@ public final class SharingClient implements AutoCloseable {
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
-        ExecutorService e = events;
-        if (e != null) e.shutdown();
+        events.shutdown();
     }
 
     @Override
