@@ -313,10 +313,13 @@ public final class SharingClient implements AutoCloseable {
         }
     }
 
-    /** Closes the fds of a reply nobody will use and, for a DESCRIPTOR, gives its lease back (without waiting). */
+    /**
+     * Closes the fds of a reply nobody will use and, for a DESCRIPTOR, gives its lease back:
+     * the RELEASE goes out from the event thread (this may run on the reader, which never writes).
+     */
     private void dispose(Frame f) {
         f.close();
-        if (f.message instanceof Messages.Descriptor d) sendQuietly(new Messages.Release(d.leaseId()), nextId());
+        if (f.message instanceof Messages.Descriptor d) sendLater(new Messages.Release(d.leaseId()), nextId());
     }
 
     /** A copy with this thread's stack, keeping the type and code. */
@@ -334,7 +337,8 @@ public final class SharingClient implements AutoCloseable {
                 } catch (ProtocolException e) {
                     rejected(e);
                     if (e.fatal()) {
-                        fail(new SharingException(e.code(), "the server sent a bad frame: " + e.getMessage()));
+                        failAfterQueuedSends(new SharingException(e.code(), "the server sent a bad frame: "
+                                + e.getMessage()));
                         return;
                     }
                     continue;
@@ -387,10 +391,13 @@ public final class SharingClient implements AutoCloseable {
         dispose(f);
     }
 
-    /** A bad frame from the server: tell it why, release a lease it granted, fail the waiting request. */
+    /**
+     * A bad frame from the server: tell it why, release a lease it granted (both sent by the
+     * event thread: the reader never writes), fail the waiting request.
+     */
     private void rejected(ProtocolException e) {
-        sendQuietly(new Messages.Error(e.code(), "client rejected a frame: " + e.getMessage()), e.requestId());
-        if (e.leaseId() != 0) sendQuietly(new Messages.Release(e.leaseId()), nextId());
+        sendLater(new Messages.Error(e.code(), "client rejected a frame: " + e.getMessage()), e.requestId());
+        if (e.leaseId() != 0) sendLater(new Messages.Release(e.leaseId()), nextId());
         CompletableFuture<Frame> p = e.requestId() == 0 ? null : pending.remove(e.requestId());
         if (p != null) {
             p.completeExceptionally(new SharingException(e.code(), "the server sent a bad frame: " + e.getMessage(), e));
@@ -403,6 +410,22 @@ public final class SharingClient implements AutoCloseable {
             id = nextRequestId.getAndIncrement();
         } while (id == 0);
         return id;
+    }
+
+    /**
+     * Sends {@code m} from the event thread. The reader never writes: a blocking send there
+     * would stop it reading, and a server that stops reading while its own sends to us wait
+     * (its send queue full) would then never be read again: both sides blocked in send.
+     * False when the connection has ended (nothing to send to).
+     */
+    private boolean sendLater(Messages.Message m, int requestId) {
+        try {
+            events.execute(() -> sendQuietly(m, requestId));
+            return true;
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            LOG.log(System.Logger.Level.DEBUG, m.type() + " not sent: the connection has ended");
+            return false;
+        }
     }
 
     private void sendQuietly(Messages.Message m, int requestId) {
@@ -439,6 +462,12 @@ public final class SharingClient implements AutoCloseable {
     }
 
     private void fail(IOException why) {
+        failRequests(why);
+        socket.close();
+        events.shutdown(); // what is queued still runs (DROP listeners); then the thread ends
+    }
+
+    private void failRequests(IOException why) {
         if (failure == null || (why instanceof SharingException && !(failure instanceof SharingException))) {
             failure = why;
         }
@@ -446,8 +475,40 @@ public final class SharingClient implements AutoCloseable {
             CompletableFuture<Frame> p = pending.remove(id);
             if (p != null) p.completeExceptionally(failure);
         }
+    }
+
+    /**
+     * A fatal bad frame (on the reader): the ERROR saying why is queued on the event thread,
+     * which closes the connection after sending it. Meanwhile the reader keeps reading and
+     * discarding (closing any fds), so a server blocked sending to us can go on to read that
+     * ERROR; the close (or the server's) ends the draining.
+     */
+    private void failAfterQueuedSends(IOException why) {
+        failRequests(why);
+        boolean queued;
+        try {
+            events.execute(socket::close);
+            queued = true;
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            queued = false;
+        }
+        events.shutdown();
+        if (!queued) {
+            socket.close();
+            return;
+        }
+        try {
+            for (;;) {
+                try (ReceivedMessage m = socket.receive(4096)) {
+                    if (m.endOfStream()) break;
+                } catch (FdTransferException e) {
+                    // its fds were closed; keep draining
+                }
+            }
+        } catch (IOException closed) {
+            // closed after the ERROR went out: done
+        }
         socket.close();
-        events.shutdown(); // what is queued still runs (DROP listeners); then the thread ends
     }
 
     /**
