@@ -139,8 +139,22 @@ public final class SharingClient implements AutoCloseable {
 
     public void removeDropListener(Consumer<DropNotice> listener) { dropListeners.remove(listener); }
 
-    /** True until the connection ends (closed by either side). */
+    /**
+     * True while this client accepts requests: until {@link #close()} or {@link #closeNow()}
+     * is called or the connection ends (closed by either side). False as soon as close() is
+     * called, also while the connection drains in the background for the leases aliases or
+     * views keep ({@link #pendingReleases()} says how many).
+     */
     public boolean isConnected() { return failure == null && !closed; }
+
+    /**
+     * The leases this client holds and has not yet given back: one per open attachment, and
+     * one per closed attachment whose memory an alias or view in this process still maps
+     * (released when the last of them goes). After {@link #close()} the socket and the reader
+     * thread stay until this reaches 0. 0 once the connection has ended (the server freed
+     * them all).
+     */
+    public int pendingReleases() { return failure != null ? 0 : unreleased.size(); }
 
     /**
      * Attaches to the buffer published as {@code name}: receives its descriptor, imports it
@@ -521,6 +535,11 @@ public final class SharingClient implements AutoCloseable {
      * returned, included; such an {@code attach} closes what it made and throws).
      * Idempotent: a second call closes what the first could not.
      *
+     * <p>So the socket and the reader thread stay alive until the last alias or view of an
+     * attached buffer is gone ({@link #pendingReleases()} reaches 0): for a view that is
+     * never collected, or an alias never closed, that is unbounded. The deferral is logged at
+     * DEBUG. {@link #closeNow()} ends the connection at once instead.
+     *
      * @throws IllegalStateException when an attachment's buffer is in use on another thread:
      *     that attachment stays open and keeps its lease (and so the connection); close it,
      *     or this client, again later. No new request is accepted meanwhile
@@ -538,8 +557,38 @@ public final class SharingClient implements AutoCloseable {
                 else refused.addSuppressed(e);
             }
         }
-        if (unreleased.isEmpty() || failure != null) shutdownNow();
+        if (unreleased.isEmpty() || failure != null) {
+            shutdownNow();
+        } else {
+            LOG.log(System.Logger.Level.DEBUG, () -> "close() of the client of " + path + ": " + unreleased.size()
+                    + " lease(s) still mapped by aliases or views (or attachments that refused to close); the "
+                    + "connection stays open until the last is released");
+        }
         if (refused != null) throw refused;
+    }
+
+    /**
+     * Ends the connection at once, whatever still maps the memory, then closes the buffers of
+     * the open attachments (no RELEASE is sent: the server frees every lease of this
+     * connection when it ends). An attachment whose buffer is in use on another thread stays
+     * open; close it later. Idempotent; also ends the background draining of {@link #close()}.
+     *
+     * <p><b>Hazard:</b> the producer gets back memory that an alias or view in this process
+     * may still map. It may reuse it (a pool hands it to its next buffer, another consumer
+     * attaches it): reads through those aliases and views then see someone else's data and
+     * writes corrupt it. Use it when the process stops using that memory anyway (shutdown)
+     * or the server must not wait for it.
+     */
+    public void closeNow() {
+        closed = true;
+        shutdownNow();
+        for (Attachment a : new ArrayList<>(attachments.values())) {
+            try {
+                a.close();
+            } catch (RuntimeException e) {
+                LOG.log(System.Logger.Level.DEBUG, "closeNow(): " + a + " stays open: " + e.getMessage());
+            }
+        }
     }
 
     private void shutdownNow() {

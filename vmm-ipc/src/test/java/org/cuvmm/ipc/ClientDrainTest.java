@@ -2,6 +2,7 @@ package org.cuvmm.ipc;
 
 import static org.cuvmm.ipc.IpcTestSupport.await;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Path;
@@ -112,6 +113,83 @@ class ClientDrainTest {
                 }
             }
             await("the lease released", 10, () -> server.leaseCount("m") == 0);
+        }
+    }
+
+    /** pendingReleases() counts open attachments and closed ones an alias still maps; the connection drains until 0. */
+    @Test
+    void pendingReleasesCountsWhatKeepsTheConnectionWhileDraining() throws Exception {
+        try (VirtualMemoryResource owner = VirtualMemoryResource.create(0);
+                VirtualMemoryBuffer published = owner.allocate(owner.granularity());
+                SharingServer server = SharingServer.builder(sock).build();
+                VirtualMemoryResource importer = VirtualMemoryResource.create(0)) {
+            server.publish("p", published);
+            SharingClient client = SharingClient.connect(sock, "pending");
+            assertEquals(0, client.pendingReleases());
+            Attachment a1 = client.attach("p", importer);
+            Attachment a2 = client.attach("p", importer);
+            assertEquals(2, client.pendingReleases());
+            VirtualMemoryBuffer alias = importer.modifyAllocation(a1.buffer(), importer.granularity());
+            a1.close();
+            assertEquals(2, client.pendingReleases(), "a1's alias still maps the memory");
+            a2.close();
+            assertEquals(1, client.pendingReleases());
+            client.close();
+            assertFalse(client.isConnected(), "no request accepted once close() was called");
+            assertEquals(1, client.pendingReleases(), "draining: the alias's lease");
+            assertEquals(1, server.connectionCount());
+            alias.close();
+            await("the last release ends the connection", 10, () -> server.connectionCount() == 0);
+            assertEquals(0, client.pendingReleases());
+            await("the reader thread ended", 10, () -> threads("cuvmm-ipc-client-read") == 0);
+        }
+    }
+
+    /** closeNow() ends a draining connection at once: the server frees the lease an alias still maps. */
+    @Test
+    void closeNowEndsTheDrainingAtOnce() throws Exception {
+        try (VirtualMemoryResource owner = VirtualMemoryResource.create(0);
+                VirtualMemoryBuffer published = owner.allocate(owner.granularity());
+                SharingServer server = SharingServer.builder(sock).build();
+                VirtualMemoryResource importer = VirtualMemoryResource.create(0)) {
+            published.fill((byte) 5);
+            server.publish("n", published);
+            SharingClient client = SharingClient.connect(sock, "now");
+            Attachment a = client.attach("n", importer);
+            VirtualMemoryBuffer alias = importer.modifyAllocation(a.buffer(), importer.granularity());
+            Attachment open = client.attach("n", importer);
+            client.close();
+            assertEquals(1, server.leaseCount("n"), "the alias keeps its lease while draining");
+            client.closeNow();
+            await("the server freed the lease with the connection", 10, () -> server.leaseCount("n") == 0);
+            await("the connection ended", 10, () -> server.connectionCount() == 0);
+            assertEquals(0, client.pendingReleases());
+            assertTrue(open.isClosed(), "close() had closed it");
+            byte[] one = new byte[1];
+            alias.copyTo(0, one, 0, 1); // the hazard: still mapped here, though the producer has it back
+            assertEquals(5, one[0]);
+            alias.close(); // nothing to release any more
+            await("the reader thread ended", 10, () -> threads("cuvmm-ipc-client-read") == 0);
+            await("the event thread ended", 10, () -> threads("cuvmm-ipc-client-events") == 0);
+        }
+    }
+
+    /** closeNow() on a client with open attachments closes their buffers without sending RELEASE. */
+    @Test
+    void closeNowClosesOpenAttachments() throws Exception {
+        try (VirtualMemoryResource owner = VirtualMemoryResource.create(0);
+                VirtualMemoryBuffer published = owner.allocate(owner.granularity());
+                SharingServer server = SharingServer.builder(sock).build();
+                VirtualMemoryResource importer = VirtualMemoryResource.create(0)) {
+            server.publish("o", published);
+            SharingClient client = SharingClient.connect(sock, "now-open");
+            Attachment a = client.attach("o", importer);
+            client.closeNow();
+            assertTrue(a.isClosed());
+            assertTrue(a.buffer().isClosed());
+            assertFalse(client.isConnected());
+            await("the server freed the lease with the connection", 10, () -> server.leaseCount("o") == 0);
+            client.close(); // idempotent after closeNow
         }
     }
 }
