@@ -33,8 +33,11 @@ import org.cuvmm.VirtualMemoryResource;
  * }
  * }</pre>
  *
- * <p>A reader thread receives replies and DROP notices; DROP listeners run on a separate
- * event thread (so they may close attachments). An ERROR from the server becomes a {@link
+ * <p>A reader thread receives replies and DROP notices and never writes; DROP listeners run
+ * on a separate event thread (so they may close attachments), which also sends what must
+ * not block its caller (releases from aliases and the cleaner, answers to bad frames). Both
+ * threads end with the connection; {@link #close()} may keep it open while aliases or views
+ * of attached buffers still map memory (see there). An ERROR from the server becomes a {@link
  * SharingException} carrying the server's code and message. Thread-safe: requests from
  * several threads are matched to replies by request id.
  */
