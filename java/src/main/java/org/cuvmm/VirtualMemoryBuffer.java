@@ -145,10 +145,17 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
                 try {
                     if (recycler != null) recycler.recycle(range, !explicit);
                     else range.deallocate();
-                } finally {
-                    // After the unmap: the import's callback runs once nothing maps it.
-                    if (hold != null) hold.release();
+                } catch (RuntimeException | Error e) {
+                    // The memory may still be mapped: keep the import's hold (a sharing lease
+                    // stays held until the connection ends) rather than hand it back.
+                    if (hold != null) {
+                        System.getLogger("org.cuvmm").log(System.Logger.Level.WARNING, description()
+                                + ": teardown failed (" + e + "); its import stays held (memory may still be mapped)");
+                    }
+                    throw e;
                 }
+                // Only after a completed unmap: the import's callback runs once nothing maps it.
+                if (hold != null) hold.release();
             }
         }
     }

@@ -90,4 +90,31 @@ class ImportHoldTest {
         }
         LiveObjects.assertBack(before, "after the view was collected");
     }
+
+    /**
+     * The teardown (here a recycler standing in for a failing unmap) throws: the memory may
+     * still be mapped, so the import's callback (which releases a sharing lease) must not run.
+     */
+    @Test
+    void aFailedTeardownKeepsTheHold() {
+        AtomicInteger calls = new AtomicInteger();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            org.cuvmm.internal.jni.NativeRangeHandle range = r.allocateRange(2 * MiB);
+            try {
+                ImportHold hold = new ImportHold(calls::incrementAndGet, "a test import");
+                org.cuvmm.internal.BufferRecycler failing = (rg, leaked) -> {
+                    throw new IllegalStateException("teardown failed (test)");
+                };
+                VirtualMemoryBuffer b = new VirtualMemoryBuffer(r, range, BufferOrigin.IMPORTED, 2 * MiB, failing, false,
+                        hold);
+                IllegalStateException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalStateException.class,
+                        b::close);
+                assertEquals("teardown failed (test)", e.getMessage());
+                assertEquals(0, calls.get(), "the callback ran though the teardown threw (memory maybe still mapped)");
+                assertEquals(1, hold.holders(), "the hold is kept");
+            } finally {
+                range.deallocate(); // the failing recycler did not take it
+            }
+        }
+    }
 }

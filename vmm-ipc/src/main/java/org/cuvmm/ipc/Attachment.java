@@ -32,10 +32,16 @@ public final class Attachment implements AutoCloseable {
     /** Claimed by whoever sends the one RELEASE of this lease. */
     private final AtomicBoolean releaseClaimed = new AtomicBoolean();
     private volatile boolean dropped;
+    /**
+     * Claimed by the one thread that closes; given back when the buffer refuses to close (in
+     * use on another thread), so a later close can try again. No monitor: the buffer's close
+     * is a teardown (the final unmap/release), and no lock is held across one.
+     */
+    private final AtomicBoolean closeClaimed = new AtomicBoolean();
     /** The thread inside {@link #close()}'s buffer.close(), so an unmap it causes is released synchronously. */
     private volatile Thread closing;
     private volatile boolean unmappedByClose;
-    private boolean closed; // guarded by this
+    private volatile boolean closed;
 
     /**
      * Imports through {@code importer}, which must pass the callback it is given to {@code
@@ -63,7 +69,7 @@ public final class Attachment implements AutoCloseable {
 
     void markDropped() { dropped = true; }
 
-    public synchronized boolean isClosed() { return closed; }
+    public boolean isClosed() { return closed; }
 
     /**
      * True once nothing in this process maps the memory any more, so the lease is being (or
@@ -77,22 +83,27 @@ public final class Attachment implements AutoCloseable {
      * (without waiting) when the last of them goes. If the connection has ended, the server
      * already freed the lease and only the buffer is closed. Idempotent.
      *
+     * <p>A close racing another one on this attachment returns at once; the other does the
+     * work. No lock is held while the buffer is unmapped or the release is awaited.
+     *
      * @throws IllegalStateException when the buffer is in use on another thread (nothing is
-     *     released; close again later), or the server refused the release
+     *     closed or released: the attachment stays open; close again later), or the server
+     *     refused the release
      * @throws UncheckedIOException when the server did not answer in time
      */
     @Override
     public void close() {
-        synchronized (this) {
-            if (closed) return;
-            closing = Thread.currentThread();
-            try {
-                buffer.close();
-            } finally {
-                closing = null;
-            }
-            closed = true;
+        if (closed || !closeClaimed.compareAndSet(false, true)) return;
+        closing = Thread.currentThread();
+        try {
+            buffer.close();
+        } catch (RuntimeException | Error e) {
+            closeClaimed.set(false); // refused (in use on another thread): still open, closable later
+            throw e;
+        } finally {
+            closing = null;
         }
+        closed = true;
         client.forget(this);
         // Outside the monitor: a blocking request. Released here only if this close unmapped
         // the last mapping; if an alias or view lives on, unmapped() releases later.
@@ -102,8 +113,10 @@ public final class Attachment implements AutoCloseable {
         } catch (SharingException e) {
             throw new IllegalStateException("release of '" + name + "' lease " + leaseId + ": " + e.getMessage(), e);
         } catch (IOException e) {
-            if (client.isConnected()) throw new UncheckedIOException(e);
-            // The connection has ended: the server freed the lease with it.
+            // Ended (either side, or client.close() already finished): the server freed the
+            // lease with the connection. Not isConnected(): that is false from client.close()
+            // on, while the connection still drains and this RELEASE counts.
+            if (!client.connectionEnded()) throw new UncheckedIOException(e);
         }
     }
 

@@ -8,8 +8,9 @@ import java.nio.ByteBuffer;
  * section 4 gives: magic, length, (payload read), version, type, payload, fd count. On any
  * failure every fd that arrived with the frame is closed and a {@link ProtocolException} says
  * which rule broke and whether the stream is still in step. The fd limit (253 per frame,
- * header and payload together) is enforced by the socket as the fds arrive; a frame that
- * passes it before its bytes are complete ends the reading at once (fatal). Package-private.
+ * header and payload together) is enforced by the socket as the fds arrive, and passing it
+ * is always fatal: reading stops at once (even on the frame's last byte; the fds are closed),
+ * so one rule holds wherever the count passes 253. Package-private.
  */
 final class FrameIO {
     private FrameIO() {}
@@ -27,7 +28,9 @@ final class FrameIO {
         try {
             head = socket.receive(Protocol.HEADER_SIZE);
         } catch (FdTransferException e) {
-            if (!e.streamInStep()) throw tooManyFds(0, e);
+            // Passing the limit in the header is fatal even on its last byte: the payload
+            // must not get a fresh allowance.
+            if (e.reason() == FdTransferException.Reason.TOO_MANY_FDS || !e.streamInStep()) throw tooManyFds(0, e);
             dropped = true;
             dropReason = e.getMessage();
             head = new ReceivedMessage(e.data(), new int[0], e.data().length < Protocol.HEADER_SIZE);
@@ -58,7 +61,9 @@ final class FrameIO {
                 // The frame's fd limit counts the header's fds too.
                 payload = socket.receive((int) length, Protocol.MAX_FDS_PER_FRAME - head.fdCount());
             } catch (FdTransferException e) {
-                if (!e.streamInStep()) throw tooManyFds(requestId, e);
+                if (e.reason() == FdTransferException.Reason.TOO_MANY_FDS || !e.streamInStep()) {
+                    throw tooManyFds(requestId, e);
+                }
                 dropped = true;
                 dropReason = e.getMessage();
                 payload = new ReceivedMessage(e.data(), new int[0], e.data().length < length);
@@ -89,8 +94,9 @@ final class FrameIO {
     }
 
     /**
-     * More fds than a frame may carry arrived before its bytes were complete: the socket
-     * stopped reading (and closed them) at once, so the stream is out of step: fatal.
+     * More fds than a frame may carry arrived: the socket stopped reading (and closed them)
+     * at once. Fatal wherever it happened: before the frame's last byte the stream is out of
+     * step, and on it the rule stays the same (docs/PROTOCOL.md section 1).
      */
     private static ProtocolException tooManyFds(int requestId, FdTransferException e) {
         return new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, true, requestId, 0, "more than "
@@ -112,8 +118,8 @@ final class FrameIO {
         if (dropped) {
             throw new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, false, requestId, lease, type + ": " + dropReason);
         }
-        if (got > Protocol.MAX_FDS_PER_FRAME) {
-            throw new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, false, requestId, lease, type + " arrived with "
+        if (got > Protocol.MAX_FDS_PER_FRAME) { // the socket stops first; kept as a guard, fatal like it
+            throw new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, true, requestId, lease, type + " arrived with "
                     + got + " fds (expected: at most " + Protocol.MAX_FDS_PER_FRAME + " per frame); closed them");
         }
         if (expected == 0 && got > 0) {

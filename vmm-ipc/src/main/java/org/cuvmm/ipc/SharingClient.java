@@ -11,8 +11,8 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutionException;
-import java.util.concurrent.ExecutorService;
-import java.util.concurrent.Executors;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.ThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -33,13 +33,17 @@ import org.cuvmm.VirtualMemoryResource;
  * }
  * }</pre>
  *
- * <p>A reader thread receives replies and DROP notices; DROP listeners run on a separate
- * event thread (so they may close attachments). An ERROR from the server becomes a {@link
+ * <p>A reader thread receives replies and DROP notices and never writes; DROP listeners run
+ * on a separate event thread (so they may close attachments), which also sends what must
+ * not block its caller (releases from aliases and the cleaner, answers to bad frames). Both
+ * threads end with the connection; {@link #close()} may keep it open while aliases or views
+ * of attached buffers still map memory (see there). An ERROR from the server becomes a {@link
  * SharingException} carrying the server's code and message. Thread-safe: requests from
  * several threads are matched to replies by request id.
  */
 public final class SharingClient implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger(SharingClient.class.getName());
+    private static final int EVENT_THREAD_IDLE_S = 5;
 
     private final FdSocket socket;
     private final Path path;
@@ -51,7 +55,14 @@ public final class SharingClient implements AutoCloseable {
     private final CopyOnWriteArrayList<Consumer<DropNotice>> dropListeners = new CopyOnWriteArrayList<>();
     private final AtomicInteger nextRequestId = new AtomicInteger(1);
     private final Thread reader;
-    private volatile ExecutorService events;
+    /**
+     * The event thread: DROP listeners and the releases that must not block their caller.
+     * Created with the client (no lock on first use: the cleaner calls in, and this object's
+     * monitor is public); its one thread starts on demand, ends after {@link
+     * #EVENT_THREAD_IDLE_S} idle seconds, and the executor is shut down when the connection
+     * ends, so no thread outlives the connection.
+     */
+    private final ThreadPoolExecutor events;
     private volatile IOException failure;
     private volatile boolean closed;
     private volatile Duration timeout = Duration.ofSeconds(30);
@@ -69,6 +80,14 @@ public final class SharingClient implements AutoCloseable {
         this.path = path;
         this.reader = new Thread(this::readLoop, "cuvmm-ipc-client-read " + path);
         reader.setDaemon(true);
+        String eventThreadName = "cuvmm-ipc-client-events " + path;
+        this.events = new ThreadPoolExecutor(1, 1, EVENT_THREAD_IDLE_S, TimeUnit.SECONDS, new LinkedBlockingQueue<>(),
+                r -> {
+                    Thread t = new Thread(r, eventThreadName);
+                    t.setDaemon(true);
+                    return t;
+                });
+        events.allowCoreThreadTimeOut(true);
     }
 
     /** {@link #connect(Path, String)} with the client name {@code "java pid N"}. */
@@ -123,8 +142,22 @@ public final class SharingClient implements AutoCloseable {
 
     public void removeDropListener(Consumer<DropNotice> listener) { dropListeners.remove(listener); }
 
-    /** True until the connection ends (closed by either side). */
+    /**
+     * True while this client accepts requests: until {@link #close()} or {@link #closeNow()}
+     * is called or the connection ends (closed by either side). False as soon as close() is
+     * called, also while the connection drains in the background for the leases aliases or
+     * views keep ({@link #pendingReleases()} says how many).
+     */
     public boolean isConnected() { return failure == null && !closed; }
+
+    /**
+     * The leases this client holds and has not yet given back: one per open attachment, and
+     * one per closed attachment whose memory an alias or view in this process still maps
+     * (released when the last of them goes). After {@link #close()} the socket and the reader
+     * thread stay until this reaches 0. 0 once the connection has ended (the server freed
+     * them all).
+     */
+    public int pendingReleases() { return failure != null ? 0 : unreleased.size(); }
 
     /**
      * Attaches to the buffer published as {@code name}: receives its descriptor, imports it
@@ -162,6 +195,12 @@ public final class SharingClient implements AutoCloseable {
             NativeIo.closeAll(fds); // fromFds duplicated them
         }
         attachments.put(d.leaseId(), a);
+        if (closed) {
+            // close() ran meanwhile and may have listed the attachments before this put.
+            a.close();
+            throw new IOException("attach '" + name + "': the client was closed meanwhile (the attachment was closed "
+                    + "and its lease released)");
+        }
         if (unclaimedDrops.remove(d.leaseId())) dropped(new Messages.Drop(d.leaseId(), name));
         return a;
     }
@@ -171,10 +210,26 @@ public final class SharingClient implements AutoCloseable {
 
     void forget(Attachment a) { attachments.remove(a.leaseId()); }
 
-    /** Sends RELEASE and waits for RELEASED. */
+    /** True once the connection has ended (either side closed it, or it failed): the server freed every lease. */
+    boolean connectionEnded() { return failure != null; }
+
+    /**
+     * Sends RELEASE and waits for RELEASED; also after {@link #close()}, while the connection
+     * drains. Whatever the outcome the lease no longer counts, and after close() the last
+     * lease ends the connection.
+     */
     void release(long leaseId) throws IOException {
+        try {
+            request(new Messages.Release(leaseId), FrameType.RELEASED).close();
+        } finally {
+            released(leaseId);
+        }
+    }
+
+    /** The lease no longer counts; after {@link #close()}, the last one ends the connection. */
+    private void released(long leaseId) {
         unreleased.remove(leaseId);
-        request(new Messages.Release(leaseId), FrameType.RELEASED).close();
+        if (closed && unreleased.isEmpty()) shutdownNow();
     }
 
     /**
@@ -185,17 +240,16 @@ public final class SharingClient implements AutoCloseable {
      */
     void releaseLater(long leaseId) {
         if (failure != null) {
-            unreleased.remove(leaseId);
+            released(leaseId); // the connection's end freed it
             return;
         }
         try {
-            events().execute(() -> {
+            events.execute(() -> {
                 sendQuietly(new Messages.Release(leaseId), nextId());
-                unreleased.remove(leaseId);
-                if (closed && unreleased.isEmpty()) shutdownNow();
+                released(leaseId);
             });
         } catch (java.util.concurrent.RejectedExecutionException e) {
-            unreleased.remove(leaseId); // shut down: the connection's end frees the lease
+            released(leaseId); // shut down: the connection's end frees the lease
         }
     }
 
@@ -227,7 +281,8 @@ public final class SharingClient implements AutoCloseable {
         try {
             IOException f = failure;
             if (f != null) throw rethrow(f);
-            if (closed) throw new IOException("the client is closed");
+            // After close() the connection drains: only the RELEASEs of the leases it keeps go out.
+            if (closed && !(m instanceof Messages.Release)) throw new IOException("the client is closed");
             try {
                 FrameIO.write(socket, m, id, null);
             } catch (IOException e) {
@@ -275,10 +330,13 @@ public final class SharingClient implements AutoCloseable {
         }
     }
 
-    /** Closes the fds of a reply nobody will use and, for a DESCRIPTOR, gives its lease back (without waiting). */
+    /**
+     * Closes the fds of a reply nobody will use and, for a DESCRIPTOR, gives its lease back:
+     * the RELEASE goes out from the event thread (this may run on the reader, which never writes).
+     */
     private void dispose(Frame f) {
         f.close();
-        if (f.message instanceof Messages.Descriptor d) sendQuietly(new Messages.Release(d.leaseId()), nextId());
+        if (f.message instanceof Messages.Descriptor d) sendLater(new Messages.Release(d.leaseId()), nextId());
     }
 
     /** A copy with this thread's stack, keeping the type and code. */
@@ -296,7 +354,8 @@ public final class SharingClient implements AutoCloseable {
                 } catch (ProtocolException e) {
                     rejected(e);
                     if (e.fatal()) {
-                        fail(new SharingException(e.code(), "the server sent a bad frame: " + e.getMessage()));
+                        failAfterQueuedSends(new SharingException(e.code(), "the server sent a bad frame: "
+                                + e.getMessage()));
                         return;
                     }
                     continue;
@@ -349,10 +408,13 @@ public final class SharingClient implements AutoCloseable {
         dispose(f);
     }
 
-    /** A bad frame from the server: tell it why, release a lease it granted, fail the waiting request. */
+    /**
+     * A bad frame from the server: tell it why, release a lease it granted (both sent by the
+     * event thread: the reader never writes), fail the waiting request.
+     */
     private void rejected(ProtocolException e) {
-        sendQuietly(new Messages.Error(e.code(), "client rejected a frame: " + e.getMessage()), e.requestId());
-        if (e.leaseId() != 0) sendQuietly(new Messages.Release(e.leaseId()), nextId());
+        sendLater(new Messages.Error(e.code(), "client rejected a frame: " + e.getMessage()), e.requestId());
+        if (e.leaseId() != 0) sendLater(new Messages.Release(e.leaseId()), nextId());
         CompletableFuture<Frame> p = e.requestId() == 0 ? null : pending.remove(e.requestId());
         if (p != null) {
             p.completeExceptionally(new SharingException(e.code(), "the server sent a bad frame: " + e.getMessage(), e));
@@ -365,6 +427,22 @@ public final class SharingClient implements AutoCloseable {
             id = nextRequestId.getAndIncrement();
         } while (id == 0);
         return id;
+    }
+
+    /**
+     * Sends {@code m} from the event thread. The reader never writes: a blocking send there
+     * would stop it reading, and a server that stops reading while its own sends to us wait
+     * (its send queue full) would then never be read again: both sides blocked in send.
+     * False when the connection has ended (nothing to send to).
+     */
+    private boolean sendLater(Messages.Message m, int requestId) {
+        try {
+            events.execute(() -> sendQuietly(m, requestId));
+            return true;
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            LOG.log(System.Logger.Level.DEBUG, m.type() + " not sent: the connection has ended");
+            return false;
+        }
     }
 
     private void sendQuietly(Messages.Message m, int requestId) {
@@ -385,39 +463,67 @@ public final class SharingClient implements AutoCloseable {
         a.markDropped();
         DropNotice notice = new DropNotice(d.leaseId(), d.name(), a);
         if (dropListeners.isEmpty()) return;
-        events().execute(() -> {
-            for (Consumer<DropNotice> l : dropListeners) {
-                try {
-                    l.accept(notice);
-                } catch (RuntimeException e) {
-                    LOG.log(System.Logger.Level.WARNING, "a DROP listener threw " + e, e);
+        try {
+            events.execute(() -> {
+                for (Consumer<DropNotice> l : dropListeners) {
+                    try {
+                        l.accept(notice);
+                    } catch (RuntimeException e) {
+                        LOG.log(System.Logger.Level.WARNING, "a DROP listener threw " + e, e);
+                    }
                 }
-            }
-        });
-    }
-
-    private ExecutorService events() {
-        ExecutorService e = events;
-        if (e != null) return e;
-        synchronized (this) {
-            if (events == null) {
-                events = Executors.newSingleThreadExecutor(r -> {
-                    Thread t = new Thread(r, "cuvmm-ipc-client-events " + path);
-                    t.setDaemon(true);
-                    return t;
-                });
-            }
-            return events;
+            });
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            LOG.log(System.Logger.Level.DEBUG, "DROP of lease " + d.leaseId() + " after the client closed: not delivered");
         }
     }
 
     private void fail(IOException why) {
+        failRequests(why);
+        socket.close();
+        events.shutdown(); // what is queued still runs (DROP listeners); then the thread ends
+    }
+
+    private void failRequests(IOException why) {
         if (failure == null || (why instanceof SharingException && !(failure instanceof SharingException))) {
             failure = why;
         }
         for (Integer id : new ArrayList<>(pending.keySet())) {
             CompletableFuture<Frame> p = pending.remove(id);
             if (p != null) p.completeExceptionally(failure);
+        }
+    }
+
+    /**
+     * A fatal bad frame (on the reader): the ERROR saying why is queued on the event thread,
+     * which closes the connection after sending it. Meanwhile the reader keeps reading and
+     * discarding (closing any fds), so a server blocked sending to us can go on to read that
+     * ERROR; the close (or the server's) ends the draining.
+     */
+    private void failAfterQueuedSends(IOException why) {
+        failRequests(why);
+        boolean queued;
+        try {
+            events.execute(socket::close);
+            queued = true;
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            queued = false;
+        }
+        events.shutdown();
+        if (!queued) {
+            socket.close();
+            return;
+        }
+        try {
+            for (;;) {
+                try (ReceivedMessage m = socket.receive(4096)) {
+                    if (m.endOfStream()) break;
+                } catch (FdTransferException e) {
+                    // its fds were closed; keep draining
+                }
+            }
+        } catch (IOException closed) {
+            // closed after the ERROR went out: done
         }
         socket.close();
     }
@@ -427,29 +533,77 @@ public final class SharingClient implements AutoCloseable {
      * connection. When an alias or view of an attached buffer still maps the memory, the
      * connection stays open in the background, so the server keeps that lease, and closes
      * once the last such lease is released (see {@link Attachment}); no new request can be
-     * made meanwhile. Idempotent.
+     * made meanwhile, but the RELEASE of each such lease still goes out when its last mapping
+     * goes (an attachment closed after this, or one an {@code attach} racing this call
+     * returned, included; such an {@code attach} closes what it made and throws).
+     * Idempotent: a second call closes what the first could not.
      *
-     * @throws IllegalStateException when an attachment's buffer is in use on another thread;
-     *     the client stays open (close again later)
+     * <p>So the socket and the reader thread stay alive until the last alias or view of an
+     * attached buffer is gone ({@link #pendingReleases()} reaches 0): for a view that is
+     * never collected, or an alias never closed, that is unbounded. The deferral is logged at
+     * DEBUG. {@link #closeNow()} ends the connection at once instead.
+     *
+     * @throws IllegalStateException when an attachment's buffer is in use on another thread:
+     *     that attachment stays open and keeps its lease (and so the connection); close it,
+     *     or this client, again later. No new request is accepted meanwhile
      */
     @Override
     public void close() {
-        if (closed) return;
-        for (Attachment a : new ArrayList<>(attachments.values())) a.close();
+        // First: no new request from here on, and an attach() finishing now closes what it made.
         closed = true;
-        if (unreleased.isEmpty() || failure != null) shutdownNow();
+        RuntimeException refused = null;
+        for (Attachment a : new ArrayList<>(attachments.values())) {
+            try {
+                a.close();
+            } catch (RuntimeException e) {
+                if (refused == null) refused = e;
+                else refused.addSuppressed(e);
+            }
+        }
+        if (unreleased.isEmpty() || failure != null) {
+            shutdownNow();
+        } else {
+            LOG.log(System.Logger.Level.DEBUG, () -> "close() of the client of " + path + ": " + unreleased.size()
+                    + " lease(s) still mapped by aliases or views (or attachments that refused to close); the "
+                    + "connection stays open until the last is released");
+        }
+        if (refused != null) throw refused;
+    }
+
+    /**
+     * Ends the connection at once, whatever still maps the memory, then closes the buffers of
+     * the open attachments (no RELEASE is sent: the server frees every lease of this
+     * connection when it ends). An attachment whose buffer is in use on another thread stays
+     * open; close it later. Idempotent; also ends the background draining of {@link #close()}.
+     *
+     * <p><b>Hazard:</b> the producer gets back memory that an alias or view in this process
+     * may still map. It may reuse it (a pool hands it to its next buffer, another consumer
+     * attaches it): reads through those aliases and views then see someone else's data and
+     * writes corrupt it. Use it when the process stops using that memory anyway (shutdown)
+     * or the server must not wait for it.
+     */
+    public void closeNow() {
+        closed = true;
+        shutdownNow();
+        for (Attachment a : new ArrayList<>(attachments.values())) {
+            try {
+                a.close();
+            } catch (RuntimeException e) {
+                LOG.log(System.Logger.Level.DEBUG, "closeNow(): " + a + " stays open: " + e.getMessage());
+            }
+        }
     }
 
     private void shutdownNow() {
         closed = true;
+        if (failure == null) failure = new IOException("the client is closed");
         socket.close();
         try {
             if (Thread.currentThread() != reader) reader.join(5000);
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
         }
-        ExecutorService e = events;
-        if (e != null) e.shutdown();
+        events.shutdown();
     }
 
     @Override

@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
 
+import org.cuvmm.BufferOrigin;
 import org.cuvmm.HandleType;
 import org.cuvmm.LocationType;
 import org.cuvmm.VirtualMemoryBuffer;
@@ -125,6 +126,65 @@ class LeaseFollowsMappingsTest {
             alias.close();
             await("the lease released", 10, () -> server.leaseCount("c") == 0);
             await("the connection closed after the last release", 10, () -> server.connectionCount() == 0);
+        }
+    }
+
+    /** Makes an alias of {@code b} and drops it unclosed: only the cleaner can unmap it. */
+    private static void leakAnAlias(VirtualMemoryResource r, VirtualMemoryBuffer b) {
+        r.modifyAllocation(b, r.granularity());
+    }
+
+    @Test
+    void aLeakedAliasReleasedByTheCleanerReleasesTheLease() throws Exception {
+        try (VirtualMemoryResource owner = VirtualMemoryResource.create(0);
+                VirtualMemoryBuffer published = owner.allocate(owner.granularity());
+                SharingServer server = SharingServer.builder(sock).build();
+                VirtualMemoryResource importer = VirtualMemoryResource.create(0);
+                SharingClient client = SharingClient.connect(sock, "leaked")) {
+            server.publish("l", published);
+            Attachment a = client.attach("l", importer);
+            leakAnAlias(importer, a.buffer());
+            a.close();
+            assertEquals(1, server.leaseCount("l"), "the leaked alias still maps the memory");
+            long deadline = System.nanoTime() + 10_000_000_000L;
+            while (server.leaseCount("l") != 0 && System.nanoTime() < deadline) {
+                System.gc();
+                Thread.sleep(20);
+            }
+            assertEquals(0, server.leaseCount("l"), "the lease released once the cleaner unmapped the leaked alias");
+            assertTrue(a.isReleased());
+        }
+    }
+
+    private static VirtualMemoryResource resourceAt(long hint) {
+        return VirtualMemoryResource.create(0, VirtualMemoryResourceOptions.builder().addressHint(hint).build());
+    }
+
+    /** A grow that moves (a decoy sits right after the imported buffer) re-maps the imported chunk: the lease stays. */
+    @Test
+    void aGrowThatMovesKeepsTheLeaseUntilClosed() throws Exception {
+        try (VirtualMemoryResource owner = VirtualMemoryResource.create(0);
+                VirtualMemoryBuffer published = owner.allocate(owner.granularity());
+                SharingServer server = SharingServer.builder(sock).build();
+                VirtualMemoryResource importer = VirtualMemoryResource.create(0);
+                SharingClient client = SharingClient.connect(sock, "moved")) {
+            long g = owner.granularity();
+            server.publish("m", published);
+            Attachment a = client.attach("m", importer);
+            // A decoy placed right after the imported buffer (as GrowTest forces a move): the
+            // grow cannot extend in place.
+            try (VirtualMemoryResource decoyResource = resourceAt(a.buffer().address() + g);
+                    VirtualMemoryBuffer decoy = decoyResource.allocate(g)) {
+                assertEquals(a.buffer().address() + g, decoy.address(), "the decoy sits right after the imported buffer");
+                VirtualMemoryBuffer moved = importer.modifyAllocation(a.buffer(), 3 * g);
+                assertEquals(BufferOrigin.MOVED, moved.origin());
+                a.close();
+                assertFalse(a.isReleased());
+                assertEquals(1, server.leaseCount("m"), "the moved buffer still maps the imported chunk");
+                moved.close();
+                assertTrue(a.isReleased());
+                await("the lease released after the moved buffer closed", 10, () -> server.leaseCount("m") == 0);
+            }
         }
     }
 }
