@@ -1000,7 +1000,7 @@ void test_import_swap_race() {
         }
     });
     long kept_forged = 0, imported = 0, refused = 0, unexpected = 0;
-    for (int i = 0; i < 4000 && kept_forged == 0; ++i) {
+    for (int i = 0; i < 20000 && kept_forged == 0; ++i) {
         CUmemGenericAllocationHandle h = 0;
         CUresult r = T.cuMemImportFromShareableHandle(&h, os_handle(number), kPosix);
         if (r == CUDA_ERROR_INVALID_VALUE) {
