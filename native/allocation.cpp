@@ -22,6 +22,16 @@ std::string describe_location(const CUmemLocation& loc) {
     }
 }
 
+// The fd-limit hint for a failed create / import, or "". Only for the codes running out of
+// descriptors produces: the host driver returns OPERATING_SYSTEM when it cannot dup an
+// imported fd and OUT_OF_MEMORY when it cannot create a memfd; the NVIDIA driver's code
+// for it is undocumented, so both are taken. Any other code (a forged fd refused with
+// INVALID_VALUE, a missing device) has another cause, even near the limit.
+std::string fd_limit_hint_for(CUresult rc) {
+    if (rc != CUDA_ERROR_OPERATING_SYSTEM && rc != CUDA_ERROR_OUT_OF_MEMORY) return "";
+    return fd_limit_hint();
+}
+
 }  // namespace
 
 Allocation::Allocation(CUmemGenericAllocationHandle handle, size_t size, bool imported,
@@ -43,7 +53,7 @@ std::shared_ptr<const Allocation> Allocation::create(const ChunkSpec& spec, size
     if (rc != CUDA_SUCCESS) {
         // The host driver holds one memfd per allocation, so at the fd limit cuMemCreate
         // fails (OUT_OF_MEMORY): say that the limit is the cause and what to do.
-        std::string detail = driver_kind() == DriverKind::host ? fd_limit_hint() : "";
+        std::string detail = driver_kind() == DriverKind::host ? fd_limit_hint_for(rc) : "";
         throw DriverError(rc, "cuMemCreate", step.describe(), detail);
     }
     return own(handle, size, false, spec.prop.requestedHandleTypes);
@@ -72,11 +82,12 @@ std::shared_ptr<const Allocation> Allocation::import_fd(int fd, size_t size, con
                                                           CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     if (rc != CUDA_SUCCESS) {
         // The driver returns only a CUresult; on the host driver, ask it why (it re-checks
-        // the fd), so a forged or altered memfd is refused with what is wrong with it. Either
-        // driver duplicates the fd, so at the fd limit the import fails: say so (the same
-        // sentence export and fromFds use).
+        // the fd), so a forged or altered memfd is refused with what is wrong with it. The
+        // host driver duplicates the fd (the NVIDIA driver's handling is unverified, audit
+        // B46), so at the fd limit the import fails: say so (the same sentence export and
+        // fromFds use), but only for a code running out of fds can produce.
         std::string detail = driver_kind() == DriverKind::host ? host_import_refusal(fd) : "";
-        std::string hint = fd_limit_hint();
+        std::string hint = fd_limit_hint_for(rc);
         if (!hint.empty()) detail += (detail.empty() ? "" : "; ") + hint;
         throw DriverError(rc, "cuMemImportFromShareableHandle", step.describe(), detail);
     }

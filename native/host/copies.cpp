@@ -1,5 +1,5 @@
-// Host driver entry points for copies and memset: synchronous memcpy/memmove/memset
-// under the shared registry lock, after checking the current context and that the
+// Host driver entry points for copies and memset: synchronous memmove/memset under the
+// shared registry lock, after checking the current context and that the
 // current device may read the source and write the destination.
 #include "host/host_internal.hpp"
 
@@ -40,7 +40,9 @@ CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
     if (CUresult r = copy_context(st, &dev)) return r;
     if (!host_range_ok(st, src, bytes, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
     if (!range_ok(dst, bytes) || !accessible(st, dst, bytes, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
-    // memmove: a host source inside mapped memory may overlap the destination.
+    // Overlapping source and destination are undefined, as on the driver (and two
+    // addresses mapping one allocation overlap in a way no memmove sees); memmove only
+    // keeps an overlap from being undefined behaviour in this process. Promise nothing.
     std::memmove(reinterpret_cast<void*>(static_cast<uintptr_t>(dst)), src, bytes);
     return CUDA_SUCCESS;
 }
@@ -54,7 +56,7 @@ CUresult CUDAAPI cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t bytes) {
     if (CUresult r = copy_context(st, &dev)) return r;
     if (!host_range_ok(st, dst, bytes, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
     if (!range_ok(src, bytes) || !accessible(st, src, bytes, dev, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
-    // memmove: a host destination inside mapped memory may overlap the source.
+    // Overlap: undefined, as on the driver (see cuMemcpyHtoD).
     std::memmove(dst, reinterpret_cast<const void*>(static_cast<uintptr_t>(src)), bytes);
     return CUDA_SUCCESS;
 }
@@ -68,6 +70,7 @@ CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
     if (CUresult r = copy_context(st, &dev)) return r;
     if (!range_ok(src, bytes) || !accessible(st, src, bytes, dev, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
     if (!range_ok(dst, bytes) || !accessible(st, dst, bytes, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
+    // Overlap: undefined, as on the driver (see cuMemcpyHtoD).
     std::memmove(reinterpret_cast<void*>(static_cast<uintptr_t>(dst)),
                  reinterpret_cast<const void*>(static_cast<uintptr_t>(src)), bytes);
     return CUDA_SUCCESS;

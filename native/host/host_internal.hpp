@@ -78,8 +78,8 @@
 //   access location DEVICE with an id that is not a device                     CUDA_ERROR_INVALID_DEVICE
 //   access location type not DEVICE / HOST / HOST_NUMA / HOST_NUMA_CURRENT      CUDA_ERROR_INVALID_VALUE
 //     (a HOST_NUMA access id is ignored, as cuda.h says)
-//   cuMemSetAccess HOST_NUMA access on a range mapping any allocation that is   CUDA_ERROR_INVALID_VALUE
-//     not HOST_NUMA-located
+//   cuMemSetAccess HOST_NUMA or HOST_NUMA_CURRENT access on a range mapping     CUDA_ERROR_INVALID_VALUE
+//     any allocation that is not HOST_NUMA-located
 //   access flags not PROT_NONE / PROT_READ / PROT_READWRITE                    CUDA_ERROR_INVALID_VALUE
 //   cuMemSetAccess: mprotect failed                                            CUDA_ERROR_OUT_OF_MEMORY
 //   cuMemGetAccess / cuMemRetainAllocationHandle ptr not inside a mapping      CUDA_ERROR_INVALID_VALUE
@@ -95,6 +95,8 @@
 //     (F_SEAL_EXEC aside: a write seal, or a missing one), or whose size is not
 //     a positive multiple of granularity (host_import_refusal says which)
 //   import of a memfd whose device does not exist in this process              CUDA_ERROR_INVALID_DEVICE
+//     (import duplicates the caller's fd FIRST and checks and keeps the duplicate,
+//     so a number closed and reused by another thread meanwhile cannot slip through)
 //   copies/memset: n == 0                                                      CUDA_SUCCESS (nothing checked
 //                                                                                but cuInit)
 //   copies/memset: null host pointer                                           CUDA_ERROR_INVALID_VALUE
@@ -245,7 +247,22 @@ struct State {
     long long memfds = 0;                               // fds held open by the driver
 };
 
-extern State* g_state;                      // created once by install_host_driver, never destroyed
+// The one State, published once by install_host_driver (never destroyed). Atomic because
+// host_import_refusal and host_live_counts may read it on any thread without the install
+// mutex; entry points read it after CUVMM_REQUIRE_INIT. Loads are acquire (a plain load on
+// x86), so whoever sees the pointer sees the State it was built into.
+class StatePtr {
+public:
+    State* get() const { return p_.load(std::memory_order_acquire); }
+    State* operator->() const { return get(); }
+    State& operator*() const { return *get(); }
+    void publish(State* st) { p_.store(st, std::memory_order_release); }
+
+private:
+    std::atomic<State*> p_{nullptr};
+};
+
+extern StatePtr g_state;
 extern std::atomic<bool> g_initialized;
 extern thread_local int tl_current_device;  // -1: no current context on this thread
 

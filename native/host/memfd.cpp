@@ -106,6 +106,30 @@ std::string seal_names(int seals) {
     return out.empty() ? "none" : out;
 }
 
+// A link target for a message: the memfd name is chosen by whoever created the fd (a
+// peer, for an fd received over a socket), so it may hold newlines, escape sequences or
+// any byte. Printable ASCII is kept; everything else becomes \xNN (and \ itself \\), and
+// the result stops after kMaxShown input bytes with "..." so a 249-byte name cannot flood
+// a log line.
+std::string printable(const char* s, size_t n) {
+    constexpr size_t kMaxShown = 64;
+    std::string out;
+    for (size_t i = 0; i < n && i < kMaxShown; ++i) {
+        auto c = static_cast<unsigned char>(s[i]);
+        if (c == '\\') {
+            out += "\\\\";
+        } else if (c >= 0x20 && c < 0x7f) {
+            out += static_cast<char>(c);
+        } else {
+            char buf[8];
+            std::snprintf(buf, sizeof buf, "\\x%02x", c);
+            out += buf;
+        }
+    }
+    if (n > kMaxShown) out += "...";
+    return out;
+}
+
 CUresult refuse(CUresult code, std::string* why, std::string text) {
     if (why != nullptr) *why = std::move(text);
     return code;
@@ -140,9 +164,10 @@ CUresult check_import_fd(int fd, ImportableMemfd* out, std::string* why) {
     CUmemAllocationProp prop{};
     if (!parse_memfd_target(target, &device, &prop)) {
         return refuse(CUDA_ERROR_INVALID_VALUE, why,
-                      it + " is \"" + std::string(target) + "\", not a memfd exported by cuvmm's host driver "
-                           "(expected \"/memfd:" + kMemfdPrefix + "d<device>:h1:l<location type>:n<location id> "
-                           "(deleted)\"); pass the descriptor the exporter sent");
+                      it + " is \"" + printable(target, static_cast<size_t>(n)) +
+                          "\", not a memfd exported by cuvmm's host driver (expected \"/memfd:" + kMemfdPrefix +
+                          "d<device>:h1:l<location type>:n<location id> (deleted)\"); pass the descriptor the "
+                          "exporter sent");
     }
     // Exactly the seals cuMemCreate sets (F_SEAL_EXEC aside: the kernel may add it to
     // every memfd). Without SHRINK a holder could truncate the file under a mapping
@@ -182,7 +207,7 @@ CUresult check_import_fd(int fd, ImportableMemfd* out, std::string* why) {
 }  // namespace host
 
 std::string host_import_refusal(int fd) {
-    if (host::g_state == nullptr) return "";
+    if (host::g_state.get() == nullptr) return "";  // atomic: no install mutex needed
     try {
         std::string why;
         host::check_import_fd(fd, nullptr, &why);

@@ -25,7 +25,7 @@ HostDriverConfig sanitise(const HostDriverConfig& in, size_t page) {
 
 }  // namespace
 
-State* g_state = nullptr;
+StatePtr g_state;
 std::atomic<bool> g_initialized{false};
 thread_local int tl_current_device = -1;
 
@@ -143,12 +143,12 @@ bool current_device(State& st, int* dev) {
 void install_host_driver(DriverTable& table, const HostDriverConfig& config) {
     {
         std::lock_guard<std::mutex> lock(host::g_install_mutex);
-        if (host::g_state == nullptr) {
+        if (host::g_state.get() == nullptr) {
             auto* st = new host::State();  // process lifetime: never destroyed (threads may outlive main)
             long page = ::sysconf(_SC_PAGESIZE);
             st->page_size = page > 0 ? static_cast<size_t>(page) : 4096;
             st->config = host::sanitise(config, st->page_size);
-            host::g_state = st;
+            host::g_state.publish(st);
         }
     }
     // The X-macro assigns every member, so none can stay null.
@@ -159,11 +159,7 @@ void install_host_driver(DriverTable& table, const HostDriverConfig& config) {
 
 HostLiveCounts host_live_counts() {
     HostLiveCounts c;
-    host::State* st;
-    {
-        std::lock_guard<std::mutex> lock(host::g_install_mutex);
-        st = host::g_state;
-    }
+    host::State* st = host::g_state.get();  // atomic: no install mutex needed
     if (st == nullptr) return c;
     host::Shared lock(st->mutex);
     c.allocations = static_cast<long long>(st->allocations.size());

@@ -4,7 +4,9 @@
 #include "host/host_internal.hpp"
 
 #include <fcntl.h>
+#include <unistd.h>
 
+#include <cerrno>
 #include <cstdint>
 
 namespace cuvmm {
@@ -45,13 +47,20 @@ CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* ha
     if (raw < 0 || raw > INT32_MAX) return CUDA_ERROR_INVALID_VALUE;
     int fd = static_cast<int>(raw);
 
+    // Duplicate first, then check the duplicate: the caller's fd number may be closed and
+    // reused by another thread at any moment, so checking the number and then duplicating
+    // it could keep a file that was never checked. The duplicate is ours alone: what is
+    // checked is what is kept. The caller keeps its fd either way.
+    int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+    if (own < 0) return errno == EBADF ? CUDA_ERROR_INVALID_VALUE : CUDA_ERROR_OPERATING_SYSTEM;
+
     // Is it one of ours? (check_import_fd: open read-write, named by a cuvmm host
     // driver, sealed exactly as cuMemCreate seals, sized in granules, a device we have.)
     ImportableMemfd memfd;
-    if (CUresult r = check_import_fd(fd, &memfd, nullptr)) return r;
-
-    int own = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);  // the caller keeps its fd
-    if (own < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+    if (CUresult r = check_import_fd(own, &memfd, nullptr)) {
+        ::close(own);
+        return r;
+    }
 
     Exclusive lock(g_state->mutex);
     State& st = *g_state;

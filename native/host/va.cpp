@@ -142,9 +142,14 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
     // Validate every descriptor before changing anything.
     std::array<int, kAccessSlots> wanted;  // -1: unchanged
     wanted.fill(-1);
-    bool host_numa = false;                // some descriptor names a HOST_NUMA location
+    bool host_numa = false;                // some descriptor names a HOST_NUMA(_CURRENT) location
     for (size_t i = 0; i < count; ++i) {
-        if (desc[i].location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA) host_numa = true;
+        // HOST_NUMA_CURRENT names a host NUMA node too (the current thread's), so the
+        // HOST_NUMA rule below covers it: cuda.h says nothing of it for access, and the
+        // safe reading refuses it wherever HOST_NUMA is refused.
+        if (desc[i].location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
+            desc[i].location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT)
+            host_numa = true;
         int slot = 0;
         if (CUresult r = access_slot(desc[i].location, &slot)) return r;
         unsigned f = desc[i].flags;
@@ -158,7 +163,7 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
     State& st = *g_state;
     auto p = static_cast<uintptr_t>(ptr);
     // cuda.h (cuMemSetAccess): "Users cannot specify CU_MEM_LOCATION_TYPE_HOST_NUMA
-    // accessibility for allocations created on with other location types."
+    // accessibility for allocations created on with other location types." (HOST_NUMA_CURRENT too.)
     bool numa_ok = true;
     bool covered = for_each_run(st, p, size, [&](uintptr_t, Mapping& m, size_t, size_t, Access&) {
         if (host_numa && st.allocations.at(m.alloc_id)->prop.location.type != CU_MEM_LOCATION_TYPE_HOST_NUMA)

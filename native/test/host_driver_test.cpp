@@ -548,10 +548,10 @@ void test_copies() {
     OK(T.cuMemcpyHtoD(va + 100, src.data(), src.size()));
     OK(T.cuMemcpyDtoH(dst.data(), va + 100, dst.size()));
     CHECK(std::memcmp(src.data(), dst.data(), src.size()) == 0);
-    // DtoD, overlapping (memmove semantics).
-    OK(T.cuMemcpyDtoD(va + 200, va + 100, 1000));
+    // DtoD (not overlapping: an overlap is undefined, as on the driver).
+    OK(T.cuMemcpyDtoD(va + 2000, va + 100, 1000));
     std::vector<unsigned char> back(1000);
-    OK(T.cuMemcpyDtoH(back.data(), va + 200, back.size()));
+    OK(T.cuMemcpyDtoH(back.data(), va + 2000, back.size()));
     CHECK(std::memcmp(back.data(), src.data(), back.size()) == 0);
     OK(T.cuMemsetD8(va + G - 10, 0xab, 20));
     OK(T.cuMemcpyDtoH(back.data(), va + G - 12, 24));
@@ -647,6 +647,19 @@ void test_host_numa_access() {
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va + G, G, mixed, 2));
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va, 2 * G, mixed, 2));
     CHECK(get_access(0, va) == 0 && get_access(0, va + G) == 0 && host_access(va) == 3 && host_access(va + G) == 0);
+    // HOST_NUMA_CURRENT names a host NUMA node too: the same rule (refused on the DEVICE
+    // allocation, alone or mixed; accepted on the HOST_NUMA one).
+    CUmemAccessDesc cur = access(CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va + G, G, &cur, 1));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va, 2 * G, &cur, 1));
+    CUmemAccessDesc mixed_cur[2] = {dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), cur};
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va + G, G, mixed_cur, 2));
+    CHECK(get_access(0, va + G) == 0 && host_access(va + G) == 0);
+    OK(T.cuMemSetAccess(va, G, &cur, 1));
+    CHECK(host_access(va) == 1);
+    numa = access(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    OK(T.cuMemSetAccess(va, G, &numa, 1));
+    CHECK(host_access(va) == 3);
     // Device access over both is fine.
     OK(T.cuMemSetAccess(va, 2 * G, mixed, 1));
     CHECK(get_access(0, va) == 3 && get_access(0, va + G) == 3);
@@ -689,10 +702,7 @@ void test_host_pointers_into_mappings() {
     OK(T.cuMemsetD8(a, 0x33, 16));
     OK(T.cuMemcpyDtoH(host(b) + 1000, a, 16));
     CHECK(host(b)[1000] == 0x33 && host(b)[1015] == 0x33);
-    // Overlapping source and destination in one mapping: memmove semantics.
-    for (int i = 0; i < 64; ++i) host(a)[i] = static_cast<unsigned char>(i);
-    OK(T.cuMemcpyHtoD(a + 16, host(a), 64));
-    CHECK(host(a)[16] == 0 && host(a)[79] == 63);
+    // (Overlapping source and destination are undefined, as on the driver: not tested.)
 
     // Refused: into unmapped reservation memory, running off a mapping into it, memory the
     // CPU has no access to (even though the CPU mapping is readable because device 0 may),
@@ -911,6 +921,25 @@ void test_import_refusals() {
     close(p2[0]);
     close(p2[1]);
     CHECK(host_import_refusal(p2[0]).find("not an open descriptor") != std::string::npos);
+    // The name is the creator's choice (a peer's, over a socket): the refusal shows it with
+    // control bytes escaped and at most 64 of its bytes, so it cannot forge log lines.
+    {
+        std::string evil = "evil\nFAIL: forged line\x1b[2J\x01\\";
+        evil += std::string(200, 'x');
+        int fd = make_memfd(evil.c_str(), G, kDriverSeals);
+        CHECK(fd >= 0);
+        if (fd >= 0) {
+            EXPECT_RC(CUDA_ERROR_INVALID_VALUE, import(fd));
+            std::string why = host_import_refusal(fd);
+            bool control = false;
+            for (char c : why) control |= static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) == 0x7f;
+            CHECK(!control);
+            CHECK(why.find("evil\\x0aFAIL: forged line\\x1b[2J\\x01\\\\") != std::string::npos);
+            CHECK(why.find("xxx...") != std::string::npos);
+            CHECK(why.find(std::string(100, 'x')) == std::string::npos);  // capped
+            close(fd);
+        }
+    }
     // A read-only reopen of one of ours is refused (it could never be made writable).
     CUmemGenericAllocationHandle mine = 0;
     CUmemAllocationProp p = dev_prop(0);
@@ -928,6 +957,84 @@ void test_import_refusals() {
         close(ro);
     }
     close(fd);
+    OK(T.cuMemRelease(mine));
+    CHECK(host_live_counts().allocations == 0 && host_live_counts().memfds == 0);
+    CHECK(open_fd_count() == fds_before);
+}
+
+// The caller's fd number is swapped between one of ours and a forged memfd while import
+// runs: whatever import keeps must be what it checked. It duplicates the fd first and
+// checks the duplicate; checking the number and then duplicating it could keep the
+// forged file (seen as its 0xEE bytes after a successful import).
+void test_import_swap_race() {
+    const int fds_before = open_fd_count();
+    OK(T.cuCtxSetCurrent(g_ctx[0]));
+    CUmemGenericAllocationHandle mine = 0;
+    CUmemAllocationProp p = dev_prop(0);
+    OK(T.cuMemCreate(&mine, G, &p, 0));
+    CUdeviceptr va = 0;
+    OK(T.cuMemAddressReserve(&va, G, 0, 0, 0));
+    CUmemAccessDesc rw = dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    OK(T.cuMemMap(va, G, 0, mine, 0));
+    OK(T.cuMemSetAccess(va, G, &rw, 1));
+    OK(T.cuMemsetD8(va, 0x11, G));
+    OK(T.cuMemUnmap(va, G));
+    int good = -1;
+    OK(T.cuMemExportToShareableHandle(&good, mine, kPosix, 0));
+    int forged = make_memfd("somebody-else", G, kDriverSeals);
+    CHECK(forged >= 0);
+    if (forged >= 0) {
+        unsigned char* fm = static_cast<unsigned char*>(mmap(nullptr, G, PROT_READ | PROT_WRITE, MAP_SHARED, forged, 0));
+        CHECK(fm != MAP_FAILED);
+        if (fm != MAP_FAILED) {
+            std::memset(fm, 0xEE, G);
+            munmap(fm, G);
+        }
+    }
+    int number = fcntl(good, F_DUPFD_CLOEXEC, 0);  // the number the importer is handed
+    std::atomic<bool> stop{false};
+    std::thread swapper([&] {
+        while (!stop.load()) {
+            dup3(forged, number, O_CLOEXEC);
+            dup3(good, number, O_CLOEXEC);
+        }
+    });
+    long kept_forged = 0, imported = 0, refused = 0, unexpected = 0;
+    for (int i = 0; i < 20000 && kept_forged == 0; ++i) {
+        CUmemGenericAllocationHandle h = 0;
+        CUresult r = T.cuMemImportFromShareableHandle(&h, os_handle(number), kPosix);
+        if (r == CUDA_ERROR_INVALID_VALUE) {
+            ++refused;
+            continue;
+        }
+        if (r != CUDA_SUCCESS) {
+            ++unexpected;
+            continue;
+        }
+        ++imported;
+        unsigned char byte = 0;
+        if (T.cuMemMap(va, G, 0, h, 0) != CUDA_SUCCESS || T.cuMemSetAccess(va, G, &rw, 1) != CUDA_SUCCESS ||
+            T.cuMemcpyDtoH(&byte, va + G / 2, 1) != CUDA_SUCCESS || T.cuMemUnmap(va, G) != CUDA_SUCCESS) {
+            ++unexpected;
+        } else if (byte != 0x11) {
+            ++kept_forged;
+        }
+        if (T.cuMemRelease(h) != CUDA_SUCCESS) ++unexpected;
+    }
+    stop.store(true);
+    swapper.join();
+    if (kept_forged != 0 || unexpected != 0) {
+        ++g_failed;
+        std::printf("FAIL: import under an fd swap kept a file it never checked: %ld kept forged, %ld unexpected "
+                    "(%ld imported, %ld refused)\n", kept_forged, unexpected, imported, refused);
+    } else {
+        ++g_passed;
+    }
+    CHECK(imported > 0);
+    close(number);
+    close(forged);
+    close(good);
+    OK(T.cuMemAddressFree(va, G));
     OK(T.cuMemRelease(mine));
     CHECK(host_live_counts().allocations == 0 && host_live_counts().memfds == 0);
     CHECK(open_fd_count() == fds_before);
@@ -1032,6 +1139,70 @@ void test_races() {
     OK(T.cuMemRelease(h));
 }
 
+// Copies whose host pointer lies inside mapping b (unified addressing), on several
+// threads, while this thread maps b, changes its CPU access and unmaps it again. The copy
+// holds the registry lock shared from its check to the end of its memcpy, so an unmap or
+// mprotect waits for it: every copy returns SUCCESS or INVALID_VALUE, nothing faults.
+void test_host_pointer_races() {
+    CUmemAllocationProp hp = prop_on(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_HANDLE_TYPE_NONE);
+    CUmemGenericAllocationHandle ha = 0, hb = 0;
+    OK(T.cuMemCreate(&ha, G, &hp, 0));
+    OK(T.cuMemCreate(&hb, G, &hp, 0));
+    CUdeviceptr a = 0, b = 0;
+    OK(T.cuMemAddressReserve(&a, G, 0, 0, 0));
+    OK(T.cuMemAddressReserve(&b, G, 0, 0, 0));
+    OK(T.cuMemMap(a, G, 0, ha, 0));
+    CUmemAccessDesc rw[3] = {dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE),
+                             dev_access(1, CU_MEM_ACCESS_FLAGS_PROT_READWRITE),
+                             access(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE)};
+    CUmemAccessDesc host_ro = access(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
+    CUmemAccessDesc host_none = access(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_ACCESS_FLAGS_PROT_NONE);
+    OK(T.cuMemSetAccess(a, G, rw, 2));
+    std::atomic<bool> stop{false};
+    std::atomic<long> unexpected{0}, ok_copies{0}, refused{0};
+    auto count = [&](CUresult r) {
+        if (r == CUDA_SUCCESS) ++ok_copies;
+        else if (r == CUDA_ERROR_INVALID_VALUE) ++refused;
+        else ++unexpected;
+    };
+    auto host = [](CUdeviceptr p) { return reinterpret_cast<unsigned char*>(static_cast<uintptr_t>(p)); };
+    std::vector<std::thread> threads;
+    for (int t = 0; t < 4; ++t) {
+        threads.emplace_back([&, t] {
+            if (T.cuCtxSetCurrent(g_ctx[t % 2]) != CUDA_SUCCESS) ++unexpected;
+            const size_t n = 64 * 1024;
+            unsigned seed = 777u + static_cast<unsigned>(t);
+            while (!stop.load()) {
+                seed = seed * 1103515245u + 12345u;
+                size_t off = (seed >> 4) % (G - n);
+                // Each thread has its own quarter of a, so device bytes are never raced.
+                CUdeviceptr at = a + static_cast<CUdeviceptr>(t) * (G / 4);
+                size_t len = n < G / 4 ? n : G / 4;
+                if (seed % 2 == 0) count(T.cuMemcpyHtoD(at, host(b) + off, len));
+                else count(T.cuMemcpyDtoH(host(b) + off, at, len));
+            }
+        });
+    }
+    for (int i = 0; i < 200; ++i) {
+        OK(T.cuMemMap(b, G, 0, hb, 0));
+        OK(T.cuMemSetAccess(b, G, rw, 3));
+        std::this_thread::yield();
+        OK(T.cuMemSetAccess(b, G, i % 2 ? &host_ro : &host_none, 1));
+        std::this_thread::yield();
+        OK(T.cuMemUnmap(b, G));
+    }
+    stop.store(true);
+    for (auto& th : threads) th.join();
+    CHECK(unexpected.load() == 0);
+    CHECK(ok_copies.load() + refused.load() > 0);
+    OK(T.cuMemUnmap(a, G));
+    OK(T.cuMemAddressFree(a, G));
+    OK(T.cuMemAddressFree(b, G));
+    OK(T.cuMemRelease(ha));
+    OK(T.cuMemRelease(hb));
+    CHECK(host_live_counts().mappings == 0 && host_live_counts().allocations == 0);
+}
+
 }  // namespace
 
 void on_timeout(int) {
@@ -1075,8 +1246,10 @@ int main() {
     test_host_pointers_into_mappings();
     test_export_import_retain();
     test_import_refusals();
+    test_import_swap_race();
     test_fd_exhaustion();
     test_races();
+    test_host_pointer_races();
 
     OK(T.cuCtxSetCurrent(nullptr));
     OK(T.cuDevicePrimaryCtxRelease(0));

@@ -201,13 +201,13 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * {@link VirtualMemoryResource#modifyAllocation(VirtualMemoryBuffer, long, VirtualMemoryResourceOptions)}).
      *
      * @throws IllegalArgumentException when {@code device} is not a device of the driver
-     * @throws IllegalStateException when the buffer is closed
+     * @throws IllegalStateException when the buffer is closed (checked first, whatever {@code device})
      * @throws CudaException when the driver refuses the query
      */
     public AccessMode access(int device) {
-        checkDevice(device);
-        acquire();
+        acquire();  // closed first: a closed buffer says so whatever the device
         try {
+            checkDevice(device);
             AccessMode weakest = size == 0 ? AccessMode.NONE : AccessMode.READ_WRITE;
             long covered = 0;
             for (int i = 0, n = range.chunk_count(); i < n && covered < size; i++) {
@@ -228,13 +228,13 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      *
      * @throws IllegalArgumentException when {@code device} is not a device of the driver
      * @throws IndexOutOfBoundsException when {@code chunk} is not a chunk of this buffer
-     * @throws IllegalStateException when the buffer is closed
+     * @throws IllegalStateException when the buffer is closed (checked first, whatever the arguments)
      * @throws CudaException when the driver refuses the query
      */
     public AccessMode access(int device, int chunk) {
-        checkDevice(device);
-        acquire();
+        acquire();  // closed first, as access(int)
         try {
+            checkDevice(device);
             int n = range.chunk_count();
             if (chunk < 0 || chunk >= n) {
                 throw new IndexOutOfBoundsException("chunk: " + chunk + " (expected: 0 to " + (n - 1) + ", the chunks of " + this + ")");

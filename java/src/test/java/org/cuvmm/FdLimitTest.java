@@ -2,6 +2,7 @@ package org.cuvmm;
 
 import static org.cuvmm.TestSupport.MiB;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
@@ -20,7 +21,8 @@ import org.junit.jupiter.api.Test;
 /**
  * Export, import and allocate at a lowered RLIMIT_NOFILE, in a child JVM: the parent lowers
  * the child's limit with prlimit once the child is ready, so the operation runs out of fds
- * and must say so (the limit's name and what to do), leaking nothing.
+ * and must say so (the limit's name and what to do), leaking nothing; a failure with
+ * another cause near the limit must not blame it.
  */
 class FdLimitTest {
     /** Child: builds an 8-chunk buffer, reports its fd count, waits, then exports. */
@@ -63,7 +65,11 @@ class FdLimitTest {
                  VirtualMemoryBuffer src = r.allocate(2 * MiB);
                  BufferDescriptor d = src.exportDescriptor();
                  BufferDescriptor tooBig = BufferDescriptor.fromFds(d.fds(), new long[] {4 * MiB}, HandleType.POSIX_FD,
-                         4 * MiB)) {
+                         4 * MiB);
+                 // Not memory at all: a duplicate of stdin (a pipe, read-only), which the
+                 // driver refuses with INVALID_VALUE.
+                 BufferDescriptor forged = BufferDescriptor.fromFds(new int[] {0}, new long[] {2 * MiB},
+                         HandleType.POSIX_FD, 2 * MiB)) {
                 r.importBuffer(d).close();
                 r.allocate(2 * MiB).close();
                 try {
@@ -80,6 +86,8 @@ class FdLimitTest {
                 try {
                     if (mode.equals("import")) {
                         r.importBuffer(d).close();
+                    } else if (mode.equals("forged")) {
+                        r.importBuffer(forged).close();
                     } else {
                         r.allocate(2 * MiB).close();
                     }
@@ -102,6 +110,20 @@ class FdLimitTest {
         assertTrue(result.contains("file descriptor limit") && result.contains("RLIMIT_NOFILE"), result);
     }
 
+    /**
+     * A forged fd refused with INVALID_VALUE one fd short of the limit: the import had the fd it
+     * needed, so the limit is not the cause and the message must not blame it (it did, when
+     * the hint was added to every import failure near the limit).
+     */
+    @Test
+    void aForgedFdNearTheLimitDoesNotBlameTheLimit() throws Exception {
+        String result = runAtLimit("forged", 1);
+        assertTrue(result.contains("CUDA_ERROR_INVALID_VALUE") && result.contains("cuMemImportFromShareableHandle"),
+                result);
+        assertTrue(result.contains("not open read-write") || result.contains("not a regular file"), result);
+        assertFalse(result.contains("RLIMIT_NOFILE") || result.contains("file descriptor limit"), result);
+    }
+
     @Test
     void allocateAtTheFdLimitNamesTheLimitOnTheHostDriver() throws Exception {
         String result = runAtLimit("allocate");
@@ -115,6 +137,11 @@ class FdLimitTest {
      * restores it, checks that no fd leaked and returns the child's FAILED line.
      */
     private static String runAtLimit(String mode) throws Exception {
+        return runAtLimit(mode, 0);
+    }
+
+    /** As {@link #runAtLimit(String)} with room for {@code spare} new descriptors. */
+    private static String runAtLimit(String mode, int spare) throws Exception {
         assumeTrue(Files.isExecutable(Path.of("/usr/bin/prlimit")), "prlimit (util-linux) is not installed");
         List<String> cmd = List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
                 "-Dcuvmm.driver=host", "-cp", System.getProperty("java.class.path"), AtLimit.class.getName(), mode);
@@ -130,7 +157,7 @@ class FdLimitTest {
             int lowestFree = 0;
             while (open.contains(lowestFree)) lowestFree++;
             String oldSoft = prlimitSoft(p.pid());
-            prlimit(p.pid(), lowestFree + ":");
+            prlimit(p.pid(), (lowestFree + spare) + ":");
             in.write("go\n");
             in.flush();
             result = readUntil(out, "FAILED ", "DONE", "UNEXPECTED");

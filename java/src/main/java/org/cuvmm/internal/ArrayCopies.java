@@ -4,6 +4,7 @@ import java.nio.ByteBuffer;
 import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicReferenceArray;
 
+import org.bytedeco.javacpp.BytePointer;
 import org.bytedeco.javacpp.Pointer;
 import org.cuvmm.internal.jni.NativeApi;
 import org.cuvmm.internal.jni.NativeRangeHandle;
@@ -32,10 +33,17 @@ import org.cuvmm.internal.jni.NativeStatus;
  * prefix copied). The caller holds a use of the buffer for the whole copy and has checked
  * both windows.
  *
- * <p>Staging pieces are kept in a small lock-free pool ({@link #POOLED} slots): a copy takes
- * one, returns it when done; a copy that finds the pool empty allocates a piece, and a piece
- * returned to a full pool is dropped (its memory is freed with it by the GC). So at most
- * {@code POOLED * PIECE_BYTES} bytes stay allocated when no copy runs.
+ * <p>Staging pieces are native memory ({@code malloc}, wrapped as a direct {@code ByteBuffer}
+ * that owns nothing), freed explicitly, never by the GC: with more copies in flight than
+ * pooled pieces, each extra copy used to allocate a direct buffer and drop it for the GC,
+ * which under {@code -XX:MaxDirectMemorySize} or {@code -XX:+DisableExplicitGC} could fail
+ * with "Cannot reserve direct buffer memory". They count against neither that limit nor
+ * JavaCPP's {@code maxBytes}. Full-size pieces are kept in a small lock-free pool
+ * ({@link #POOLED} slots): a copy takes one and returns it when done. A copy that finds the
+ * pool empty allocates a piece of {@code min(length, PIECE_BYTES)} bytes; a piece smaller than
+ * {@code PIECE_BYTES}, or one returned to a full pool, is freed at once. So at most
+ * {@code POOLED * PIECE_BYTES} bytes stay allocated when no copy runs, and each running copy
+ * holds at most one piece.
  */
 public final class ArrayCopies {
     /**
@@ -52,19 +60,35 @@ public final class ArrayCopies {
 
     private ArrayCopies() {}
 
-    /** A direct staging buffer and its native address (fixed for its life). */
+    /**
+     * A staging piece: {@code capacity} bytes of malloc'ed memory, its address and a direct
+     * buffer over it (which does not own it). Owned by one copy at a time, or by the pool;
+     * {@link #free} runs once, by whoever drops it, after its last use.
+     */
     private static final class Piece {
-        final ByteBuffer buffer = ByteBuffer.allocateDirect(PIECE_BYTES);
+        final Pointer memory;
         final long address;
+        final int capacity;
+        final ByteBuffer buffer;
 
-        Piece() {
-            try (Pointer p = new Pointer(buffer)) {
-                address = p.address();
+        Piece(int capacity) {
+            Pointer m = Pointer.malloc(capacity);
+            if (m == null || m.isNull()) {
+                throw new OutOfMemoryError("malloc of a " + capacity + "-byte staging piece for an array copy failed");
             }
+            this.memory = m;
+            this.address = m.address();
+            this.capacity = capacity;
+            this.buffer = new BytePointer(m).capacity(capacity).asByteBuffer();
+        }
+
+        void free() {
+            Pointer.free(memory);
         }
     }
 
-    private static Piece take() {
+    /** A pooled full-size piece, or a new one of {@code min(length, PIECE_BYTES)} bytes. */
+    private static Piece take(int length) {
         int start = ThreadLocalRandom.current().nextInt(POOLED);
         for (int i = 0; i < POOLED; i++) {
             int slot = (start + i) % POOLED;
@@ -73,22 +97,27 @@ public final class ArrayCopies {
                 if (p != null) return p;
             }
         }
-        return new Piece();
+        return new Piece(Math.min(PIECE_BYTES, length));
     }
 
+    /** Pools a full-size piece if a slot is free; frees it otherwise (and every smaller one). */
     private static void give(Piece piece) {
+        if (piece.capacity != PIECE_BYTES) {
+            piece.free();
+            return;
+        }
         int start = ThreadLocalRandom.current().nextInt(POOLED);
         for (int i = 0; i < POOLED; i++) {
             int slot = (start + i) % POOLED;
             if (POOL.get(slot) == null && POOL.compareAndSet(slot, null, piece)) return;
         }
-        // Pool full: drop it; the GC frees its memory.
+        piece.free();  // pool full
     }
 
     /** Copies {@code src[srcOffset, srcOffset + length)} into {@code range} at {@code offset}. */
     public static void write(NativeRangeHandle range, long offset, byte[] src, int srcOffset, int length) {
         if (length == 0) return;
-        Piece piece = take();
+        Piece piece = take(length);
         try {
             NativeStatus st = NativeCalls.status();
             for (int done = 0; done < length; ) {
@@ -110,7 +139,7 @@ public final class ArrayCopies {
      */
     public static void write(NativeRangeHandle range, long offset, ByteBuffer src, int srcIndex, int length) {
         if (length == 0) return;
-        Piece piece = take();
+        Piece piece = take(length);
         try {
             NativeStatus st = NativeCalls.status();
             for (int done = 0; done < length; ) {
@@ -128,7 +157,7 @@ public final class ArrayCopies {
     /** Copies {@code length} bytes of {@code range} at {@code offset} into {@code dst} from {@code dstOffset}. */
     public static void read(NativeRangeHandle range, long offset, byte[] dst, int dstOffset, int length) {
         if (length == 0) return;
-        Piece piece = take();
+        Piece piece = take(length);
         try {
             NativeStatus st = NativeCalls.status();
             for (int done = 0; done < length; ) {
