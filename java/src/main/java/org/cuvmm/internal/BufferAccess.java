@@ -25,10 +25,11 @@ public final class BufferAccess {
 
         /**
          * A buffer of logical {@code size} over {@code range}; closing it hands {@code range}
-         * to {@code recycler}. {@code tracked}: whether a cleaner watches for its leak.
+         * to {@code recycler}. No cleaner watches it: the recycler (the pool) watches for its
+         * leak itself.
          */
         VirtualMemoryBuffer wrap(VirtualMemoryResource resource, NativeRangeHandle range, long size,
-                                 BufferRecycler recycler, boolean tracked);
+                                 BufferRecycler recycler);
 
         /**
          * Where a buffer is being allocated, when {@link org.cuvmm.LeakDetection} records

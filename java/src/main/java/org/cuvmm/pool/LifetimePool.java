@@ -149,7 +149,7 @@ final class LifetimePool {
         VirtualMemoryBuffer buffer;
         try {
             // No cleaner registration: the pool watches the buffer itself (LeakWatch).
-            buffer = BRIDGE.wrap(pool.resource(), slot.range, reqSize, slot, false);
+            buffer = BRIDGE.wrap(pool.resource(), slot.range, reqSize, slot);
         } catch (RuntimeException | Error e) {
             recycle(slot, slot.range, false); // no buffer owns the range: take it back
             throw e;
