@@ -198,7 +198,9 @@ public final class BufferDescriptor implements AutoCloseable {
      * nothing refers to it, the garbage collector may close them (and the kernel reuse the
      * numbers) even before {@code close()}. Use them inside a try-with-resources block that
      * holds the descriptor, or use {@link #useFds} or {@link #takeFds()} (see the class
-     * documentation).
+     * documentation). This method cannot do it for you: it keeps the descriptor reachable
+     * only while it copies the array, and {@code send(d.fds())}-style code that drops the
+     * descriptor afterwards is not protected.
      *
      * @throws IllegalStateException when closed, or after {@link #takeFds()}
      */
