@@ -7,8 +7,8 @@
  * {@code org.cuvmm} too. The jnr jars are automatic modules (names from their
  * {@code Automatic-Module-Name}). Works on the class path as well, where this descriptor is
  * ignored. {@code org.cuvmm.ipc.internal} (the test pattern of docs/PROTOCOL.md section 9,
- * used by the cli, the examples and the tests, all on the class path) is not exported: it
- * is not API.
+ * used by the cli and the tests, both on the class path) is not exported: it is not API. The
+ * examples, which users copy and may run on the module path, do not use it.
  */
 module org.cuvmm.ipc {
     requires transitive org.cuvmm;

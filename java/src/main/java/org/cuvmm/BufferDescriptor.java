@@ -65,6 +65,14 @@ public final class BufferDescriptor implements AutoCloseable {
     // defers to the end of that import instead (the same state word as a buffer's).
     private final AcquireState state = new AcquireState();
     private volatile boolean closePending;
+    /**
+     * True from just before takeFds closes the state word until it has set {@code closer.taken}
+     * (or failed): a use refused in that window names takeFds, not close(). Messages only:
+     * the cleaner never reads it (it reads {@code closer.taken}, set only once the take won).
+     */
+    private volatile boolean taking;
+    /** For tests: run by takeFds right after it closed the state word, before it records the take. */
+    static volatile Runnable takeWindowHook;
     private final FdCloser closer;
     private final Cleaner.Cleanable cleanable;
 
@@ -190,7 +198,9 @@ public final class BufferDescriptor implements AutoCloseable {
      * nothing refers to it, the garbage collector may close them (and the kernel reuse the
      * numbers) even before {@code close()}. Use them inside a try-with-resources block that
      * holds the descriptor, or use {@link #useFds} or {@link #takeFds()} (see the class
-     * documentation).
+     * documentation). This method cannot do it for you: it keeps the descriptor reachable
+     * only while it copies the array, and {@code send(d.fds())}-style code that drops the
+     * descriptor afterwards is not protected.
      *
      * @throws IllegalStateException when closed, or after {@link #takeFds()}
      */
@@ -257,14 +267,19 @@ public final class BufferDescriptor implements AutoCloseable {
      */
     public int[] takeFds() {
         if (closePending) throw closedException();
+        taking = true;
         if (!state.tryCloseIfIdle()) {
+            taking = false;
             if (state.isClosed()) throw closedException();
             throw new IllegalStateException(this + ": its fds are in use by " + state.activeUses() + " call(s) "
                     + "(importBuffer or useFds) (expected: no use in progress; take them after those return)");
         }
         // We alone closed the state word: no close(), import or cleaner can touch the fds now.
+        Runnable hook = takeWindowHook;
+        if (hook != null) hook.run();
+        closer.taken = true; // before closePending: whoever sees closePending from here sees taken too
         closePending = true;
-        closer.taken = true;
+        taking = false;
         closer.explicit = true;
         cleanable.clean(); // deregisters; FdCloser.run sees taken and closes nothing
         int[] out = fds.clone();
@@ -334,8 +349,15 @@ public final class BufferDescriptor implements AutoCloseable {
         if (isClosed()) throw closedException();
     }
 
+    /**
+     * Why the fds cannot be used: taken (also while a winning takeFds is between closing the
+     * state word and recording the take, unless close() was called too), else closed.
+     */
     private IllegalStateException closedException() {
-        return closer.taken
+        // Read in the reverse of takeFds' writes (taken, closePending, taking): a reader that
+        // misses taken then still sees taking, and closePending only if close() set it.
+        boolean takeInFlight = taking && !closePending;
+        return takeInFlight || closer.taken
                 ? new IllegalStateException(this + ": its fds were handed to the caller by takeFds(); use those")
                 : new IllegalStateException(this + " is closed; its fds are gone");
     }
@@ -343,6 +365,6 @@ public final class BufferDescriptor implements AutoCloseable {
     @Override
     public String toString() {
         return "BufferDescriptor[" + handleType + ", size " + size + ", chunks " + Arrays.toString(sizes)
-                + (closer.taken ? ", fds taken" : isClosed() ? ", closed" : "") + "]";
+                + (taking && !closePending || closer.taken ? ", fds taken" : isClosed() ? ", closed" : "") + "]";
     }
 }

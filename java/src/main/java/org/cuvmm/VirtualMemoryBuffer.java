@@ -30,7 +30,9 @@ import org.cuvmm.internal.jni.NativeStatus;
  * thread <em>refuses</em> with {@link IllegalStateException}, the buffer stays usable, and a
  * later close succeeds. {@code close()} is idempotent; any other use after close throws
  * {@link IllegalStateException}. A buffer that is never closed is released by a cleaner with
- * a warning ({@link LeakDetection}).
+ * a warning ({@link LeakDetection}); a {@linkplain BufferOrigin#POOLED pooled} one is instead
+ * taken back by its pool with the same warning (see {@link org.cuvmm.pool.VirtualMemoryPool},
+ * "Leaks").
  *
  * <p>Thread-safe.
  */
@@ -44,8 +46,8 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
             @Override
             public VirtualMemoryBuffer wrap(VirtualMemoryResource resource, NativeRangeHandle range, long size,
-                                            BufferRecycler recycler, boolean tracked) {
-                return new VirtualMemoryBuffer(resource, range, BufferOrigin.POOLED, size, recycler, tracked);
+                                            BufferRecycler recycler) {
+                return new VirtualMemoryBuffer(resource, range, BufferOrigin.POOLED, size, recycler, false);
             }
 
             @Override

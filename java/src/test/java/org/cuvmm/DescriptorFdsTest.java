@@ -167,6 +167,40 @@ class DescriptorFdsTest {
         }
     }
 
+    /**
+     * A use refused because a takeFds won names takeFds, even when it lands between takeFds
+     * closing the state word and recording the take (it said "is closed; its fds are gone").
+     * The test hook runs useFds, fds() and toString-free checks exactly in that window.
+     */
+    @Test
+    void aUseInTheWindowOfAWinningTakeFdsNamesTakeFds() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer b = r.allocate(SIZE)) {
+            Map<String, Integer> baseline = OpenFds.byKind();
+            BufferDescriptor d = b.exportDescriptor();
+            String[] inWindow = new String[2];
+            BufferDescriptor.takeWindowHook = () -> {
+                inWindow[0] = assertThrows(IllegalStateException.class,
+                        () -> d.useFds(fds -> { throw new AssertionError("ran"); })).getMessage();
+                inWindow[1] = assertThrows(IllegalStateException.class, d::fds).getMessage();
+            };
+            int[] taken;
+            try {
+                taken = d.takeFds();
+            } finally {
+                BufferDescriptor.takeWindowHook = null;
+            }
+            for (String m : inWindow) assertTrue(m.contains("handed to the caller by takeFds"), m);
+            BufferDescriptor.adoptFds(taken, d.sizes(), HandleType.POSIX_FD, d.size()).close();
+
+            // A takeFds that loses to close() leaves the close's message.
+            BufferDescriptor e = b.exportDescriptor();
+            e.close();
+            assertTrue(assertThrows(IllegalStateException.class, e::takeFds).getMessage().contains("is closed"));
+            assertTrue(assertThrows(IllegalStateException.class, e::fds).getMessage().contains("is closed"));
+            OpenFds.assertBack(baseline, "after the take and the close");
+        }
+    }
+
     @Test
     void useFdsDefersACloseUntilTheActionReturnsAndPassesItsExceptionThrough() throws Exception {
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer b = r.allocate(SIZE)) {

@@ -569,6 +569,7 @@ public final class RatioReport {
                 case "--out": s.out = Path.of(CommandLine.value(args, ++i, a)); break;
                 case "--quiet": s.quiet = true; break;
                 case "--model": s.model = true; break;
+                case "--help": case "-h": throw CommandLine.help();
                 case "--only": {
                     s.operations.clear();
                     for (String k : CommandLine.value(args, ++i, a).split(",")) {

@@ -39,6 +39,17 @@ public class CommandLineTest {
             assertEquals(usage + System.lineSeparator(), r.out(), help);
             assertEquals("", r.err(), help);
         }
+        // --help as an option's value is that value, not a request for help (getopt's rule).
+        for (String help : new String[] {"--help", "-h"}) {
+            Run r = run(parser, usage, goodOption, help);
+            assertNull(r.settings(), goodOption + " " + help);
+            assertEquals(CommandLine.USAGE_ERROR, r.status(), goodOption + " " + help + ": a bad number, not help");
+            assertEquals("", r.out(), goodOption + " " + help);
+            assertTrue(r.err().contains(goodOption + ": " + help + " (expected: "), r.err());
+            Run out = run(parser, usage, "--out", help);
+            assertNotNull(out.settings(), "--out " + help + ": a file named " + help);
+            assertEquals(-1, out.status(), "--out " + help);
+        }
         String[][] bad = {{"--bogus"}, {goodOption}, {goodOption, "many"}, {goodOption, "-3"}};
         for (String[] args : bad) {
             Run r = run(parser, usage, args);

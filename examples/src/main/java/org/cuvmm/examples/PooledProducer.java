@@ -26,7 +26,6 @@ import org.cuvmm.ipc.SharingClient;
 import org.cuvmm.ipc.SharingException;
 import org.cuvmm.ipc.SharingListener;
 import org.cuvmm.ipc.SharingServer;
-import org.cuvmm.ipc.internal.BytePattern;
 import org.cuvmm.pool.PoolLifetime;
 import org.cuvmm.pool.PoolStats;
 import org.cuvmm.pool.VirtualMemoryPool;
@@ -198,7 +197,7 @@ public final class PooledProducer {
 
                     // The pool does not clear reused memory: this fill is what keeps the previous
                     // round's bytes from reaching this round's consumers.
-                    BytePattern.fill(buffer, round);
+                    SeededPattern.fill(buffer, round);
                     server.publish(name, buffer); // each attach takes a lease on the buffer
                     if (!leases.await(name, consumers, false, stop)) return stopped(done, out);
 
@@ -322,7 +321,7 @@ public final class PooledProducer {
                 for (int round = 1; round <= rounds; round++) {
                     try (Attachment a = attachWhenPublished(client, frameName(round), resource)) {
                         VirtualMemoryBuffer buffer = a.buffer();
-                        long bad = BytePattern.firstMismatch(buffer, round);
+                        long bad = SeededPattern.firstMismatch(buffer, round);
                         if (bad >= 0) {
                             out.println(a.name() + ": MISMATCH at byte " + bad + " (pattern seed " + round + ")");
                             return 1;

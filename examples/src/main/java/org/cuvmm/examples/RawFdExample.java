@@ -15,7 +15,6 @@ import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.ipc.FdSocket;
 import org.cuvmm.ipc.ReceivedMessage;
-import org.cuvmm.ipc.internal.BytePattern;
 
 /**
  * Sharing a buffer with nothing but the descriptor API and a socket of your own: no server,
@@ -69,7 +68,8 @@ public final class RawFdExample {
                 buffer = resource.modifyAllocation(first, 2 * g + 12345);
             } // `first` is closed; `buffer` still maps its memory
             try (buffer) {
-                BytePattern.fill(buffer, SEED);
+                byte[] bytes = pattern((int) buffer.size()); // a few MiB: one array is fine here
+                buffer.copyFrom(0, bytes, 0, bytes.length);
                 out.printf("sender: %d bytes in %d chunk(s)%n", buffer.size(), buffer.chunkCount());
 
                 // exportDescriptor() makes fresh fds on every call, and the descriptor owns
@@ -174,12 +174,25 @@ public final class RawFdExample {
             } // The descriptor closes the fds here: the mapping keeps the memory, not the fds.
         }
         try (view) {
-            long bad = BytePattern.firstMismatch(view, SEED);
+            byte[] seen = new byte[(int) view.size()];
+            view.copyTo(0, seen, 0, seen.length);
+            int bad = Arrays.mismatch(seen, pattern(seen.length));
             if (bad >= 0) return "byte " + bad + " differs";
             view.copyFrom(view.size() - REPLY.length, REPLY, 0, REPLY.length);
             return "verified " + view.size() + " bytes in " + view.chunkCount() + " chunk(s), wrote "
                     + REPLY.length + " bytes at the end";
         } // Unmapped here: our view is gone; the sender's buffer is untouched.
+    }
+
+    /**
+     * The bytes the sender writes and the receiver checks: any pattern both sides agree on
+     * does; this one is docs/PROTOCOL.md section 9's, byte {@code i} is
+     * {@code (i * 131 + seed * 7 + (i >>> 11)) & 0xFF}.
+     */
+    private static byte[] pattern(int length) {
+        byte[] b = new byte[length];
+        for (int i = 0; i < length; i++) b[i] = (byte) ((i * 131L + SEED * 7 + (i >>> 11)) & 0xFF);
+        return b;
     }
 
     private static int code(HandleType t) {

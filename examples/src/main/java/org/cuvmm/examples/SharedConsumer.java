@@ -10,7 +10,6 @@ import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.ipc.Attachment;
 import org.cuvmm.ipc.SharingClient;
-import org.cuvmm.ipc.internal.BytePattern;
 
 /**
  * The using half of a producer/consumer pair: attaches to the buffer a {@link SharedProducer}
@@ -97,7 +96,7 @@ public final class SharedConsumer {
     }
 
     private static boolean verify(VirtualMemoryBuffer buffer, PrintStream out, String what) {
-        long bad = BytePattern.firstMismatch(buffer, SharedProducer.SEED);
+        long bad = SeededPattern.firstMismatch(buffer, SharedProducer.SEED);
         if (bad >= 0) {
             out.println("MISMATCH at byte " + bad + " (pattern seed " + SharedProducer.SEED + ")");
             return false;

@@ -12,7 +12,6 @@ import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.ipc.LeaseEvent;
 import org.cuvmm.ipc.SharingListener;
 import org.cuvmm.ipc.SharingServer;
-import org.cuvmm.ipc.internal.BytePattern;
 
 /**
  * The owning half of a producer/consumer pair: allocates a buffer, fills it, and lets other
@@ -37,7 +36,7 @@ import org.cuvmm.ipc.internal.BytePattern;
 public final class SharedProducer {
     /** The name consumers attach to. */
     public static final String NAME = "example";
-    /** The pattern seed: byte i is {@code BytePattern.byteAt(i, SEED)}. */
+    /** The seed of the pattern the buffer is filled with ({@link SeededPattern}). */
     public static final long SEED = 42;
     /** 8 MiB, allocated at once: one physical allocation, so each consumer receives one fd. */
     public static final long SIZE = 8L << 20;
@@ -111,7 +110,7 @@ public final class SharedProducer {
         try (VirtualMemoryResource resource = VirtualMemoryResource.create(0)) {
             VirtualMemoryBuffer buffer = resource.allocate(SIZE);
             try {
-                BytePattern.fill(buffer, SEED);
+                SeededPattern.fill(buffer, SEED);
                 // The server binds the socket with mode 0600 and only lets in processes of this
                 // uid (checked with SO_PEERCRED); builder().allowUids(...) widens that. A socket
                 // file left by a producer that died is replaced; a live producer's is not.

@@ -12,10 +12,19 @@ import org.cuvmm.internal.jni.NativeRangeHandle;
  * {@code org.cuvmm} without making them public API: the JDK's "shared secrets" pattern.
  *
  * <p>Guarded, because on the class path this public class is reachable by anyone (on the
- * module path its package is not exported): {@link #install} accepts exactly one call, from
- * {@link VirtualMemoryBuffer}'s static initializer, and {@link #get} hands the bridge only to
- * classes loaded from the same code source (jar or classes directory) and module as this
- * class. Any other caller gets {@link IllegalCallerException}.
+ * module path its package is exported to {@code org.cuvmm.ipc} only): {@link #install}
+ * accepts exactly one call, from {@link VirtualMemoryBuffer}'s static initializer, and
+ * {@link #get} hands the bridge only to classes loaded from the same code source (jar or
+ * classes directory) and module as this class. Any other caller gets
+ * {@link IllegalCallerException}.
+ *
+ * <p>What the guard does not do, on the class path: every class in the same jar (or classes
+ * directory) passes it, so a shaded or "fat" jar that bundles cuvmm with the application
+ * admits every class in it; and reflection ({@code setAccessible} on the {@code bridge}
+ * field, or on package-private core code directly) bypasses it, as it bypasses any
+ * class-path encapsulation. It keeps honest code from calling in by mistake. The real
+ * boundary is the module path, where {@code org.cuvmm.internal} is not exported to
+ * applications and is not open to reflection.
  */
 public final class BufferAccess {
     /** What the core offers to its own other packages. */
@@ -25,10 +34,11 @@ public final class BufferAccess {
 
         /**
          * A buffer of logical {@code size} over {@code range}; closing it hands {@code range}
-         * to {@code recycler}. {@code tracked}: whether a cleaner watches for its leak.
+         * to {@code recycler}. No cleaner watches it: the recycler (the pool) watches for its
+         * leak itself.
          */
         VirtualMemoryBuffer wrap(VirtualMemoryResource resource, NativeRangeHandle range, long size,
-                                 BufferRecycler recycler, boolean tracked);
+                                 BufferRecycler recycler);
 
         /**
          * Where a buffer is being allocated, when {@link org.cuvmm.LeakDetection} records

@@ -132,9 +132,14 @@ final class LifetimePool {
             if (slot != null) {
                 largerClass = true;
             } else {
-                slot = newSlot(sizeIdx);
-                hit = false;
-                misses.increment();
+                // Before making new memory, take back what leaked: a leaked slot of this class
+                // is reused instead (the slow path is the only place the leak queue is read).
+                if (pool.drainLeaks() > 0) slot = takeIdle(sizeIdx, probe);
+                if (slot == null) {
+                    slot = newSlot(sizeIdx);
+                    hit = false;
+                    misses.increment();
+                }
             }
         }
         cells[probe & stripeMask].allocated(slot.classSize, reqSize, hit, largerClass);
@@ -144,13 +149,13 @@ final class LifetimePool {
         VirtualMemoryBuffer buffer;
         try {
             // No cleaner registration: the pool watches the buffer itself (LeakWatch).
-            buffer = BRIDGE.wrap(pool.resource(), slot.range, reqSize, slot, false);
+            buffer = BRIDGE.wrap(pool.resource(), slot.range, reqSize, slot);
         } catch (RuntimeException | Error e) {
             recycle(slot, slot.range, false); // no buffer owns the range: take it back
             throw e;
         }
         try {
-            slot.setWatch(new LeakWatch(buffer, slot, recordSite ? BRIDGE.captureSite() : null));
+            slot.setWatch(new LeakWatch(buffer, slot, recordSite ? BRIDGE.captureSite() : null, pool.leakQueue()));
         } catch (RuntimeException | Error e) {
             buffer.close(); // returns the slot
             throw e;
@@ -215,13 +220,15 @@ final class LifetimePool {
     // ---- release ----
 
     /**
-     * The garbage collector found the buffer that {@code w} watches unreachable (called on
-     * the "cuvmm-pool-leaks" thread): unless it was closed or its slot handed out again since,
-     * warn with {@link org.cuvmm.LeakDetection}'s report and recycle the slot as leaked.
+     * The garbage collector found the buffer that {@code w} watches unreachable (called by
+     * {@link VirtualMemoryPool#drainLeaks}): unless it was closed or its slot handed out again
+     * since, warn with {@link org.cuvmm.LeakDetection}'s report and recycle the slot as leaked.
      * Never throws.
+     *
+     * @return true when this was a leak (the slot was recycled), false when {@code w} was stale
      */
-    void leaked(PoolSlot slot, LeakWatch w) {
-        if (!slot.claimWatch(w)) return;
+    boolean leaked(PoolSlot slot, LeakWatch w) {
+        if (!slot.claimWatch(w)) return false;
         try {
             // reqSize: written before setWatch's release store, read after the claim's CAS.
             BRIDGE.reportLeak(slot.range.address(), slot.reqSize, w.site);
@@ -230,6 +237,7 @@ final class LifetimePool {
                     + slot + " failed", t);
         }
         recycle(slot, slot.range, true);
+        return true;
     }
 
     /**
@@ -530,6 +538,15 @@ final class LifetimePool {
     long evictedBytes() { return evictedBytes.sum(); }
     long trimmedBytes() { return trimmedBytes.sum(); }
     long leaks() { return leaks.sum(); }
+
+    /** Slots whose buffer is live; for tests. */
+    List<PoolSlot> liveSlots() {
+        List<PoolSlot> out = new ArrayList<>();
+        for (PoolSlot s : allSlots) {
+            if (s.state() == PoolSlot.LIVE) out.add(s);
+        }
+        return out;
+    }
 
     /** Idle slots of class {@code sizeIdx}, newest first within each stripe; for tests. */
     List<PoolSlot> idleSlots(int sizeIdx) {

@@ -2,7 +2,10 @@ package org.cuvmm.pool;
 
 import javax.management.ObjectName;
 
-/** {@link VirtualMemoryPoolMXBean} over one {@link LifetimePool}; reads live values. */
+/**
+ * {@link VirtualMemoryPoolMXBean} over one {@link LifetimePool}; reads live values, after taking
+ * back the leaks the garbage collector found ({@link VirtualMemoryPool#drainLeaks}).
+ */
 final class PoolMXBeanImpl implements VirtualMemoryPoolMXBean {
     private final VirtualMemoryPool pool;
     private final LifetimePool lifetimePool;
@@ -16,13 +19,13 @@ final class PoolMXBeanImpl implements VirtualMemoryPoolMXBean {
 
     @Override public ObjectName getObjectName() { return objectName; }
     @Override public String getName() { return pool.name(); }
-    @Override public long getCount() { return lifetimePool.liveCount(); }
-    @Override public long getTotalCapacity() { return lifetimePool.liveRequestedBytes(); }
-    @Override public long getMemoryUsed() { return lifetimePool.liveBytes(); }
+    @Override public long getCount() { pool.drainLeaks(); return lifetimePool.liveCount(); }
+    @Override public long getTotalCapacity() { pool.drainLeaks(); return lifetimePool.liveRequestedBytes(); }
+    @Override public long getMemoryUsed() { pool.drainLeaks(); return lifetimePool.liveBytes(); }
     @Override public String getLifetime() { return lifetimePool.lifetime().key(); }
-    @Override public long getPeakMemoryUsed() { return lifetimePool.peakLiveBytes(); }
-    @Override public long getRetainedCount() { return lifetimePool.retainedCount(); }
-    @Override public long getRetainedBytes() { return lifetimePool.retainedBytes(); }
+    @Override public long getPeakMemoryUsed() { pool.drainLeaks(); return lifetimePool.peakLiveBytes(); }
+    @Override public long getRetainedCount() { pool.drainLeaks(); return lifetimePool.retainedCount(); }
+    @Override public long getRetainedBytes() { pool.drainLeaks(); return lifetimePool.retainedBytes(); }
     @Override public long getRetentionCap() { return lifetimePool.retentionCap(); }
     @Override public void setRetentionCap(long capBytes) { pool.setRetentionCap(lifetimePool.lifetime(), capBytes); }
     @Override public long getHits() { return lifetimePool.hits(); }
@@ -31,6 +34,6 @@ final class PoolMXBeanImpl implements VirtualMemoryPoolMXBean {
     @Override public long getEvictions() { return lifetimePool.evictions(); }
     @Override public long getEvictedBytes() { return lifetimePool.evictedBytes(); }
     @Override public long getTrimmedBytes() { return lifetimePool.trimmedBytes(); }
-    @Override public long getLeaks() { return lifetimePool.leaks(); }
-    @Override public long trim() { return lifetimePool.trim(); }
+    @Override public long getLeaks() { pool.drainLeaks(); return lifetimePool.leaks(); }
+    @Override public long trim() { return pool.trim(lifetimePool.lifetime()); }
 }

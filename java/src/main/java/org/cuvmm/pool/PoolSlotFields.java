@@ -85,6 +85,9 @@ abstract class PoolSlotFields extends CacheLinePadding {
     /** Watches the buffer just made over this slot (after {@link #markLive}). */
     final void setWatch(LeakWatch w) { WATCH.setRelease(this, w); }
 
+    /** The watch on the buffer now made over this slot, null when none; for tests. */
+    final LeakWatch watch() { return (LeakWatch) WATCH.getVolatile(this); }
+
     /** The buffer was closed: its watch no longer counts. */
     final void dropWatch() { WATCH.setRelease(this, (LeakWatch) null); }
 

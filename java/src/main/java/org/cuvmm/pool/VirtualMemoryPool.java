@@ -1,6 +1,8 @@
 package org.cuvmm.pool;
 
 import java.lang.management.ManagementFactory;
+import java.lang.ref.Reference;
+import java.lang.ref.ReferenceQueue;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.ThreadLocalRandom;
@@ -87,10 +89,14 @@ import org.cuvmm.internal.Checks;
  * {@link org.cuvmm.LeakDetection#reportedLeaks()}), {@link PoolStats#leaks()} grows by one, and
  * its memory comes back through the pool's accounting like a close: live count and bytes go
  * down, and the memory is kept for reuse, except that a leaked exported buffer is released
- * instead (a consumer whose lease was lost with it may still map it). This happens on the
- * daemon thread "cuvmm-pool-leaks" some time after a garbage collection, never at once.
- * The pool holds every range it made until it releases it, so a leaked buffer's memory is
- * never freed behind its back. One buffer in {@link Builder#leakSampleRate(int) leakSampleRate}
+ * instead (a consumer whose lease was lost with it may still map it). This happens after a
+ * garbage collection found the buffer unreachable, at the pool's next miss, {@link #trim},
+ * {@link #setRetentionCap}, {@link #stats} call, bean read or {@link #close}, on the thread
+ * making that call (the pool starts no thread). The pool holds every range it made until it
+ * releases it, so a leaked buffer's memory is never freed behind its back while the pool is
+ * reachable. A pool dropped without {@link #close()} is the exception: once the pool itself
+ * is unreachable, so are its slots and watches; its leaked (and idle) memory is then freed by
+ * JavaCPP's deallocator with no warning and no count. Close every pool. One buffer in {@link Builder#leakSampleRate(int) leakSampleRate}
  * (64 by default) also records where it was allocated, when allocation sites are captured
  * ({@value org.cuvmm.LeakDetection#CAPTURE_PROPERTY}).
  *
@@ -120,6 +126,8 @@ public final class VirtualMemoryPool implements AutoCloseable {
     private final LifetimePool local;
     private final LifetimePool exported;
     private final List<ObjectName> registered = new ArrayList<>();
+    /** Watches ({@link LeakWatch}) of this pool's buffers found unreachable; see {@link #drainLeaks()}. */
+    private final ReferenceQueue<VirtualMemoryBuffer> leakQueue = new ReferenceQueue<>();
     private volatile boolean closed;
 
     private VirtualMemoryPool(Builder b) {
@@ -203,6 +211,7 @@ public final class VirtualMemoryPool implements AutoCloseable {
      * @return the capacity released, in bytes
      */
     public long trim() {
+        drainLeaks();
         return local.trim() + exported.trim();
     }
 
@@ -213,7 +222,9 @@ public final class VirtualMemoryPool implements AutoCloseable {
      * @throws NullPointerException when {@code lifetime} is null
      */
     public long trim(PoolLifetime lifetime) {
-        return of(lifetime).trim();
+        LifetimePool p = of(lifetime);
+        drainLeaks();
+        return p.trim();
     }
 
     /**
@@ -239,6 +250,7 @@ public final class VirtualMemoryPool implements AutoCloseable {
     public long setRetentionCap(PoolLifetime lifetime, long capBytes) {
         LifetimePool p = of(lifetime);
         Checks.nonNegative("capBytes", capBytes);
+        drainLeaks();
         return p.setRetentionCap(capBytes);
     }
 
@@ -248,7 +260,29 @@ public final class VirtualMemoryPool implements AutoCloseable {
      * @throws NullPointerException when {@code lifetime} is null
      */
     public PoolStats stats(PoolLifetime lifetime) {
-        return of(lifetime).snapshot();
+        LifetimePool p = of(lifetime);
+        drainLeaks();
+        return p.snapshot();
+    }
+
+    /** The queue every {@link LeakWatch} of this pool is registered with. */
+    ReferenceQueue<VirtualMemoryBuffer> leakQueue() { return leakQueue; }
+
+    /**
+     * Takes back every buffer of this pool the garbage collector has found unreachable since
+     * the last call ({@link LifetimePool#leaked}: warned, counted, recycled). Called on the slow
+     * paths only: a miss, {@link #trim}, {@link #setRetentionCap}, {@link #stats}, the beans'
+     * reads and {@link #close}. Any thread may call it, several at once; never throws.
+     *
+     * @return the number of leaks taken back (watches of buffers closed in time are not counted)
+     */
+    int drainLeaks() {
+        int n = 0;
+        for (Reference<? extends VirtualMemoryBuffer> r; (r = leakQueue.poll()) != null; ) {
+            LeakWatch w = (LeakWatch) r;
+            if (w.slot.home.leaked(w.slot, w)) n++;
+        }
+        return n;
     }
 
     /** The size classes requests are rounded up to. */
@@ -299,7 +333,7 @@ public final class VirtualMemoryPool implements AutoCloseable {
             if (closed) return;
             closed = true;
         }
-        trim();
+        trim(); // takes back the leaks found so far first
         unregisterMBeans();
     }
 
@@ -441,8 +475,8 @@ public final class VirtualMemoryPool implements AutoCloseable {
                         + " (expected: >= 0 bytes)");
             }
             if (leakSampleRate < 0) {
-                throw new IllegalArgumentException("leakSampleRate: " + leakSampleRate + " (expected: 1 to watch every "
-                        + "buffer, N to watch one in N, 0 for none)");
+                throw new IllegalArgumentException("leakSampleRate: " + leakSampleRate + " (expected: 1 to record the "
+                        + "allocation site of every buffer, N of one in N, 0 of none)");
             }
             VirtualMemoryPool pool = new VirtualMemoryPool(this);
             if (registerMBeans) pool.registerMBeans();

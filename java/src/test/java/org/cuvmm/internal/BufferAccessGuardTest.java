@@ -26,7 +26,7 @@ class BufferAccessGuardTest {
 
             @Override
             public VirtualMemoryBuffer wrap(VirtualMemoryResource resource, NativeRangeHandle range, long size,
-                                            BufferRecycler recycler, boolean tracked) {
+                                            BufferRecycler recycler) {
                 throw new AssertionError("the foreign bridge was used");
             }
 

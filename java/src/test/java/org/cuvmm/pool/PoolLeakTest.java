@@ -4,7 +4,13 @@ import static org.cuvmm.pool.PoolTestSupport.assertStats;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.lang.ref.Reference;
+import java.lang.ref.WeakReference;
+import java.util.ArrayList;
+import java.util.List;
 import java.util.Map;
+import java.util.Set;
+import java.util.stream.Collectors;
 
 import org.cuvmm.LeakDetection;
 import org.cuvmm.VirtualMemoryBuffer;
@@ -16,7 +22,8 @@ import org.junit.jupiter.params.provider.ValueSource;
 /**
  * A pooled buffer never closed comes back through the pool's accounting, whether or not it
  * was sampled to record its allocation site (leakSampleRate 1: every buffer; 0: none): it is
- * warned and counted, a local one is kept for reuse, an exported one is released.
+ * warned and counted, a local one is kept for reuse, an exported one is released. No thread
+ * does it: the pool takes leaks back on its slow paths (here {@code stats} and a miss).
  */
 class PoolLeakTest {
     @ParameterizedTest(name = "leakSampleRate {0}")
@@ -28,9 +35,14 @@ class PoolLeakTest {
                      .build()) {
             long g = resource.granularity();
             long reports = LeakDetection.reportedLeaks();
-            leak(pool, false);
-            leak(pool, true);
+            VirtualMemoryBuffer leakedLocal = leak(pool, false);
+            VirtualMemoryBuffer leakedExported = leak(pool, true);
             assertStats(pool.stats(PoolLifetime.LOCAL), 1, g, 0, 0, "while the local buffer is leaked");
+            // Still reachable up to here, so no collection can take it back before the check above.
+            Reference.reachabilityFence(leakedLocal);
+            Reference.reachabilityFence(leakedExported);
+            leakedLocal = null;
+            leakedExported = null;
             awaitLeaks(pool, 1, 1);
 
             assertTrue(LeakDetection.reportedLeaks() >= reports + 2, "both leaks reported with the core's warning");
@@ -53,23 +65,104 @@ class PoolLeakTest {
         LiveObjects.assertBack(liveBefore, "after the pool closed");
     }
 
-    /** A buffer closed in time is never reported, even with every buffer watched and collected. */
+    /**
+     * A buffer closed in time is never reported, even once it is collected: {@value #HELD}
+     * buffers live at once (so {@value #HELD} slots, each of which would keep a stale watch if
+     * close did not drop it), all closed, then collected; then a marker leaks in the other
+     * lifetime. Only the marker is reported.
+     */
     @ParameterizedTest(name = "leakSampleRate {0}")
     @ValueSource(ints = {1, 0})
     void closedBuffersAreNeverReportedAsLeaks(int leakSampleRate) throws Exception {
         try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
              VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(resource).leakSampleRate(leakSampleRate)
                      .build()) {
-            for (int i = 0; i < 1000; i++) pool.allocate(1 + i % 3).close();
-            leak(pool, false); // a marker: once it is reported, every earlier watch was processed too
-            awaitLeaks(pool, 1, 0);
-            assertEquals(1, pool.stats(PoolLifetime.LOCAL).leaks(), "only the marker leaked");
-            assertStats(pool.stats(PoolLifetime.LOCAL), 0, 0, 1, resource.granularity(), "after the marker came back");
+            long reports = LeakDetection.reportedLeaks();
+            List<WeakReference<VirtualMemoryBuffer>> closed = allocateHeldAndClose(pool);
+            assertStats(pool.stats(PoolLifetime.LOCAL), 0, 0, HELD, HELD * resource.granularity(), "after the close");
+            // Collect the closed buffers first: any watch they left behind is enqueued before the marker's.
+            long deadline = System.nanoTime() + 20_000_000_000L;
+            while (closed.stream().anyMatch(r -> !r.refersTo(null)) && System.nanoTime() < deadline) {
+                System.gc();
+                Thread.sleep(20);
+            }
+            assertTrue(closed.stream().allMatch(r -> r.refersTo(null)), "the closed buffers were collected");
+
+            Reference.reachabilityFence(leak(pool, true)); // the marker, in the other lifetime
+            awaitLeaks(pool, 0, 1); // stats drains the whole queue: watches enqueued before the marker's too
+
+            assertEquals(reports + 1, LeakDetection.reportedLeaks(), "only the marker was reported");
+            assertEquals(0, pool.stats(PoolLifetime.LOCAL).leaks(), "no closed local buffer counted as a leak");
+            assertStats(pool.stats(PoolLifetime.LOCAL), 0, 0, HELD, HELD * resource.granularity(),
+                    "after the marker came back");
         }
     }
 
-    private static void leak(VirtualMemoryPool pool, boolean exported) {
-        (exported ? pool.allocateExported(1) : pool.allocate(1)).fill((byte) 1); // never closed
+    private static final int HELD = 16;
+
+    /** {@value #HELD} buffers live at once, then all closed; weak references to them. */
+    private static List<WeakReference<VirtualMemoryBuffer>> allocateHeldAndClose(VirtualMemoryPool pool) {
+        List<VirtualMemoryBuffer> held = new ArrayList<>();
+        for (int i = 0; i < HELD; i++) held.add(pool.allocate(1));
+        List<WeakReference<VirtualMemoryBuffer>> refs = new ArrayList<>();
+        for (VirtualMemoryBuffer b : held) {
+            refs.add(new WeakReference<>(b));
+            b.close();
+        }
+        return refs;
+    }
+
+    /**
+     * A leak comes back at the pool's next miss, with no thread of the pool's own: the miss
+     * takes the leaked slot back and reuses it instead of making new memory.
+     */
+    @org.junit.jupiter.api.Test
+    void leakComesBackAtTheNextMissWithNoThreadOfItsOwn() throws Exception {
+        Set<Thread> threadsBefore = Thread.getAllStackTraces().keySet();
+        try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
+             VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(resource).leakSampleRate(0).build()) {
+            LifetimePool local = pool.of(PoolLifetime.LOCAL);
+            LeakWatch watch = leakAndWatch(pool);
+            long deadline = System.nanoTime() + 20_000_000_000L;
+            while (!isEnqueued(watch) && System.nanoTime() < deadline) {
+                System.gc();
+                Thread.sleep(20);
+            }
+            assertTrue(isEnqueued(watch), "the leaked buffer's watch was enqueued");
+            assertEquals(0, local.leaks(), "nothing takes a leak back before the pool's next slow path");
+
+            try (VirtualMemoryBuffer again = pool.allocate(1)) { // no idle slot: the miss path drains the queue
+                assertEquals(1, local.leaks(), "the miss took the leak back");
+                assertEquals(1, local.misses(), "and reused its slot instead of making new memory");
+                assertEquals(1, local.liveCount());
+            }
+        }
+        // Whichever test ran first, no pool thread (such as the former "cuvmm-pool-leaks") may exist.
+        Set<String> poolThreads = Thread.getAllStackTraces().keySet().stream()
+                .filter(t -> t.getName().startsWith("cuvmm-pool") || !threadsBefore.contains(t)
+                        && t.getName().startsWith("cuvmm"))
+                .map(Thread::getName).collect(Collectors.toSet());
+        assertEquals(Set.of(), poolThreads, "threads the pool started");
+    }
+
+    @SuppressWarnings("deprecation") // isEnqueued: the one way to see a watch is queued without taking it
+    private static boolean isEnqueued(LeakWatch w) { return w.isEnqueued(); }
+
+    /** Allocates, leaks and returns the watch on the leaked buffer (the buffer is unreachable on return). */
+    private static LeakWatch leakAndWatch(VirtualMemoryPool pool) {
+        VirtualMemoryBuffer b = leak(pool, false);
+        List<PoolSlot> live = pool.of(PoolLifetime.LOCAL).liveSlots();
+        assertEquals(1, live.size());
+        LeakWatch w = live.get(0).watch();
+        assertTrue(w.refersTo(b));
+        return w;
+    }
+
+    /** A buffer, written to and never closed; the caller drops it. */
+    private static VirtualMemoryBuffer leak(VirtualMemoryPool pool, boolean exported) {
+        VirtualMemoryBuffer b = exported ? pool.allocateExported(1) : pool.allocate(1);
+        b.fill((byte) 1);
+        return b;
     }
 
     /** Collects garbage until the pool has counted the leaks (at most 20 s, then fails with the stats). */

@@ -28,7 +28,12 @@ import org.junit.jupiter.api.io.TempDir;
  * {@code org.cuvmm.probe}, compiled here against the module path (the core and vmm-ipc as
  * built, JavaCPP, the jnr jars as automatic modules), runs in a child JVM with
  * {@code -m}: it allocates, copies and closes on the selected driver, uses the pool, passes
- * an fd over a socket pair, and tries to reach the internal packages by reflection. A second
+ * an fd over a socket pair, publishes a buffer with {@code SharingServer} and attaches it
+ * with {@code SharingClient} over a Unix socket (the server checks the peer with
+ * {@code SO_PEERCRED} through jnr-unixsocket, an automatic module), publishes the imported
+ * copy to get the core's {@code ErrorMessages} text (vmm-ipc reaching
+ * {@code org.cuvmm.internal} through its qualified export, at run time), and tries to reach
+ * the internal packages by reflection. A second
  * module that names {@code org.cuvmm.internal.jni.NativeApi} in its source must not compile.
  */
 class ModulePathTest {
@@ -45,6 +50,7 @@ class ModulePathTest {
             package org.cuvmm.probe;
 
             import java.lang.reflect.Method;
+            import java.nio.file.Path;
             import java.util.Arrays;
 
             import org.cuvmm.BufferDescriptor;
@@ -53,8 +59,11 @@ class ModulePathTest {
             import org.cuvmm.VirtualMemoryBuffer;
             import org.cuvmm.VirtualMemoryResource;
             import org.cuvmm.VirtualMemoryResourceOptions;
+            import org.cuvmm.ipc.Attachment;
             import org.cuvmm.ipc.FdSocket;
             import org.cuvmm.ipc.ReceivedMessage;
+            import org.cuvmm.ipc.SharingClient;
+            import org.cuvmm.ipc.SharingServer;
             import org.cuvmm.pool.VirtualMemoryPool;
 
             public final class Main {
@@ -87,6 +96,7 @@ class ModulePathTest {
                             pool.allocate(1).close();
                             System.out.println("POOL " + pool.stats(org.cuvmm.pool.PoolLifetime.LOCAL).retainedCount());
                         }
+                        share(r, options, Path.of(args[0], "probe.sock"));
                     }
                     reach("org.cuvmm.internal.jni.NativeApi", "fd_close", int.class);
                     reach("org.cuvmm.internal.BufferAccess", "get");
@@ -94,6 +104,34 @@ class ModulePathTest {
                             "org.cuvmm.internal.jni"}) {
                         System.out.println("EXPORTED " + p + " " + core.isExported(p));
                     }
+                }
+
+                /** Publish, attach (in a second resource), check the bytes, publish the imported copy. */
+                private static void share(VirtualMemoryResource r, VirtualMemoryResourceOptions options, Path socket)
+                        throws Exception {
+                    VirtualMemoryBuffer b = r.allocate(8192);
+                    try (VirtualMemoryResource other = VirtualMemoryResource.create(0, options);
+                         SharingServer server = SharingServer.builder(socket).build()) {
+                        b.fill((byte) 5);
+                        server.publish("probe", b);
+                        try (SharingClient c = SharingClient.connect(socket); Attachment a = c.attach("probe", other)) {
+                            byte[] got = new byte[8192];
+                            a.buffer().copyTo(got);
+                            byte[] want = new byte[8192];
+                            Arrays.fill(want, (byte) 5);
+                            System.out.println("ATTACH " + Arrays.equals(want, got));
+                            try {
+                                server.publish("again", a.buffer());
+                                System.out.println("PUBLISHED the imported buffer");
+                            } catch (IllegalArgumentException e) {
+                                System.out.println("IMPORTED " + e.getMessage());
+                            }
+                        }
+                        server.unpublish("probe");
+                    } finally {
+                        b.closeWhenUnused();
+                    }
+                    System.out.println("SOCKET_GONE " + !java.nio.file.Files.exists(socket));
                 }
 
                 /** Calls a public static method of an internal class by reflection; prints what happened. */
@@ -145,6 +183,11 @@ class ModulePathTest {
         assertTrue(out.contains("FDS 1"), "an exported fd passed over a socket pair (jnr as automatic modules):\n"
                 + out);
         assertTrue(out.contains("POOL 1"), "the pool as a module:\n" + out);
+        assertTrue(out.contains("ATTACH true"), "publish and attach over a Unix socket (SO_PEERCRED via jnr):\n" + out);
+        assertTrue(out.contains("IMPORTED publish 'again': ")
+                && out.contains(org.cuvmm.internal.ErrorMessages.IMPORTED_CANNOT_BE_EXPORTED),
+                "publishing imported memory fails with the core's ErrorMessages text (qualified export):\n" + out);
+        assertTrue(out.contains("SOCKET_GONE true"), "the server removed its socket file:\n" + out);
         assertTrue(out.contains("REFUSED NativeApi.fd_close IllegalAccessException"), "NativeApi not exported:\n" + out);
         assertTrue(out.contains("REFUSED BufferAccess.get IllegalAccessException"), "BufferAccess not exported:\n"
                 + out);
@@ -202,6 +245,7 @@ class ModulePathTest {
         cmd.add(modulePath);
         cmd.add("-m");
         cmd.add("org.cuvmm.probe/org.cuvmm.probe.Main");
+        cmd.add(dir.toString());
         Process p = new ProcessBuilder(cmd).redirectErrorStream(true).redirectOutput(log).start();
         if (!p.waitFor(120, TimeUnit.SECONDS)) {
             p.destroyForcibly();

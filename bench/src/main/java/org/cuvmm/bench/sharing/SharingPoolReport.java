@@ -536,6 +536,7 @@ public final class SharingPoolReport {
                 case "--only" -> s.only = Arrays.asList(CommandLine.value(args, ++i, a).split(","));
                 case "--out" -> s.out = Path.of(CommandLine.value(args, ++i, a));
                 case "--quiet" -> s.quiet = true;
+                case "--help", "-h" -> throw CommandLine.help();
                 default -> throw new IllegalArgumentException("unknown option: " + a
                         + " (expected: --warmup N --iterations N --time-ms N --only transport,pool,threads,arena,trim "
                         + "--out FILE --quiet)");

@@ -7,9 +7,10 @@ import org.cuvmm.VirtualMemoryBuffer;
 
 /**
  * Deterministic bytes for filling and checking buffers: cuvmm's one byte-pattern helper, for
- * its own tools ({@code cuvmm serve --seed}, {@code attach --verify}, the demos), its examples
- * and its tests. <b>Not API</b>: public only so that cuvmm's other modules can use it; it may
- * change without notice. Clients implement the pattern from docs/PROTOCOL.md, as the test
+ * its own tools ({@code cuvmm serve --seed}, {@code attach --verify}, the demos) and its
+ * tests (not the examples: users copy those, and this package is not exported).
+ * <b>Not API</b>: public only so that cuvmm's other modules can use it; it may change
+ * without notice. Clients implement the pattern from docs/PROTOCOL.md, as the test
  * suite's Python client does.
  *
  * <p>Two patterns, because they serve two checks:
