@@ -47,7 +47,8 @@ RangeRef Range::allocate(ChunkSpecRef spec, size_t size) {
     if (size == 0) return empty(std::move(spec));
     const size_t chunk = round_up_to_granularity(size, spec->granularity);
     DeviceContextScope context(spec->device);
-    auto reservation = Reservation::reserve(chunk, spec->alignment, spec->address_hint, Step{"reserving the address range"});
+    auto reservation = Reservation::reserve_preferring(chunk, spec->alignment, spec->address_hint,
+                                                       Step{"reserving the address range"});
     auto allocation = Allocation::create(*spec, chunk, Step{"creating chunk", 1, 1});
     auto mapping = Mapping::map(reservation, reservation->base(), std::move(allocation), spec->access,
                                 Step{"mapping chunk", 1, 1});

@@ -29,4 +29,16 @@ std::shared_ptr<const Reservation> Reservation::reserve(size_t size, size_t alig
     return std::shared_ptr<const Reservation>(box);
 }
 
+std::shared_ptr<const Reservation> Reservation::reserve_preferring(size_t size, size_t alignment, CUdeviceptr hint,
+                                                                   const Step& step) {
+    if (hint == 0) return reserve(size, alignment, 0, step);
+    try {
+        return reserve(size, alignment, hint, step);
+    } catch (const DriverError&) {
+        // The hint is a preference, never a requirement (VirtualMemoryResourceOptions):
+        // a refusal of it is not the caller's error.
+    }
+    return reserve(size, alignment, 0, step);
+}
+
 }  // namespace cuvmm

@@ -80,6 +80,11 @@ public:
     // `hint` is a request, not a promise: check base() to see where the range landed.
     static std::shared_ptr<const Reservation> reserve(size_t size, size_t alignment, CUdeviceptr hint,
                                                       const Step& step);
+    // reserve() with `hint`, and when the driver refuses that call and the hint is not 0,
+    // once more with no hint: some drivers fail a hint they cannot honour (INVALID_VALUE)
+    // instead of placing the range elsewhere (audit A1). The retry's error, if any, is thrown.
+    static std::shared_ptr<const Reservation> reserve_preferring(size_t size, size_t alignment, CUdeviceptr hint,
+                                                                 const Step& step);
     ~Reservation();
     Reservation(const Reservation&) = delete;
     Reservation& operator=(const Reservation&) = delete;

@@ -107,6 +107,8 @@
 //   cuStreamCreate flags not DEFAULT / NON_BLOCKING                            CUDA_ERROR_INVALID_VALUE
 //   cuStreamDestroy / cuStreamSynchronize of a stream that is not live         CUDA_ERROR_INVALID_HANDLE
 //     (cuStreamDestroy of the null / legacy / per-thread stream included)
+//   cuMemAddressReserve addr hint not a multiple of max(alignment, granularity) CUDA_ERROR_INVALID_VALUE
+//     (B22; a well-aligned hint that cannot be honoured is still placed elsewhere)
 //
 // Threading: all registry state sits behind one shared mutex (a writer-preferring
 // pthread rwlock, see RegistryMutex: a std::shared_mutex would let copies starve unmap).

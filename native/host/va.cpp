@@ -20,6 +20,9 @@ CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t align
     if (!aligned(addr)) return CUDA_ERROR_INVALID_VALUE;
     const size_t gran = g_state->config.granularity;
     const size_t align = alignment > gran ? alignment : gran;
+    // B22: the driver wants a hint that is a multiple of max(alignment, granularity) and
+    // fails the call (INVALID_VALUE) otherwise; it does not quietly ignore it.
+    if (addr != 0 && addr % align != 0) return CUDA_ERROR_INVALID_VALUE;
     constexpr int kProt = PROT_NONE;
     constexpr int kFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
 
@@ -27,7 +30,7 @@ CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t align
     State& st = *g_state;
     uintptr_t base = 0;
     // The hint is best effort, like the driver's: exactly addr or anywhere.
-    if (addr != 0 && addr % align == 0 && range_ok(addr, size)) {
+    if (addr != 0 && range_ok(addr, size)) {
         void* want = reinterpret_cast<void*>(static_cast<uintptr_t>(addr));
         void* got = ::mmap(want, size, kProt, kFlags | MAP_FIXED_NOREPLACE, -1, 0);
         if (got == want) {

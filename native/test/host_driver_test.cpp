@@ -1034,6 +1034,21 @@ void test_races() {
 
 }  // namespace
 
+// B22: a hint that is not a multiple of max(alignment, granularity) fails the call
+// (INVALID_VALUE) instead of being ignored; a well-aligned hint is honoured.
+void test_reserve_hint_alignment() {
+    CUdeviceptr base = 0;
+    OK(T.cuMemAddressReserve(&base, 8 * G, 4 * G, 0, 0));
+    OK(T.cuMemAddressFree(base, 8 * G));
+    CUdeviceptr p = 0;
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemAddressReserve(&p, G, 4 * G, base + G, 0));
+    CHECK(p == 0);
+    OK(T.cuMemAddressReserve(&p, G, 4 * G, base + 4 * G, 0));
+    CHECK(p == base + 4 * G);
+    OK(T.cuMemAddressFree(p, G));
+    CHECK(host_live_counts().reservations == 0);
+}
+
 void on_timeout(int) {
     static const char msg[] = "FAIL: timed out (a deadlock or a starved writer?)\n";
     ssize_t w = write(STDOUT_FILENO, msg, sizeof msg - 1);
@@ -1077,6 +1092,7 @@ int main() {
     test_import_refusals();
     test_fd_exhaustion();
     test_races();
+    test_reserve_hint_alignment();
 
     OK(T.cuCtxSetCurrent(nullptr));
     OK(T.cuDevicePrimaryCtxRelease(0));
