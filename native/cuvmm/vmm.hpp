@@ -28,7 +28,8 @@ struct ChunkSpec {
     std::vector<CUmemAccessDesc> access;     // applied to every mapping (self, peers, host)
     size_t granularity = 0;                  // every chunk size and reservation is a multiple
     CUdeviceptr address_hint = 0;            // first reservation of an allocate() tries here
-    size_t alignment = 0;                    // reservation alignment; 0 = granularity
+    size_t alignment = 0;                    // reservation alignment; the driver always gets
+                                             // max(alignment, granularity), never 0
 };
 using ChunkSpecRef = std::shared_ptr<const ChunkSpec>;
 

@@ -175,6 +175,37 @@ void test_hint_fallback() {
     CHECK(object_counts().reservations == 0 && object_counts().mappings == 0);
 }
 
+
+// ---- A2 ---------------------------------------------------------------------------------
+
+void test_explicit_alignment() {
+    // Option 0 and an option below the granularity: the driver gets the granularity.
+    for (size_t option : {size_t(0), size_t(4096)}) {
+        reset_spy();
+        RangeRef r = Range::allocate(rw_spec(0, option), G);
+        CHECK(g_reserves.size() == 1 && g_reserves[0].alignment == G);
+        // The grow probe (a hint at the range's end) asks for the granularity too.
+        reset_spy();
+        GrowOutcome outcome = GrowOutcome::alias;
+        RangeRef grown = r->grow(r->spec(), 2 * G, outcome);
+        CHECK(!g_reserves.empty() && g_reserves[0].alignment == G && g_reserves[0].hint == r->address() + G);
+        for (const auto& call : g_reserves) CHECK(call.alignment != 0);
+    }
+    // An option above the granularity is passed as is, also for a moved grow.
+    const size_t align = 4 * G;
+    reset_spy();
+    RangeRef r = Range::allocate(rw_spec(0, align), G);
+    CHECK(g_reserves.size() == 1 && g_reserves[0].alignment == align);
+    CUdeviceptr blocker = 0;  // occupies the address right after the range: the grow moves
+    CHECK(g_real.cuMemAddressReserve(&blocker, G, 0, r->address() + G, 0) == CUDA_SUCCESS);
+    CHECK(blocker == r->address() + G);
+    reset_spy();
+    GrowOutcome outcome = GrowOutcome::alias;
+    RangeRef moved = r->grow(r->spec(), 2 * G, outcome);
+    CHECK(outcome == GrowOutcome::moved);
+    CHECK(g_reserves.size() == 2 && g_reserves.back().alignment == align && moved->address() % align == 0);
+    g_real.cuMemAddressFree(blocker, G);
+}
 }  // namespace
 
 void on_timeout(int) {
@@ -195,6 +226,7 @@ int main() {
     install_spy();
 
     test_hint_fallback();
+    test_explicit_alignment();
 
     ObjectCounts c = object_counts();
     CHECK(c.allocations == 0 && c.reservations == 0 && c.mappings == 0 && c.ranges == 0);
