@@ -54,8 +54,8 @@ RangeRef Range::allocate(ChunkSpecRef spec, size_t size) {
     if (size == 0) return empty(std::move(spec));
     const size_t chunk = round_up_to_granularity(size, spec->granularity);
     DeviceContextScope context(spec->device);
-    auto reservation = Reservation::reserve_preferring(chunk, reservation_alignment(*spec), spec->address_hint,
-                                                       Step{"reserving the address range"});
+    auto reservation = Reservation::reserve_preferring(spec->device, chunk, reservation_alignment(*spec),
+                                                       spec->address_hint, Step{"reserving the address range"});
     auto allocation = Allocation::create(*spec, chunk, Step{"creating chunk", 1, 1});
     auto mapping = Mapping::map(reservation, reservation->base(), std::move(allocation), spec->access,
                                 Step{"mapping chunk", 1, 1});
@@ -93,7 +93,7 @@ RangeRef Range::grow(ChunkSpecRef spec, size_t new_size, GrowOutcome& outcome) c
     const CUdeviceptr end = address() + mapped_size_;
     std::shared_ptr<const Reservation> next;
     try {
-        next = Reservation::reserve(extra, spec->granularity, end, Step{"reserving the range after the buffer"});
+        next = Reservation::reserve(spec->device, extra, spec->granularity, end, Step{"reserving the range after the buffer"});
     } catch (const DriverError&) {
         next.reset();
     }
@@ -112,7 +112,7 @@ RangeRef Range::grow(ChunkSpecRef spec, size_t new_size, GrowOutcome& outcome) c
     //    the access it had, so that the outcome (which depends on free address space) never
     //    changes what a device may do with the old chunks; only the new chunk gets
     //    spec->access, as in place.
-    auto reservation = Reservation::reserve(mapped_size_ + extra, reservation_alignment(*spec), 0,
+    auto reservation = Reservation::reserve(spec->device, mapped_size_ + extra, reservation_alignment(*spec), 0,
                                             Step{"reserving the moved range"});
     std::vector<std::shared_ptr<const Mapping>> mappings;
     mappings.reserve(total_chunks);
@@ -154,12 +154,12 @@ RangeRef Range::import_fds(ChunkSpecRef spec, const std::vector<int>& fds, const
     if (fds.empty()) return empty(std::move(spec));
     DeviceContextScope context(spec->device);
     const int chunks = static_cast<int>(fds.size());
-    auto reservation = Reservation::reserve(total, reservation_alignment(*spec), 0, Step{"reserving the imported range"});
+    auto reservation = Reservation::reserve(spec->device, total, reservation_alignment(*spec), 0, Step{"reserving the imported range"});
     std::vector<std::shared_ptr<const Mapping>> mappings;
     mappings.reserve(fds.size());
     CUdeviceptr at = reservation->base();
     for (int i = 0; i < chunks; ++i) {
-        auto allocation = Allocation::import_fd(fds[i], sizes[i], spec->prop.location,
+        auto allocation = Allocation::import_fd(spec->device, fds[i], sizes[i], spec->prop.location,
                                               Step{"importing chunk", i + 1, chunks});
         mappings.push_back(Mapping::map(reservation, at, std::move(allocation), spec->access,
                                         Step{"mapping imported chunk", i + 1, chunks}));

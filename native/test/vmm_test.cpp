@@ -206,6 +206,24 @@ void test_explicit_alignment() {
     CHECK(g_reserves.size() == 2 && g_reserves.back().alignment == align && moved->address() % align == 0);
     g_real.cuMemAddressFree(blocker, G);
 }
+
+// ---- A3 ---------------------------------------------------------------------------------
+
+void test_teardown_context() {
+    RangeRef r = Range::allocate(rw_spec(1), G);  // device 1: not the default context
+    reset_spy();
+    // The last reference drops on a fresh thread, which has no current context.
+    std::thread cleaner([&r] {
+        CUcontext before = reinterpret_cast<CUcontext>(1);
+        g_real.cuCtxGetCurrent(&before);
+        CHECK(before == nullptr);
+        r.reset();
+    });
+    cleaner.join();
+    CHECK(g_teardown_calls == 3);  // unmap, release, address free
+    CHECK(g_teardown_without_ctx == 0);
+    CHECK(cleanup_failure_count() == 0);
+}
 }  // namespace
 
 void on_timeout(int) {
@@ -227,6 +245,7 @@ int main() {
 
     test_hint_fallback();
     test_explicit_alignment();
+    test_teardown_context();
 
     ObjectCounts c = object_counts();
     CHECK(c.allocations == 0 && c.reservations == 0 && c.mappings == 0 && c.ranges == 0);
