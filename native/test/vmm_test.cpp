@@ -224,6 +224,68 @@ void test_teardown_context() {
     CHECK(g_teardown_without_ctx == 0);
     CHECK(cleanup_failure_count() == 0);
 }
+
+// ---- A4 ---------------------------------------------------------------------------------
+
+// Runs `op`, which must throw a DriverError whose message has every part in `parts`, and
+// must not reach the driver's copy entry point `entry`.
+template <class Op>
+void expect_refused(Op op, Entry entry, std::vector<std::string> parts, int line) {
+    const long long before = call_count(entry);
+    std::string what;
+    try {
+        op();
+    } catch (const DriverError& e) {
+        what = e.what();
+        check_true(e.code() == CUDA_ERROR_INVALID_VALUE, "refusal code is CUDA_ERROR_INVALID_VALUE", line);
+    }
+    check_true(!what.empty(), "the copy was refused", line);
+    check_true(call_count(entry) == before, "no driver copy call was made", line);
+    for (const auto& part : parts) {
+        if (!contains(what, part)) {
+            ++g_failed;
+            std::printf("FAIL line %d: message lacks \"%s\": %s\n", line, part.c_str(), what.c_str());
+        } else {
+            ++g_passed;
+        }
+    }
+}
+
+void test_copies_checked_before_the_driver() {
+    std::vector<unsigned char> host(G, 7);
+    RangeRef rw = Range::allocate(rw_spec(0), 2 * G);
+    RangeRef read_only = Range::allocate(make_spec(0, {self_access(0, CU_MEM_ACCESS_FLAGS_PROT_READ)}), 2 * G);
+    RangeRef none = Range::allocate(make_spec(0, {}), G);
+    RangeRef on_one = Range::allocate(rw_spec(1), G);  // device 0 has no access to it
+
+    char name[96];
+    std::snprintf(name, sizeof name, "VirtualMemoryBuffer[0x%llx, %zu bytes]",
+                  static_cast<unsigned long long>(read_only->address()), read_only->size());
+    expect_refused([&] { copy_host_to_range(*read_only, 0, host.data(), 16); }, Entry::cuMemcpyHtoD,
+                   {"device 0 has READ access", name, "needs READWRITE", "Refused by cuvmm"}, __LINE__);
+    expect_refused([&] { fill_range(*read_only, G, 16, 1); }, Entry::cuMemsetD8,
+                   {"device 0 has READ access", "chunk 1 of 1"}, __LINE__);
+    expect_refused([&] { copy_range_to_range(*read_only, 0, *rw, 0, 16); }, Entry::cuMemcpyDtoD,
+                   {"READ access to the destination"}, __LINE__);
+    expect_refused([&] { copy_range_to_host(*none, 0, host.data(), 16); }, Entry::cuMemcpyDtoH,
+                   {"device 0 has no access to the source", "needs READ"}, __LINE__);
+    expect_refused([&] { copy_range_to_range(*rw, 0, *on_one, 0, 16); }, Entry::cuMemcpyDtoD,
+                   {"device 0 has no access to the source"}, __LINE__);
+
+    // What the access allows still reaches the driver and works.
+    const long long reads = call_count(Entry::cuMemcpyDtoH);
+    copy_range_to_host(*read_only, 0, host.data(), 16);
+    copy_host_to_range(*rw, 0, host.data(), G);
+    copy_range_to_range(*on_one, 0, *on_one, G / 2, 16);
+    CHECK(call_count(Entry::cuMemcpyDtoH) == reads + 1);
+
+    // A chunk added by a grow with other options has its own access: the check is per chunk.
+    GrowOutcome outcome = GrowOutcome::alias;
+    RangeRef grown = rw->grow(make_spec(0, {self_access(0, CU_MEM_ACCESS_FLAGS_PROT_READ)}), 3 * G, outcome);
+    copy_host_to_range(*grown, 0, host.data(), G);  // chunk 1: READWRITE
+    expect_refused([&] { copy_host_to_range(*grown, 2 * G, host.data(), 16); }, Entry::cuMemcpyHtoD,
+                   {"chunk 2 of 2"}, __LINE__);
+}
 }  // namespace
 
 void on_timeout(int) {
@@ -246,6 +308,7 @@ int main() {
     test_hint_fallback();
     test_explicit_alignment();
     test_teardown_context();
+    test_copies_checked_before_the_driver();
 
     ObjectCounts c = object_counts();
     CHECK(c.allocations == 0 && c.reservations == 0 && c.mappings == 0 && c.ranges == 0);
