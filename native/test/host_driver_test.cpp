@@ -1049,6 +1049,20 @@ void test_reserve_hint_alignment() {
     CHECK(host_live_counts().reservations == 0);
 }
 
+// cuDeviceCanAccessPeer: distinct host devices are peers, a device is not its own.
+void test_can_access_peer() {
+    int can = -1;
+    OK(T.cuDeviceCanAccessPeer(&can, 0, 1));
+    CHECK(can == 1);
+    OK(T.cuDeviceCanAccessPeer(&can, 1, 0));
+    CHECK(can == 1);
+    OK(T.cuDeviceCanAccessPeer(&can, 0, 0));
+    CHECK(can == 0);
+    EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, T.cuDeviceCanAccessPeer(&can, 0, 2));
+    EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, T.cuDeviceCanAccessPeer(&can, -1, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuDeviceCanAccessPeer(nullptr, 0, 1));
+}
+
 void on_timeout(int) {
     static const char msg[] = "FAIL: timed out (a deadlock or a starved writer?)\n";
     ssize_t w = write(STDOUT_FILENO, msg, sizeof msg - 1);
@@ -1093,6 +1107,7 @@ int main() {
     test_fd_exhaustion();
     test_races();
     test_reserve_hint_alignment();
+    test_can_access_peer();
 
     OK(T.cuCtxSetCurrent(nullptr));
     OK(T.cuDevicePrimaryCtxRelease(0));

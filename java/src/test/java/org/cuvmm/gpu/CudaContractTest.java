@@ -392,7 +392,7 @@ class CudaContractTest {
 
     @Test
     void peerAccessOnASecondDevice() {
-        GpuSupport.assumeDevices(driver, 2);
+        GpuSupport.assumePeers(driver, 0, 1);
         VirtualMemoryResourceOptions withPeer = VirtualMemoryResourceOptions.builder().peers(1).build();
         try (VirtualMemoryResource r0 = VirtualMemoryResource.create(0, withPeer);
              VirtualMemoryResource r1 = VirtualMemoryResource.create(1,
