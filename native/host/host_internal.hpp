@@ -109,6 +109,9 @@
 //     (cuStreamDestroy of the null / legacy / per-thread stream included)
 //   cuMemAddressReserve addr hint not a multiple of max(alignment, granularity) CUDA_ERROR_INVALID_VALUE
 //     (B22; a well-aligned hint that cannot be honoured is still placed elsewhere)
+//   cuMemMap size other than the allocation's whole size (B23)                 CUDA_ERROR_INVALID_VALUE
+//   cuMemSetAccess HOST or HOST_NUMA_CURRENT access on a range mapping a        CUDA_ERROR_NOT_SUPPORTED
+//     DEVICE-located allocation (B37; after the HOST_NUMA rule above)
 //
 // Threading: all registry state sits behind one shared mutex (a writer-preferring
 // pthread rwlock, see RegistryMutex: a std::shared_mutex would let copies starve unmap).

@@ -79,6 +79,10 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGene
     if (h == st.handles.end()) return CUDA_ERROR_INVALID_VALUE;
     Allocation* a = st.allocations.at(h->second).get();
     if (size == 0 || !aligned(size) || size > a->size) return CUDA_ERROR_INVALID_VALUE;
+    // B23: cuda.h allows offset + size <= the allocation's size, but the driver maps whole
+    // allocations only (cuda.core's notes, from GPU runs); refuse a shorter map so that a
+    // descriptor with short chunk sizes fails here as it would on a GPU.
+    if (size != a->size) return CUDA_ERROR_INVALID_VALUE;
     if (!aligned(ptr) || !range_ok(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
     auto p = static_cast<uintptr_t>(ptr);
     if (find_reservation(st, p, size) == st.reservations.end()) return CUDA_ERROR_INVALID_VALUE;
@@ -146,8 +150,12 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
     std::array<int, kAccessSlots> wanted;  // -1: unchanged
     wanted.fill(-1);
     bool host_numa = false;                // some descriptor names a HOST_NUMA location
+    bool host = false;                     // some descriptor names HOST or HOST_NUMA_CURRENT
     for (size_t i = 0; i < count; ++i) {
         if (desc[i].location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA) host_numa = true;
+        if (desc[i].location.type == CU_MEM_LOCATION_TYPE_HOST ||
+            desc[i].location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT)
+            host = true;
         int slot = 0;
         if (CUresult r = access_slot(desc[i].location, &slot)) return r;
         unsigned f = desc[i].flags;
@@ -162,12 +170,17 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
     auto p = static_cast<uintptr_t>(ptr);
     // cuda.h (cuMemSetAccess): "Users cannot specify CU_MEM_LOCATION_TYPE_HOST_NUMA
     // accessibility for allocations created on with other location types."
+    // B37: host access to DEVICE-located memory is NOT_SUPPORTED on NVIDIA's driver (audit
+    // [E7]: hip-tests expect it there); device memory is never CPU memory.
     bool numa_ok = true;
+    bool host_ok = true;
     bool covered = for_each_run(st, p, size, [&](uintptr_t, Mapping& m, size_t, size_t, Access&) {
-        if (host_numa && st.allocations.at(m.alloc_id)->prop.location.type != CU_MEM_LOCATION_TYPE_HOST_NUMA)
-            numa_ok = false;
+        CUmemLocationType where = st.allocations.at(m.alloc_id)->prop.location.type;
+        if (host_numa && where != CU_MEM_LOCATION_TYPE_HOST_NUMA) numa_ok = false;
+        if (host && where == CU_MEM_LOCATION_TYPE_DEVICE) host_ok = false;
     });
     if (!covered || !numa_ok) return CUDA_ERROR_INVALID_VALUE;
+    if (!host_ok) return CUDA_ERROR_NOT_SUPPORTED;
 
     // Split the runs at the range ends (no semantic change), then for each run: mprotect
     // to the new union first and record the new flags only if that worked, so the

@@ -449,7 +449,7 @@ void test_map_unmap_access() {
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemMap(va, G, 0, h2, 0));           // same start
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemMap(va + G, G, 0, h2, 0));       // inside
     OK(T.cuMemMap(va + 2 * G, G, 0, h2, 0));                                     // adjacent
-    OK(T.cuMemMap(va + 4 * G, G, 0, h, 0));                                      // a handle may map twice
+    OK(T.cuMemMap(va + 4 * G, G, 0, h2, 0));                                     // a handle may map twice
     CHECK(host_live_counts().mappings == 3);
 
     // New mappings have no access for anyone.
@@ -490,15 +490,9 @@ void test_map_unmap_access() {
     // HOST_NUMA access on a DEVICE allocation: refused, as cuda.h says (test_host_numa_access).
     CUmemAccessDesc numa = access(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va, G, &numa, 1));
+    // Host access on a DEVICE allocation: NOT_SUPPORTED (B37, test_device_memory_is_not_host_memory).
     CUmemAccessDesc host = access(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
-    OK(T.cuMemSetAccess(va, G, &host, 1));
-    CUmemLocation hl{CU_MEM_LOCATION_TYPE_HOST, 0};
-    OK(T.cuMemGetAccess(&f, &hl, va));
-    CHECK(f == 1);
-    // The CPU may now really read and write it (union of all locations: READWRITE).
-    volatile unsigned char* cpu = reinterpret_cast<volatile unsigned char*>(static_cast<uintptr_t>(va));
-    cpu[0] = 0x5a;
-    CHECK(cpu[0] == 0x5a);
+    EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, T.cuMemSetAccess(va, G, &host, 1));
 
     // Unmap must be exactly whole, contiguous mappings.
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemUnmap(va, G));            // part of a mapping
@@ -1063,6 +1057,57 @@ void test_can_access_peer() {
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuDeviceCanAccessPeer(nullptr, 0, 1));
 }
 
+// B23: cuMemMap maps a whole allocation, never a shorter prefix.
+void test_map_whole_allocation_only() {
+    CUmemGenericAllocationHandle h = 0;
+    CUmemAllocationProp p = dev_prop(0);
+    OK(T.cuMemCreate(&h, 2 * G, &p, 0));
+    CUdeviceptr va = 0;
+    OK(T.cuMemAddressReserve(&va, 2 * G, 0, 0, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemMap(va, G, 0, h, 0));
+    CHECK(host_live_counts().mappings == 0);
+    OK(T.cuMemMap(va, 2 * G, 0, h, 0));
+    OK(T.cuMemUnmap(va, 2 * G));
+    OK(T.cuMemAddressFree(va, 2 * G));
+    OK(T.cuMemRelease(h));
+}
+
+// B37: HOST / HOST_NUMA_CURRENT access on DEVICE-located memory is NOT_SUPPORTED, alone,
+// with a device descriptor, or over a range that also maps host memory; nothing changes.
+// On HOST-located memory it is fine.
+void test_device_memory_is_not_host_memory() {
+    CUmemGenericAllocationHandle hh = 0, hd = 0;
+    CUmemAllocationProp ph = prop_on(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_HANDLE_TYPE_NONE);
+    CUmemAllocationProp pd = dev_prop(0);
+    OK(T.cuMemCreate(&hh, G, &ph, 0));
+    OK(T.cuMemCreate(&hd, G, &pd, 0));
+    CUdeviceptr va = 0;
+    OK(T.cuMemAddressReserve(&va, 2 * G, 0, 0, 0));
+    OK(T.cuMemMap(va, G, 0, hh, 0));
+    OK(T.cuMemMap(va + G, G, 0, hd, 0));
+    CUmemLocation cpu{CU_MEM_LOCATION_TYPE_HOST, 0};
+    auto cpu_access = [&](CUdeviceptr at) {
+        unsigned long long f = 99;
+        return T.cuMemGetAccess(&f, &cpu, at) == CUDA_SUCCESS ? f : 1000;
+    };
+    for (CUmemLocationType type : {CU_MEM_LOCATION_TYPE_HOST, CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT}) {
+        CUmemAccessDesc h = access(type, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+        EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, T.cuMemSetAccess(va + G, G, &h, 1));
+        CUmemAccessDesc mixed[2] = {dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), h};
+        EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, T.cuMemSetAccess(va + G, G, mixed, 2));
+        EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, T.cuMemSetAccess(va, 2 * G, mixed, 2));
+        CHECK(cpu_access(va) == 0 && cpu_access(va + G) == 0 && get_access(0, va + G) == 0);
+        OK(T.cuMemSetAccess(va, G, &h, 1));  // host memory: fine
+        CHECK(cpu_access(va) == 3);
+        h.flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+        OK(T.cuMemSetAccess(va, G, &h, 1));
+    }
+    OK(T.cuMemUnmap(va, 2 * G));
+    OK(T.cuMemAddressFree(va, 2 * G));
+    OK(T.cuMemRelease(hh));
+    OK(T.cuMemRelease(hd));
+}
+
 void on_timeout(int) {
     static const char msg[] = "FAIL: timed out (a deadlock or a starved writer?)\n";
     ssize_t w = write(STDOUT_FILENO, msg, sizeof msg - 1);
@@ -1108,6 +1153,8 @@ int main() {
     test_races();
     test_reserve_hint_alignment();
     test_can_access_peer();
+    test_map_whole_allocation_only();
+    test_device_memory_is_not_host_memory();
 
     OK(T.cuCtxSetCurrent(nullptr));
     OK(T.cuDevicePrimaryCtxRelease(0));
