@@ -41,7 +41,7 @@ CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
     if (!host_range_ok(st, src, bytes, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
     if (!range_ok(dst, bytes) || !accessible(st, dst, bytes, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
     // memmove: a host source inside mapped memory may overlap the destination.
-    std::memmove(reinterpret_cast<void*>(static_cast<uintptr_t>(dst)), src, bytes);
+    device_write(st, static_cast<uintptr_t>(dst), src, bytes);
     return CUDA_SUCCESS;
 }
 
@@ -55,7 +55,7 @@ CUresult CUDAAPI cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t bytes) {
     if (!host_range_ok(st, dst, bytes, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
     if (!range_ok(src, bytes) || !accessible(st, src, bytes, dev, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
     // memmove: a host destination inside mapped memory may overlap the source.
-    std::memmove(dst, reinterpret_cast<const void*>(static_cast<uintptr_t>(src)), bytes);
+    device_read(st, dst, static_cast<uintptr_t>(src), bytes);
     return CUDA_SUCCESS;
 }
 
@@ -68,8 +68,7 @@ CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
     if (CUresult r = copy_context(st, &dev)) return r;
     if (!range_ok(src, bytes) || !accessible(st, src, bytes, dev, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
     if (!range_ok(dst, bytes) || !accessible(st, dst, bytes, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
-    std::memmove(reinterpret_cast<void*>(static_cast<uintptr_t>(dst)),
-                 reinterpret_cast<const void*>(static_cast<uintptr_t>(src)), bytes);
+    device_copy(st, static_cast<uintptr_t>(dst), static_cast<uintptr_t>(src), bytes);
     return CUDA_SUCCESS;
 }
 
@@ -81,7 +80,7 @@ CUresult CUDAAPI cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t count) 
     int dev;
     if (CUresult r = copy_context(st, &dev)) return r;
     if (!range_ok(dst, count) || !accessible(st, dst, count, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
-    std::memset(reinterpret_cast<void*>(static_cast<uintptr_t>(dst)), value, count);
+    device_fill(st, static_cast<uintptr_t>(dst), value, count);
     return CUDA_SUCCESS;
 }
 

@@ -91,6 +91,12 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGene
     if (next != st.mappings.end() && next->first < p + size) return CUDA_ERROR_INVALID_VALUE;
     if (find_mapping(st, p) != st.mappings.end()) return CUDA_ERROR_INVALID_VALUE;
 
+    // B40: the driver's own copies reach DEVICE-located memory through a private view.
+    if (a->prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE && a->view == nullptr) {
+        void* view = ::mmap(nullptr, a->size, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+        if (view == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+        a->view = static_cast<unsigned char*>(view);
+    }
     // No access for anyone until cuMemSetAccess.
     void* want = reinterpret_cast<void*>(p);
     void* got = ::mmap(want, size, PROT_NONE, MAP_SHARED | MAP_FIXED, a->fd, 0);
@@ -193,12 +199,14 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
         split_at(it->second, hi);
     }
     CUresult result = CUDA_SUCCESS;
-    for_each_run(st, p, size, [&](uintptr_t base, Mapping&, size_t b, size_t e, Access& cur) {
+    for_each_run(st, p, size, [&](uintptr_t base, Mapping& m, size_t b, size_t e, Access& cur) {
         if (result != CUDA_SUCCESS) return;
         Access next = cur;
         for (int s = 0; s < kAccessSlots; ++s)
             if (wanted[s] >= 0) next[s] = static_cast<unsigned char>(wanted[s]);
-        if (::mprotect(reinterpret_cast<void*>(base + b), e - b, prot_of(next)) != 0) {
+        // B40: DEVICE-located memory is never CPU memory at its public address.
+        const bool device = st.allocations.at(m.alloc_id)->prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+        if (::mprotect(reinterpret_cast<void*>(base + b), e - b, device ? PROT_NONE : prot_of(next)) != 0) {
             result = CUDA_ERROR_OUT_OF_MEMORY;
             return;
         }

@@ -1108,6 +1108,76 @@ void test_device_memory_is_not_host_memory() {
     OK(T.cuMemRelease(hd));
 }
 
+// The permissions /proc/self/maps shows for the page at `p` ("rw-s", "---s", ...), or "".
+std::string maps_perms(uintptr_t p) {
+    FILE* f = std::fopen("/proc/self/maps", "r");
+    if (!f) return "";
+    char line[512];
+    std::string perms;
+    while (std::fgets(line, sizeof line, f)) {
+        unsigned long lo = 0, hi = 0;
+        char pr[8] = {};
+        if (std::sscanf(line, "%lx-%lx %7s", &lo, &hi, pr) == 3 && p >= lo && p < hi) {
+            perms = pr;
+            break;
+        }
+    }
+    std::fclose(f);
+    return perms;
+}
+
+// Mappings of host-driver memfds in /proc/self/maps (public mappings and private views).
+int memfd_mappings() {
+    FILE* f = std::fopen("/proc/self/maps", "r");
+    if (!f) return -1;
+    char line[512];
+    int n = 0;
+    while (std::fgets(line, sizeof line, f)) {
+        if (std::strstr(line, "cuvmm-host:")) ++n;
+    }
+    std::fclose(f);
+    return n;
+}
+
+// B40: DEVICE-located memory stays PROT_NONE to the CPU at its public address whatever the
+// access; the driver's own copies and memset reach it through a private view, so an alias
+// (the same allocation mapped twice) sees every write, and an overlapping copy between
+// aliases has memmove semantics.
+void test_device_memory_is_private() {
+    OK(T.cuCtxSetCurrent(g_ctx[0]));
+    const int maps_before = memfd_mappings();
+    CUmemGenericAllocationHandle h = 0;
+    CUmemAllocationProp p = dev_prop(0);
+    OK(T.cuMemCreate(&h, 2 * G, &p, 0));
+    CUdeviceptr va = 0;
+    OK(T.cuMemAddressReserve(&va, 4 * G, 0, 0, 0));
+    OK(T.cuMemMap(va, 2 * G, 0, h, 0));
+    OK(T.cuMemMap(va + 2 * G, 2 * G, 0, h, 0));  // an alias of the same memory
+    CUmemAccessDesc rw0 = dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    OK(T.cuMemSetAccess(va, 4 * G, &rw0, 1));
+    CHECK(maps_perms(static_cast<uintptr_t>(va)) == "---s");
+    CHECK(maps_perms(static_cast<uintptr_t>(va + 3 * G)) == "---s");
+
+    std::vector<unsigned char> data(G + 64), back(G + 64);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned char>(i * 7 + 1);
+    OK(T.cuMemcpyHtoD(va, data.data(), data.size()));
+    OK(T.cuMemcpyDtoH(back.data(), va + 2 * G, back.size()));  // through the alias
+    CHECK(back == data);
+    OK(T.cuMemsetD8(va + 2 * G + 8, 0xee, 4));
+    OK(T.cuMemcpyDtoH(back.data(), va, 16));
+    CHECK(back[7] == data[7] && back[8] == 0xee && back[11] == 0xee && back[12] == data[12]);
+    // Overlapping copy between the aliases, shifted up by 16 bytes: memmove semantics.
+    OK(T.cuMemcpyHtoD(va, data.data(), data.size()));
+    OK(T.cuMemcpyDtoD(va + 2 * G + 16, va, G));
+    OK(T.cuMemcpyDtoH(back.data(), va + 16, G));
+    CHECK(std::memcmp(back.data(), data.data(), G) == 0);
+
+    OK(T.cuMemUnmap(va, 4 * G));
+    OK(T.cuMemAddressFree(va, 4 * G));
+    OK(T.cuMemRelease(h));
+    CHECK(memfd_mappings() == maps_before);  // the view went with the allocation
+}
+
 void on_timeout(int) {
     static const char msg[] = "FAIL: timed out (a deadlock or a starved writer?)\n";
     ssize_t w = write(STDOUT_FILENO, msg, sizeof msg - 1);
@@ -1155,6 +1225,7 @@ int main() {
     test_can_access_peer();
     test_map_whole_allocation_only();
     test_device_memory_is_not_host_memory();
+    test_device_memory_is_private();
 
     OK(T.cuCtxSetCurrent(nullptr));
     OK(T.cuDevicePrimaryCtxRelease(0));
