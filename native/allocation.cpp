@@ -34,13 +34,14 @@ std::string fd_limit_hint_for(CUresult rc) {
 
 }  // namespace
 
-Allocation::Allocation(CUmemGenericAllocationHandle handle, size_t size, bool imported,
+Allocation::Allocation(int device, CUmemGenericAllocationHandle handle, size_t size, bool imported,
                        CUmemAllocationHandleType types)
-    : handle_(handle), size_(size), imported_(imported), handle_types_(types) {
+    : handle_(handle), size_(size), imported_(imported), handle_types_(types), device_(device) {
     g_live_allocations.fetch_add(1, std::memory_order_relaxed);
 }
 
 Allocation::~Allocation() {
+    TeardownContextScope context(device_);
     CUresult rc = CUVMM_CALL_NOTHROW(cuMemRelease, handle_);
     if (rc != CUDA_SUCCESS) report_cleanup_failure("cuMemRelease", rc, "releasing a physical allocation");
     g_live_allocations.fetch_sub(1, std::memory_order_relaxed);
@@ -56,17 +57,17 @@ std::shared_ptr<const Allocation> Allocation::create(const ChunkSpec& spec, size
         std::string detail = driver_kind() == DriverKind::host ? fd_limit_hint_for(rc) : "";
         throw DriverError(rc, "cuMemCreate", step.describe(), detail);
     }
-    return own(handle, size, false, spec.prop.requestedHandleTypes);
+    return own(spec.device, handle, size, false, spec.prop.requestedHandleTypes);
 }
 
-std::shared_ptr<const Allocation> Allocation::own(CUmemGenericAllocationHandle handle, size_t size, bool imported,
-                                                  CUmemAllocationHandleType types) {
+std::shared_ptr<const Allocation> Allocation::own(int device, CUmemGenericAllocationHandle handle, size_t size,
+                                                  bool imported, CUmemAllocationHandleType types) {
     // Until the box exists nothing would release the handle, so a failed `new` releases it
     // here. Once the box exists its destructor owns the release: shared_ptr deletes the box
     // itself if its control block cannot be allocated, so that stays outside the try.
     Allocation* box = nullptr;
     try {
-        box = new Allocation(handle, size, imported, types);
+        box = new Allocation(device, handle, size, imported, types);
     } catch (...) {
         CUVMM_CALL_NOTHROW(cuMemRelease, handle);
         throw;
@@ -74,8 +75,8 @@ std::shared_ptr<const Allocation> Allocation::own(CUmemGenericAllocationHandle h
     return std::shared_ptr<const Allocation>(box);
 }
 
-std::shared_ptr<const Allocation> Allocation::import_fd(int fd, size_t size, const CUmemLocation& expected,
-                                                        const Step& step) {
+std::shared_ptr<const Allocation> Allocation::import_fd(int device, int fd, size_t size,
+                                                        const CUmemLocation& expected, const Step& step) {
     CUmemGenericAllocationHandle handle = 0;
     count_call(Entry::cuMemImportFromShareableHandle);
     CUresult rc = driver().cuMemImportFromShareableHandle(&handle, reinterpret_cast<void*>(static_cast<intptr_t>(fd)),
@@ -91,7 +92,7 @@ std::shared_ptr<const Allocation> Allocation::import_fd(int fd, size_t size, con
         if (!hint.empty()) detail += (detail.empty() ? "" : "; ") + hint;
         throw DriverError(rc, "cuMemImportFromShareableHandle", step.describe(), detail);
     }
-    std::shared_ptr<const Allocation> owned = own(handle, size, true, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+    std::shared_ptr<const Allocation> owned = own(device, handle, size, true, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
     // From here `owned` releases the handle if anything below throws.
     CUmemAllocationProp prop{};
     CUVMM_CALL(cuMemGetAllocationPropertiesFromHandle, step, &prop, handle);

@@ -44,13 +44,19 @@ bool load_cuda_driver(DriverTable& table, const std::string& library, std::strin
     if (v2 == nullptr && v1 == nullptr) {
         return fail(library + " has no cuGetProcAddress (a driver older than CUDA 11.3)");
     }
+    // The legacy default stream, asked for explicitly: transfer.cpp's cuStreamSynchronize(nullptr)
+    // and the copies mean the legacy stream. CU_GET_PROC_ADDRESS_DEFAULT would mean the
+    // per-thread stream whenever this file were built with CUDA_API_PER_THREAD_DEFAULT_STREAM
+    // (cuda.h, cuGetProcAddress: "equivalent to ... LEGACY_STREAM otherwise"), so the intent
+    // would hang on a build flag.
+    constexpr cuuint64_t kProcFlags = CU_GET_PROC_ADDRESS_LEGACY_STREAM;
     DriverTable t;
 #define CUVMM_RESOLVE(name, version, params)                                                        \
     {                                                                                               \
         void* fn = nullptr;                                                                         \
         CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SUCCESS;                       \
-        CUresult rc = v2 ? v2(#name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT, &status)            \
-                         : v1(#name, &fn, version, CU_GET_PROC_ADDRESS_DEFAULT);                    \
+        CUresult rc = v2 ? v2(#name, &fn, version, kProcFlags, &status)                             \
+                         : v1(#name, &fn, version, kProcFlags);                                     \
         if (rc != CUDA_SUCCESS || fn == nullptr || status != CU_GET_PROC_ADDRESS_SUCCESS) {         \
             return fail(std::string("cuGetProcAddress(\"" #name "\", ") + std::to_string(version) + \
                         ") failed: " + describe_result(rc) + ", " + symbol_status_text(status));    \

@@ -179,4 +179,14 @@ DeviceContextScope::~DeviceContextScope() {
     if (rc != CUDA_SUCCESS) report_cleanup_failure("cuCtxSetCurrent", rc, "restoring the caller's context");
 }
 
+TeardownContextScope::TeardownContextScope(int device) noexcept {
+    try {
+        scope_.emplace(device);
+    } catch (const DriverError& e) {
+        report_cleanup_failure(e.call().c_str(), e.code(), "making the device current for a teardown");
+    } catch (...) {
+        report_cleanup_failure("cuCtxSetCurrent", CUDA_ERROR_UNKNOWN, "making the device current for a teardown");
+    }
+}
+
 }  // namespace cuvmm

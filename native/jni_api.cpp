@@ -131,6 +131,17 @@ int device_count(Status& status) {
     return count;
 }
 
+int can_access_peer(int device, int peer, Status& status) {
+    int can = -1;
+    guarded(status, "can_access_peer", [&] {
+        CUdevice dev = 0, other = 0;
+        CUVMM_CALL(cuDeviceGet, Step{"looking up the device"}, &dev, device);
+        CUVMM_CALL(cuDeviceGet, Step{"looking up the peer device"}, &other, peer);
+        CUVMM_CALL(cuDeviceCanAccessPeer, Step{"asking whether the device can access the peer"}, &can, dev, other);
+    });
+    return can;
+}
+
 void device_info(int ordinal, DeviceInfo& out, Status& status) {
     guarded(status, "device_info", [&] {
         CUdevice dev = 0;

@@ -13,6 +13,7 @@ Mapping::Mapping(std::shared_ptr<const Reservation> reservation, CUdeviceptr add
 }
 
 Mapping::~Mapping() {
+    TeardownContextScope context(reservation_->device());
     CUresult rc = CUVMM_CALL_NOTHROW(cuMemUnmap, address_, allocation_->size());
     if (rc != CUDA_SUCCESS) report_cleanup_failure("cuMemUnmap", rc, "unmapping a chunk");
     g_live_mappings.fetch_sub(1, std::memory_order_relaxed);

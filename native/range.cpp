@@ -19,6 +19,13 @@ size_t round_up_to_granularity(size_t size, size_t granularity) {
 
 namespace {
 
+// The alignment every reservation of `spec` asks for, always explicit: to the driver 0
+// means its own default (cuda.h, cuMemAddressReserve), not the granularity, and an
+// alignment below the granularity may be honoured, giving a base cuMemMap refuses (A2).
+size_t reservation_alignment(const ChunkSpec& spec) {
+    return spec.alignment > spec.granularity ? spec.alignment : spec.granularity;
+}
+
 size_t sum_sizes(const std::vector<std::shared_ptr<const Mapping>>& mappings) {
     size_t total = 0;
     for (const auto& m : mappings) total += m->size();
@@ -47,7 +54,8 @@ RangeRef Range::allocate(ChunkSpecRef spec, size_t size) {
     if (size == 0) return empty(std::move(spec));
     const size_t chunk = round_up_to_granularity(size, spec->granularity);
     DeviceContextScope context(spec->device);
-    auto reservation = Reservation::reserve(chunk, spec->alignment, spec->address_hint, Step{"reserving the address range"});
+    auto reservation = Reservation::reserve_preferring(spec->device, chunk, reservation_alignment(*spec),
+                                                       spec->address_hint, Step{"reserving the address range"});
     auto allocation = Allocation::create(*spec, chunk, Step{"creating chunk", 1, 1});
     auto mapping = Mapping::map(reservation, reservation->base(), std::move(allocation), spec->access,
                                 Step{"mapping chunk", 1, 1});
@@ -79,12 +87,13 @@ RangeRef Range::grow(ChunkSpecRef spec, size_t new_size, GrowOutcome& outcome) c
     const int total_chunks = static_cast<int>(mappings_.size()) + 1;
     DeviceContextScope context(spec->device);
 
-    // 1. In place: ask for the range that starts exactly where this one ends. A refusal of
-    //    the probe is not an error of the grow: moving still works.
+    // 1. In place: ask for the range that starts exactly where this one ends (aligned to the
+    //    granularity only: the hint must be a multiple of the alignment passed). A refusal
+    //    of the probe is not an error of the grow: moving still works.
     const CUdeviceptr end = address() + mapped_size_;
     std::shared_ptr<const Reservation> next;
     try {
-        next = Reservation::reserve(extra, 0, end, Step{"reserving the range after the buffer"});
+        next = Reservation::reserve(spec->device, extra, spec->granularity, end, Step{"reserving the range after the buffer"});
     } catch (const DriverError&) {
         next.reset();
     }
@@ -103,7 +112,7 @@ RangeRef Range::grow(ChunkSpecRef spec, size_t new_size, GrowOutcome& outcome) c
     //    the access it had, so that the outcome (which depends on free address space) never
     //    changes what a device may do with the old chunks; only the new chunk gets
     //    spec->access, as in place.
-    auto reservation = Reservation::reserve(mapped_size_ + extra, spec->alignment, 0,
+    auto reservation = Reservation::reserve(spec->device, mapped_size_ + extra, reservation_alignment(*spec), 0,
                                             Step{"reserving the moved range"});
     std::vector<std::shared_ptr<const Mapping>> mappings;
     mappings.reserve(total_chunks);
@@ -145,12 +154,12 @@ RangeRef Range::import_fds(ChunkSpecRef spec, const std::vector<int>& fds, const
     if (fds.empty()) return empty(std::move(spec));
     DeviceContextScope context(spec->device);
     const int chunks = static_cast<int>(fds.size());
-    auto reservation = Reservation::reserve(total, spec->alignment, 0, Step{"reserving the imported range"});
+    auto reservation = Reservation::reserve(spec->device, total, reservation_alignment(*spec), 0, Step{"reserving the imported range"});
     std::vector<std::shared_ptr<const Mapping>> mappings;
     mappings.reserve(fds.size());
     CUdeviceptr at = reservation->base();
     for (int i = 0; i < chunks; ++i) {
-        auto allocation = Allocation::import_fd(fds[i], sizes[i], spec->prop.location,
+        auto allocation = Allocation::import_fd(spec->device, fds[i], sizes[i], spec->prop.location,
                                               Step{"importing chunk", i + 1, chunks});
         mappings.push_back(Mapping::map(reservation, at, std::move(allocation), spec->access,
                                         Step{"mapping imported chunk", i + 1, chunks}));

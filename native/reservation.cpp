@@ -3,17 +3,18 @@
 
 namespace cuvmm {
 
-Reservation::Reservation(CUdeviceptr base, size_t size) : base_(base), size_(size) {
+Reservation::Reservation(int device, CUdeviceptr base, size_t size) : base_(base), size_(size), device_(device) {
     g_live_reservations.fetch_add(1, std::memory_order_relaxed);
 }
 
 Reservation::~Reservation() {
+    TeardownContextScope context(device_);
     CUresult rc = CUVMM_CALL_NOTHROW(cuMemAddressFree, base_, size_);
     if (rc != CUDA_SUCCESS) report_cleanup_failure("cuMemAddressFree", rc, "freeing a reserved address range");
     g_live_reservations.fetch_sub(1, std::memory_order_relaxed);
 }
 
-std::shared_ptr<const Reservation> Reservation::reserve(size_t size, size_t alignment, CUdeviceptr hint,
+std::shared_ptr<const Reservation> Reservation::reserve(int device, size_t size, size_t alignment, CUdeviceptr hint,
                                                         const Step& step) {
     CUdeviceptr base = 0;
     CUVMM_CALL(cuMemAddressReserve, step, &base, size, alignment, hint, 0);
@@ -21,12 +22,24 @@ std::shared_ptr<const Reservation> Reservation::reserve(size_t size, size_t alig
     // shared_ptr deletes the box if its control block cannot be allocated).
     Reservation* box = nullptr;
     try {
-        box = new Reservation(base, size);
+        box = new Reservation(device, base, size);
     } catch (...) {
         CUVMM_CALL_NOTHROW(cuMemAddressFree, base, size);
         throw;
     }
     return std::shared_ptr<const Reservation>(box);
+}
+
+std::shared_ptr<const Reservation> Reservation::reserve_preferring(int device, size_t size, size_t alignment,
+                                                                   CUdeviceptr hint, const Step& step) {
+    if (hint == 0) return reserve(device, size, alignment, 0, step);
+    try {
+        return reserve(device, size, alignment, hint, step);
+    } catch (const DriverError&) {
+        // The hint is a preference, never a requirement (VirtualMemoryResourceOptions):
+        // a refusal of it is not the caller's error.
+    }
+    return reserve(device, size, alignment, 0, step);
 }
 
 }  // namespace cuvmm

@@ -1,5 +1,8 @@
 #include "cuvmm/transfer.hpp"
 
+#include <cstdio>
+#include <string>
+
 namespace cuvmm {
 namespace {
 
@@ -8,6 +11,59 @@ void check_window(const Range& range, size_t offset, size_t bytes, const char* c
         throw DriverError(CUDA_ERROR_INVALID_VALUE, call, std::string("checking the ") + role + " window",
                           "offset " + std::to_string(offset) + " + length " + std::to_string(bytes) +
                               " is outside the buffer of " + std::to_string(range.size()) + " bytes");
+    }
+}
+
+const char* access_name(unsigned long long flags) {
+    switch (flags) {
+        case CU_MEM_ACCESS_FLAGS_PROT_NONE: return "no";
+        case CU_MEM_ACCESS_FLAGS_PROT_READ: return "READ";
+        case CU_MEM_ACCESS_FLAGS_PROT_READWRITE: return "READWRITE";
+        default: return "unknown";
+    }
+}
+
+// What `device` may do with `mapping`: its access list as cuMemSetAccess applied it (a
+// later descriptor for the same location wins; a device not named has none).
+unsigned long long device_access(const Mapping& mapping, int device) {
+    unsigned long long flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+    for (const CUmemAccessDesc& d : mapping.access()) {
+        if (d.location.type == CU_MEM_LOCATION_TYPE_DEVICE && d.location.id == device) flags = d.flags;
+    }
+    return flags;
+}
+
+// Audit A4: on a GPU, a copy or fill through a mapping the current device may not access
+// (no access, or READ for a destination) is not a clean error but a device fault
+// (CUDA_ERROR_ILLEGAL_ADDRESS) that leaves the primary context unusable for the rest of
+// the process. So cuvmm refuses it before the driver sees it, with the code the host
+// driver gives (INVALID_VALUE), naming the buffer, the device and the access it has.
+// Access is fixed per mapping when it is mapped (Mapping::access), so this is exact.
+void check_access(const Range& range, size_t offset, size_t bytes, int device, bool write, const char* call,
+                  const char* role) {
+    const unsigned long long need = write ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_READ;
+    const auto& mappings = range.mappings();
+    const int chunks = static_cast<int>(mappings.size());
+    size_t at = 0;
+    for (int i = 0; i < chunks && at < offset + bytes; ++i) {
+        const Mapping& m = *mappings[i];
+        const size_t begin = at;
+        at += m.size();
+        if (at <= offset) continue;
+        const unsigned long long has = device_access(m, device);
+        if ((has & need) == need) continue;
+        char buffer[96];
+        std::snprintf(buffer, sizeof buffer, "VirtualMemoryBuffer[0x%llx, %zu bytes]",
+                      static_cast<unsigned long long>(range.address()), range.size());
+        throw DriverError(CUDA_ERROR_INVALID_VALUE, call, std::string("checking the ") + role + "'s access",
+                          std::string("device ") + std::to_string(device) + " has " + access_name(has) +
+                              " access to the " + role + " " + buffer + " (chunk " + std::to_string(i + 1) +
+                              " of " + std::to_string(chunks) + ", bytes " + std::to_string(begin) + " to " +
+                              std::to_string(at) + "); " + (write ? "writing" : "reading") + " it needs " +
+                              access_name(need) + ". Refused by cuvmm before calling the driver (on a GPU the "
+                              "copy would fault the context); allocate with " +
+                              (write ? "selfAccess(READ_WRITE)" : "selfAccess or peerAccess READ or READ_WRITE") +
+                              " for this device");
     }
 }
 
@@ -22,6 +78,7 @@ void finish(const Step& step) { CUVMM_CALL(cuStreamSynchronize, step, nullptr); 
 void copy_host_to_range(const Range& dst, size_t offset, const void* src, size_t bytes) {
     check_window(dst, offset, bytes, "cuMemcpyHtoD", "destination");
     if (bytes == 0) return;
+    check_access(dst, offset, bytes, dst.spec()->device, true, "cuMemcpyHtoD", "destination");
     DeviceContextScope context(dst.spec()->device);
     CUVMM_CALL(cuMemcpyHtoD, Step{"copying from host memory"}, dst.address() + offset, src, bytes);
     finish(Step{"waiting for the copy from host memory"});
@@ -30,6 +87,7 @@ void copy_host_to_range(const Range& dst, size_t offset, const void* src, size_t
 void copy_range_to_host(const Range& src, size_t offset, void* dst, size_t bytes) {
     check_window(src, offset, bytes, "cuMemcpyDtoH", "source");
     if (bytes == 0) return;
+    check_access(src, offset, bytes, src.spec()->device, false, "cuMemcpyDtoH", "source");
     DeviceContextScope context(src.spec()->device);
     CUVMM_CALL(cuMemcpyDtoH, Step{"copying to host memory"}, dst, src.address() + offset, bytes);
 }
@@ -38,6 +96,9 @@ void copy_range_to_range(const Range& dst, size_t dst_offset, const Range& src, 
     check_window(dst, dst_offset, bytes, "cuMemcpyDtoD", "destination");
     check_window(src, src_offset, bytes, "cuMemcpyDtoD", "source");
     if (bytes == 0) return;
+    // The copy runs on the destination's device, which must be able to read the source.
+    check_access(dst, dst_offset, bytes, dst.spec()->device, true, "cuMemcpyDtoD", "destination");
+    check_access(src, src_offset, bytes, dst.spec()->device, false, "cuMemcpyDtoD", "source");
     DeviceContextScope context(dst.spec()->device);
     CUVMM_CALL(cuMemcpyDtoD, Step{"copying between buffers"}, dst.address() + dst_offset, src.address() + src_offset,
                bytes);
@@ -47,6 +108,7 @@ void copy_range_to_range(const Range& dst, size_t dst_offset, const Range& src, 
 void fill_range(const Range& dst, size_t offset, size_t bytes, uint8_t value) {
     check_window(dst, offset, bytes, "cuMemsetD8", "fill");
     if (bytes == 0) return;
+    check_access(dst, offset, bytes, dst.spec()->device, true, "cuMemsetD8", "destination");
     DeviceContextScope context(dst.spec()->device);
     CUVMM_CALL(cuMemsetD8, Step{"filling"}, dst.address() + offset, value, bytes);
     finish(Step{"waiting for the fill"});

@@ -9,18 +9,23 @@
 //
 // Operations (per op, in this order; RatioReport checks the Java side makes the same calls):
 //   allocate_close_<size>  cuCtxGetCurrent, cuMemAddressReserve, cuMemCreate, cuMemMap,
-//                          cuMemSetAccess, cuMemUnmap, cuMemRelease, cuMemAddressFree
+//                          cuMemSetAccess, then each of cuMemUnmap, cuMemRelease,
+//                          cuMemAddressFree after its own cuCtxGetCurrent (cuvmm makes the
+//                          context current for every teardown call, as the thread that
+//                          drops the last reference may have none: VMM_DESIGN section 4, A3).
+//                          Reservations get the granularity as explicit alignment (A2).
 //   grow_in_place          one chunk mapped right after a 1-chunk base buffer, then dropped:
 //                          cuCtxGetCurrent, cuMemAddressReserve (hint = end, lands there),
 //                          cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap, cuMemRelease,
-//                          cuMemAddressFree
+//                          cuMemAddressFree (each teardown call after a cuCtxGetCurrent)
 //   move                   the range after the base is taken by a decoy reservation, so the
 //                          grow reserves a new 2-chunk range, re-maps the base chunk, maps a
 //                          new one, then everything new is dropped again:
 //                          cuCtxGetCurrent, cuMemAddressReserve (hint, lands elsewhere),
 //                          cuMemAddressFree, cuMemAddressReserve, 2 x (cuMemMap, cuMemSetAccess)
 //                          with cuMemCreate before the second map, 2 x cuMemUnmap,
-//                          cuMemRelease, cuMemAddressFree
+//                          cuMemRelease, cuMemAddressFree (each teardown call after a
+//                          cuCtxGetCurrent)
 //
 // Diagnostic ops (not part of the ratio; run with --model or --only model_*): the same work
 // through cuvmm's C++ object model (vmm.hpp: Range::allocate / Range::grow and the boxes'
@@ -94,13 +99,16 @@ inline CUdeviceptr allocate_close(const Env& e, size_t size, CallCounts& c) {
     const cuvmm::DriverTable& table = e.table;
     make_current<kCount>(e, c, op);
     CUdeviceptr p = 0;
-    BASELINE_CALL(kCount, c, op, cuMemAddressReserve, &p, size, 0, 0, 0);
+    BASELINE_CALL(kCount, c, op, cuMemAddressReserve, &p, size, e.granularity, 0, 0);
     CUmemGenericAllocationHandle h = 0;
     BASELINE_CALL(kCount, c, op, cuMemCreate, &h, size, &e.prop, 0);
     BASELINE_CALL(kCount, c, op, cuMemMap, p, size, 0, h, 0);
     BASELINE_CALL(kCount, c, op, cuMemSetAccess, p, size, &e.access, 1);
+    make_current<kCount>(e, c, op);  // TeardownContextScope
     BASELINE_CALL(kCount, c, op, cuMemUnmap, p, size);
+    make_current<kCount>(e, c, op);  // TeardownContextScope
     BASELINE_CALL(kCount, c, op, cuMemRelease, h);
+    make_current<kCount>(e, c, op);  // TeardownContextScope
     BASELINE_CALL(kCount, c, op, cuMemAddressFree, p, size);
     return p;
 }
@@ -121,15 +129,18 @@ inline CUdeviceptr grow_in_place(const Env& e, const Base& b, CallCounts& c) {
     const CUdeviceptr end = b.address + g;
     make_current<kCount>(e, c, op);
     CUdeviceptr next = 0;
-    BASELINE_CALL(kCount, c, op, cuMemAddressReserve, &next, g, 0, end, 0);
+    BASELINE_CALL(kCount, c, op, cuMemAddressReserve, &next, g, g, end, 0);
     if (next != end) die("grow_in_place: the range after the base buffer is not free (landed elsewhere)");
     CUmemGenericAllocationHandle h = 0;
     BASELINE_CALL(kCount, c, op, cuMemCreate, &h, g, &e.prop, 0);
     BASELINE_CALL(kCount, c, op, cuMemMap, end, g, 0, h, 0);
     BASELINE_CALL(kCount, c, op, cuMemSetAccess, end, g, &e.access, 1);
     // close(): the grown range's new mapping goes; the base mapping stays with the base buffer.
+    make_current<kCount>(e, c, op);  // TeardownContextScope
     BASELINE_CALL(kCount, c, op, cuMemUnmap, end, g);
+    make_current<kCount>(e, c, op);  // TeardownContextScope
     BASELINE_CALL(kCount, c, op, cuMemRelease, h);
+    make_current<kCount>(e, c, op);  // TeardownContextScope
     BASELINE_CALL(kCount, c, op, cuMemAddressFree, end, g);
     return b.address;
 }
@@ -144,11 +155,12 @@ inline CUdeviceptr move(const Env& e, const Base& b, CallCounts& c) {
     const CUdeviceptr end = b.address + g;
     make_current<kCount>(e, c, op);
     CUdeviceptr next = 0;
-    BASELINE_CALL(kCount, c, op, cuMemAddressReserve, &next, g, 0, end, 0);
+    BASELINE_CALL(kCount, c, op, cuMemAddressReserve, &next, g, g, end, 0);
     if (next == end) die("move: the range after the base buffer was free; the decoy does not block it");
+    make_current<kCount>(e, c, op);  // TeardownContextScope
     BASELINE_CALL(kCount, c, op, cuMemAddressFree, next, g);
     CUdeviceptr r = 0;
-    BASELINE_CALL(kCount, c, op, cuMemAddressReserve, &r, 2 * g, 0, 0, 0);
+    BASELINE_CALL(kCount, c, op, cuMemAddressReserve, &r, 2 * g, g, 0, 0);
     BASELINE_CALL(kCount, c, op, cuMemMap, r, g, 0, b.handle, 0);
     BASELINE_CALL(kCount, c, op, cuMemSetAccess, r, g, &e.access, 1);
     CUmemGenericAllocationHandle h = 0;
@@ -156,9 +168,13 @@ inline CUdeviceptr move(const Env& e, const Base& b, CallCounts& c) {
     BASELINE_CALL(kCount, c, op, cuMemMap, r + g, g, 0, h, 0);
     BASELINE_CALL(kCount, c, op, cuMemSetAccess, r + g, g, &e.access, 1);
     // close(): both new mappings go (in address order), then the new chunk, then the range.
+    make_current<kCount>(e, c, op);  // TeardownContextScope
     BASELINE_CALL(kCount, c, op, cuMemUnmap, r, g);
+    make_current<kCount>(e, c, op);  // TeardownContextScope
     BASELINE_CALL(kCount, c, op, cuMemUnmap, r + g, g);
+    make_current<kCount>(e, c, op);  // TeardownContextScope
     BASELINE_CALL(kCount, c, op, cuMemRelease, h);
+    make_current<kCount>(e, c, op);  // TeardownContextScope
     BASELINE_CALL(kCount, c, op, cuMemAddressFree, r, 2 * g);
     return r;
 }

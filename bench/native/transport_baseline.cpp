@@ -17,7 +17,8 @@
 //             close the N fds; recv the 1-byte ack
 //   receiver: recvmsg(frame, N fds); cuCtxGetCurrent, cuMemAddressReserve (N chunks),
 //             N x (cuMemImportFromShareableHandle, cuMemGetAllocationPropertiesFromHandle,
-//             cuMemMap, cuMemSetAccess); N x (cuMemUnmap, cuMemRelease); cuMemAddressFree;
+//             cuMemMap, cuMemSetAccess); N x (cuMemUnmap, cuMemRelease); cuMemAddressFree,
+//             each teardown call after a cuCtxGetCurrent (cuvmm's TeardownContextScope);
 //             close the N fds; send the 1-byte ack
 // The frame is the same bytes the Java side sends: int32 flags (0), int32 N, int64 size,
 // N x int64 chunk size, little-endian (host order on x86-64 and aarch64).
@@ -176,7 +177,7 @@ inline void import_round(const Env& e, const Frame& f, const int* fds) {
     for (int i = 0; i < chunks; ++i) total += static_cast<size_t>(f.sizes[i]);
     make_current<kCount>(e, op);
     CUdeviceptr base = 0;
-    TB_CALL(kCount, op, cuMemAddressReserve, &base, total, 0, 0, 0);
+    TB_CALL(kCount, op, cuMemAddressReserve, &base, total, e.granularity, 0, 0);  // explicit alignment (A2)
     CUmemGenericAllocationHandle h[kMaxChunks];
     CUdeviceptr at = base;
     for (int i = 0; i < chunks; ++i) {
@@ -196,10 +197,13 @@ inline void import_round(const Env& e, const Frame& f, const int* fds) {
     at = base;
     for (int i = 0; i < chunks; ++i) {
         const size_t sz = static_cast<size_t>(f.sizes[i]);
+        make_current<kCount>(e, op);
         TB_CALL(kCount, op, cuMemUnmap, at, sz);
+        make_current<kCount>(e, op);
         TB_CALL(kCount, op, cuMemRelease, h[i]);
         at += sz;
     }
+    make_current<kCount>(e, op);
     TB_CALL(kCount, op, cuMemAddressFree, base, total);
 }
 

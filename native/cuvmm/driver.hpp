@@ -8,6 +8,7 @@
 
 #include "cuvmm/driver_table.hpp"
 
+#include <optional>
 #include <stdexcept>
 #include <string>
 
@@ -87,6 +88,21 @@ public:
 private:
     CUcontext previous_ = nullptr;
     bool changed_ = false;
+};
+
+// The context for a teardown call (cuMemUnmap, cuMemRelease, cuMemAddressFree): the undo
+// runs wherever the last reference drops, e.g. on the cuvmm-cleaner thread or a fresh
+// thread that never had a context, and some drivers fail those calls without one (audit
+// A3). Makes `device`'s primary context current like DeviceContextScope, but never throws:
+// when that fails it reports a cleanup failure and the undo call runs anyway.
+class TeardownContextScope {
+public:
+    explicit TeardownContextScope(int device) noexcept;
+    TeardownContextScope(const TeardownContextScope&) = delete;
+    TeardownContextScope& operator=(const TeardownContextScope&) = delete;
+
+private:
+    std::optional<DeviceContextScope> scope_;
 };
 
 }  // namespace cuvmm

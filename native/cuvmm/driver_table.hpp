@@ -19,7 +19,7 @@ namespace cuvmm {
 
 // One row per entry point; the X-macro keeps the struct, the names used for
 // cuGetProcAddress, the introducing versions and the call counters in one list.
-//   X(name, introducing CUDA version, return, parameter list)
+//   X(name, introducing CUDA version, parameter list); every entry returns CUresult
 #define CUVMM_DRIVER_ENTRY_POINTS(X)                                                              \
     X(cuInit, 2000, (unsigned int flags))                                                         \
     X(cuDriverGetVersion, 2020, (int* version))                                                   \
@@ -28,6 +28,7 @@ namespace cuvmm {
     X(cuDeviceGetName, 2000, (char* name, int len, CUdevice dev))                                 \
     X(cuDeviceTotalMem, 3020, (size_t * bytes, CUdevice dev))                                     \
     X(cuDeviceGetAttribute, 2000, (int* value, CUdevice_attribute attrib, CUdevice dev))          \
+    X(cuDeviceCanAccessPeer, 4000, (int* canAccessPeer, CUdevice dev, CUdevice peerDev))         \
     X(cuDevicePrimaryCtxRetain, 7000, (CUcontext * ctx, CUdevice dev))                            \
     X(cuDevicePrimaryCtxRelease, 11000, (CUdevice dev))                                           \
     X(cuCtxSetCurrent, 4000, (CUcontext ctx))                                                     \

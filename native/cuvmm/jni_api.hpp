@@ -105,6 +105,9 @@ std::string driver_reason();
 int driver_version();
 int device_count(Status& status);
 void device_info(int ordinal, DeviceInfo& out, Status& status);
+// cuDeviceCanAccessPeer(device, peer): 1 when `device` can directly access memory on
+// `peer`, 0 when not; -1 with `status` set on an error.
+int can_access_peer(int device, int peer, Status& status);
 
 // ---- resources and buffers ----
 void build_spec(SpecHandle& out, const SpecInput& in, Status& status);

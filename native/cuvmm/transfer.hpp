@@ -1,5 +1,8 @@
 // Copies and fills on ranges. Each checks its byte window against the range's logical
-// size (throws DriverError CUDA_ERROR_INVALID_VALUE naming the window), makes the range's
+// size (throws DriverError CUDA_ERROR_INVALID_VALUE naming the window), then that the
+// device that runs it has the access it needs to every chunk it touches (READ on a source,
+// READWRITE on a destination; throws DriverError CUDA_ERROR_INVALID_VALUE naming the buffer,
+// the device and its access, before any driver call: on a GPU such a copy faults), makes the range's
 // device current, makes one driver call and returns only when the device is done with it
 // (a cuStreamSynchronize follows the calls that are asynchronous to the host). The caller
 // keeps the range alive.

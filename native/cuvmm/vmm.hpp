@@ -10,7 +10,9 @@
 //
 // Failure contract: factories throw DriverError and leave nothing behind (partially built
 // objects are released by their own destructors as the exception unwinds). Destructors
-// never throw; a failed undo call is reported through report_cleanup_failure.
+// never throw; a failed undo call is reported through report_cleanup_failure. Each undo
+// call runs inside a TeardownContextScope of the device the object was made for, so a
+// teardown on a thread with no current context (the cleaner's) has one.
 #pragma once
 
 #include "cuvmm/driver.hpp"
@@ -28,7 +30,8 @@ struct ChunkSpec {
     std::vector<CUmemAccessDesc> access;     // applied to every mapping (self, peers, host)
     size_t granularity = 0;                  // every chunk size and reservation is a multiple
     CUdeviceptr address_hint = 0;            // first reservation of an allocate() tries here
-    size_t alignment = 0;                    // reservation alignment; 0 = granularity
+    size_t alignment = 0;                    // reservation alignment; the driver always gets
+                                             // max(alignment, granularity), never 0
 };
 using ChunkSpecRef = std::shared_ptr<const ChunkSpec>;
 
@@ -49,8 +52,8 @@ public:
     // Imports a shareable handle (a POSIX fd for POSIX_FILE_DESCRIPTOR). The caller keeps
     // ownership of `fd`; the driver keeps what it needs. Throws CUDA_ERROR_INVALID_DEVICE
     // (after releasing the import) when the memory is not at `expected`.
-    static std::shared_ptr<const Allocation> import_fd(int fd, size_t size, const CUmemLocation& expected,
-                                                       const Step& step);
+    static std::shared_ptr<const Allocation> import_fd(int device, int fd, size_t size,
+                                                       const CUmemLocation& expected, const Step& step);
 
     ~Allocation();
     Allocation(const Allocation&) = delete;
@@ -61,36 +64,48 @@ public:
     // True when this memory came from another process: it may not be exported again.
     bool imported() const { return imported_; }
     CUmemAllocationHandleType handle_types() const { return handle_types_; }
+    // The device whose primary context is current while the handle is released.
+    int device() const { return device_; }
 
 private:
-    Allocation(CUmemGenericAllocationHandle handle, size_t size, bool imported, CUmemAllocationHandleType types);
+    Allocation(int device, CUmemGenericAllocationHandle handle, size_t size, bool imported,
+               CUmemAllocationHandleType types);
     // Boxes a handle that was just created or imported; releases it if boxing fails.
-    static std::shared_ptr<const Allocation> own(CUmemGenericAllocationHandle handle, size_t size, bool imported,
-                                                 CUmemAllocationHandleType types);
+    static std::shared_ptr<const Allocation> own(int device, CUmemGenericAllocationHandle handle, size_t size,
+                                                 bool imported, CUmemAllocationHandleType types);
 
     const CUmemGenericAllocationHandle handle_;
     const size_t size_;
     const bool imported_;
     const CUmemAllocationHandleType handle_types_;
+    const int device_;
 };
 
 // One reserved virtual address range (cuMemAddressReserve). The destructor frees it.
 class Reservation {
 public:
     // `hint` is a request, not a promise: check base() to see where the range landed.
-    static std::shared_ptr<const Reservation> reserve(size_t size, size_t alignment, CUdeviceptr hint,
+    // `device`'s primary context is current when the destructor frees the range.
+    static std::shared_ptr<const Reservation> reserve(int device, size_t size, size_t alignment, CUdeviceptr hint,
                                                       const Step& step);
+    // reserve() with `hint`, and when the driver refuses that call and the hint is not 0,
+    // once more with no hint: some drivers fail a hint they cannot honour (INVALID_VALUE)
+    // instead of placing the range elsewhere (audit A1). The retry's error, if any, is thrown.
+    static std::shared_ptr<const Reservation> reserve_preferring(int device, size_t size, size_t alignment,
+                                                                 CUdeviceptr hint, const Step& step);
     ~Reservation();
     Reservation(const Reservation&) = delete;
     Reservation& operator=(const Reservation&) = delete;
 
     CUdeviceptr base() const { return base_; }
     size_t size() const { return size_; }
+    int device() const { return device_; }
 
 private:
-    Reservation(CUdeviceptr base, size_t size);
+    Reservation(int device, CUdeviceptr base, size_t size);
     const CUdeviceptr base_;
     const size_t size_;
+    const int device_;
 };
 
 // One allocation mapped at one address inside a reservation, with access set.

@@ -40,10 +40,9 @@ CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
     if (CUresult r = copy_context(st, &dev)) return r;
     if (!host_range_ok(st, src, bytes, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
     if (!range_ok(dst, bytes) || !accessible(st, dst, bytes, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
-    // Overlapping source and destination are undefined, as on the driver (and two
-    // addresses mapping one allocation overlap in a way no memmove sees); memmove only
-    // keeps an overlap from being undefined behaviour in this process. Promise nothing.
-    std::memmove(reinterpret_cast<void*>(static_cast<uintptr_t>(dst)), src, bytes);
+    // Overlapping source and destination are undefined, as on the driver (two addresses
+    // mapping one allocation overlap in a way no memmove sees). Promise nothing.
+    device_write(st, static_cast<uintptr_t>(dst), src, bytes);
     return CUDA_SUCCESS;
 }
 
@@ -57,7 +56,7 @@ CUresult CUDAAPI cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t bytes) {
     if (!host_range_ok(st, dst, bytes, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
     if (!range_ok(src, bytes) || !accessible(st, src, bytes, dev, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
     // Overlap: undefined, as on the driver (see cuMemcpyHtoD).
-    std::memmove(dst, reinterpret_cast<const void*>(static_cast<uintptr_t>(src)), bytes);
+    device_read(st, dst, static_cast<uintptr_t>(src), bytes);
     return CUDA_SUCCESS;
 }
 
@@ -71,8 +70,7 @@ CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
     if (!range_ok(src, bytes) || !accessible(st, src, bytes, dev, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
     if (!range_ok(dst, bytes) || !accessible(st, dst, bytes, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
     // Overlap: undefined, as on the driver (see cuMemcpyHtoD).
-    std::memmove(reinterpret_cast<void*>(static_cast<uintptr_t>(dst)),
-                 reinterpret_cast<const void*>(static_cast<uintptr_t>(src)), bytes);
+    device_copy(st, static_cast<uintptr_t>(dst), static_cast<uintptr_t>(src), bytes);
     return CUDA_SUCCESS;
 }
 
@@ -84,7 +82,7 @@ CUresult CUDAAPI cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t count) 
     int dev;
     if (CUresult r = copy_context(st, &dev)) return r;
     if (!range_ok(dst, count) || !accessible(st, dst, count, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
-    std::memset(reinterpret_cast<void*>(static_cast<uintptr_t>(dst)), value, count);
+    device_fill(st, static_cast<uintptr_t>(dst), value, count);
     return CUDA_SUCCESS;
 }
 

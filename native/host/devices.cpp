@@ -93,6 +93,16 @@ CUresult CUDAAPI cuDeviceGetAttribute(int* value, CUdevice_attribute attrib, CUd
     return CUDA_SUCCESS;
 }
 
+// Every pair of distinct host devices is peer-capable (they share the CPU's memory); a
+// device is not its own peer (0), as on a GPU.
+CUresult CUDAAPI cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevice peerDev) {
+    CUVMM_REQUIRE_INIT();
+    if (canAccessPeer == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (!valid_device(dev) || !valid_device(peerDev)) return CUDA_ERROR_INVALID_DEVICE;
+    *canAccessPeer = dev != peerDev ? 1 : 0;
+    return CUDA_SUCCESS;
+}
+
 CUresult CUDAAPI cuDevicePrimaryCtxRetain(CUcontext* ctx, CUdevice dev) {
     CUVMM_REQUIRE_INIT();
     if (ctx == nullptr) return CUDA_ERROR_INVALID_VALUE;

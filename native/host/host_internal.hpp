@@ -28,6 +28,7 @@
 //   va.cpp        reserve / free, map / unmap, set / get access
 //   sharing.cpp   export / import of POSIX fds
 //   copies.cpp    copies and memset
+//   views.cpp     how copies reach the bytes (DEVICE memory through a private view, B40)
 //   streams.cpp   streams
 //
 // Misuse rules and what they return (one code per rule; this table is the documentation):
@@ -109,6 +110,15 @@
 //   cuStreamCreate flags not DEFAULT / NON_BLOCKING                            CUDA_ERROR_INVALID_VALUE
 //   cuStreamDestroy / cuStreamSynchronize of a stream that is not live         CUDA_ERROR_INVALID_HANDLE
 //     (cuStreamDestroy of the null / legacy / per-thread stream included)
+//   cuMemAddressReserve addr hint not a multiple of max(alignment, granularity) CUDA_ERROR_INVALID_VALUE
+//     (B22; a well-aligned hint that cannot be honoured is still placed elsewhere)
+//   cuMemMap size other than the allocation's whole size (B23)                 CUDA_ERROR_INVALID_VALUE
+//   cuMemSetAccess HOST or HOST_NUMA_CURRENT access on a range mapping a        CUDA_ERROR_NOT_SUPPORTED
+//     DEVICE-located allocation (B37; after the HOST_NUMA rule above)
+//   cuMemMap: the private view of a DEVICE-located allocation cannot be mapped  CUDA_ERROR_OUT_OF_MEMORY
+//   a CPU load or store at the public address of DEVICE-located memory         SIGSEGV, as on a GPU (B40:
+//                                                                                PROT_NONE whatever the
+//                                                                                access; copies use the view)
 //
 // Threading: all registry state sits behind one shared mutex (a writer-preferring
 // pthread rwlock, see RegistryMutex: a std::shared_mutex would let copies starve unmap).
@@ -192,6 +202,10 @@ struct Allocation {
     long refcount = 0;              // handle references (create/import/retain = +1, release = -1)
     long mappings = 0;              // live mappings referencing this allocation
     uint64_t handle = 0;            // current handle value; 0 once fully released
+    // DEVICE-located only: the driver's private read-write mapping of the whole memfd,
+    // made at the first cuMemMap and unmapped in drop_if_dead. Copies and memset go through
+    // it; the public mappings stay PROT_NONE to the CPU (B40: device memory is not CPU memory).
+    unsigned char* view = nullptr;
 };
 
 // One cuMemMap'ed chunk. `segments` splits it into runs of equal access: key = offset of
@@ -294,6 +308,14 @@ int prot_of(const Access& a);
 
 // True when [p, p+n) is covered by mappings on which `slot` has at least `need`.
 bool accessible(State& st, uintptr_t p, size_t n, int slot, unsigned need);
+
+// Copies and memset on device ranges that accessible() has just checked (shared lock held
+// across them): DEVICE-located memory is reached through its allocation's private view,
+// other memory at its address. memmove semantics, also across chunks (views.cpp).
+void device_write(State& st, uintptr_t dst, const void* src, size_t n);
+void device_read(State& st, void* dst, uintptr_t src, size_t n);
+void device_copy(State& st, uintptr_t dst, uintptr_t src, size_t n);
+void device_fill(State& st, uintptr_t dst, unsigned char value, size_t n);
 
 // ---- memfd naming (memfd.cpp) --------------------------------------------------------
 

@@ -72,6 +72,7 @@ void drop_if_dead(State& st, uint64_t alloc_id) {
     if (it == st.allocations.end()) return;
     Allocation& a = *it->second;
     if (a.refcount > 0 || a.mappings > 0) return;
+    if (a.view != nullptr) ::munmap(a.view, a.size);
     if (a.fd >= 0) {
         ::close(a.fd);
         --st.memfds;

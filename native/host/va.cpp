@@ -20,6 +20,9 @@ CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t align
     if (!aligned(addr)) return CUDA_ERROR_INVALID_VALUE;
     const size_t gran = g_state->config.granularity;
     const size_t align = alignment > gran ? alignment : gran;
+    // B22: the driver wants a hint that is a multiple of max(alignment, granularity) and
+    // fails the call (INVALID_VALUE) otherwise; it does not quietly ignore it.
+    if (addr != 0 && addr % align != 0) return CUDA_ERROR_INVALID_VALUE;
     constexpr int kProt = PROT_NONE;
     constexpr int kFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
 
@@ -27,7 +30,7 @@ CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t align
     State& st = *g_state;
     uintptr_t base = 0;
     // The hint is best effort, like the driver's: exactly addr or anywhere.
-    if (addr != 0 && addr % align == 0 && range_ok(addr, size)) {
+    if (addr != 0 && range_ok(addr, size)) {
         void* want = reinterpret_cast<void*>(static_cast<uintptr_t>(addr));
         void* got = ::mmap(want, size, kProt, kFlags | MAP_FIXED_NOREPLACE, -1, 0);
         if (got == want) {
@@ -76,6 +79,10 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGene
     if (h == st.handles.end()) return CUDA_ERROR_INVALID_VALUE;
     Allocation* a = st.allocations.at(h->second).get();
     if (size == 0 || !aligned(size) || size > a->size) return CUDA_ERROR_INVALID_VALUE;
+    // B23: cuda.h allows offset + size <= the allocation's size, but the driver maps whole
+    // allocations only (cuda.core's notes, from GPU runs); refuse a shorter map so that a
+    // descriptor with short chunk sizes fails here as it would on a GPU.
+    if (size != a->size) return CUDA_ERROR_INVALID_VALUE;
     if (!aligned(ptr) || !range_ok(ptr, size)) return CUDA_ERROR_INVALID_VALUE;
     auto p = static_cast<uintptr_t>(ptr);
     if (find_reservation(st, p, size) == st.reservations.end()) return CUDA_ERROR_INVALID_VALUE;
@@ -84,6 +91,12 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGene
     if (next != st.mappings.end() && next->first < p + size) return CUDA_ERROR_INVALID_VALUE;
     if (find_mapping(st, p) != st.mappings.end()) return CUDA_ERROR_INVALID_VALUE;
 
+    // B40: the driver's own copies reach DEVICE-located memory through a private view.
+    if (a->prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE && a->view == nullptr) {
+        void* view = ::mmap(nullptr, a->size, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
+        if (view == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+        a->view = static_cast<unsigned char*>(view);
+    }
     // No access for anyone until cuMemSetAccess.
     void* want = reinterpret_cast<void*>(p);
     void* got = ::mmap(want, size, PROT_NONE, MAP_SHARED | MAP_FIXED, a->fd, 0);
@@ -143,6 +156,7 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
     std::array<int, kAccessSlots> wanted;  // -1: unchanged
     wanted.fill(-1);
     bool host_numa = false;                // some descriptor names a HOST_NUMA(_CURRENT) location
+    bool host = false;                     // some descriptor names HOST or HOST_NUMA_CURRENT
     for (size_t i = 0; i < count; ++i) {
         // HOST_NUMA_CURRENT names a host NUMA node too (the current thread's), so the
         // HOST_NUMA rule below covers it: cuda.h says nothing of it for access, and the
@@ -150,6 +164,9 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
         if (desc[i].location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA ||
             desc[i].location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT)
             host_numa = true;
+        if (desc[i].location.type == CU_MEM_LOCATION_TYPE_HOST ||
+            desc[i].location.type == CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT)
+            host = true;
         int slot = 0;
         if (CUresult r = access_slot(desc[i].location, &slot)) return r;
         unsigned f = desc[i].flags;
@@ -164,12 +181,17 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
     auto p = static_cast<uintptr_t>(ptr);
     // cuda.h (cuMemSetAccess): "Users cannot specify CU_MEM_LOCATION_TYPE_HOST_NUMA
     // accessibility for allocations created on with other location types." (HOST_NUMA_CURRENT too.)
+    // B37: host access to DEVICE-located memory is NOT_SUPPORTED on NVIDIA's driver (audit
+    // [E7]: hip-tests expect it there); device memory is never CPU memory.
     bool numa_ok = true;
+    bool host_ok = true;
     bool covered = for_each_run(st, p, size, [&](uintptr_t, Mapping& m, size_t, size_t, Access&) {
-        if (host_numa && st.allocations.at(m.alloc_id)->prop.location.type != CU_MEM_LOCATION_TYPE_HOST_NUMA)
-            numa_ok = false;
+        CUmemLocationType where = st.allocations.at(m.alloc_id)->prop.location.type;
+        if (host_numa && where != CU_MEM_LOCATION_TYPE_HOST_NUMA) numa_ok = false;
+        if (host && where == CU_MEM_LOCATION_TYPE_DEVICE) host_ok = false;
     });
     if (!covered || !numa_ok) return CUDA_ERROR_INVALID_VALUE;
+    if (!host_ok) return CUDA_ERROR_NOT_SUPPORTED;
 
     // Split the runs at the range ends (no semantic change), then for each run: mprotect
     // to the new union first and record the new flags only if that worked, so the
@@ -182,12 +204,14 @@ CUresult CUDAAPI cuMemSetAccess(CUdeviceptr ptr, size_t size, const CUmemAccessD
         split_at(it->second, hi);
     }
     CUresult result = CUDA_SUCCESS;
-    for_each_run(st, p, size, [&](uintptr_t base, Mapping&, size_t b, size_t e, Access& cur) {
+    for_each_run(st, p, size, [&](uintptr_t base, Mapping& m, size_t b, size_t e, Access& cur) {
         if (result != CUDA_SUCCESS) return;
         Access next = cur;
         for (int s = 0; s < kAccessSlots; ++s)
             if (wanted[s] >= 0) next[s] = static_cast<unsigned char>(wanted[s]);
-        if (::mprotect(reinterpret_cast<void*>(base + b), e - b, prot_of(next)) != 0) {
+        // B40: DEVICE-located memory is never CPU memory at its public address.
+        const bool device = st.allocations.at(m.alloc_id)->prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE;
+        if (::mprotect(reinterpret_cast<void*>(base + b), e - b, device ? PROT_NONE : prot_of(next)) != 0) {
             result = CUDA_ERROR_OUT_OF_MEMORY;
             return;
         }

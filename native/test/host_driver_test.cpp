@@ -449,7 +449,7 @@ void test_map_unmap_access() {
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemMap(va, G, 0, h2, 0));           // same start
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemMap(va + G, G, 0, h2, 0));       // inside
     OK(T.cuMemMap(va + 2 * G, G, 0, h2, 0));                                     // adjacent
-    OK(T.cuMemMap(va + 4 * G, G, 0, h, 0));                                      // a handle may map twice
+    OK(T.cuMemMap(va + 4 * G, G, 0, h2, 0));                                     // a handle may map twice
     CHECK(host_live_counts().mappings == 3);
 
     // New mappings have no access for anyone.
@@ -490,15 +490,9 @@ void test_map_unmap_access() {
     // HOST_NUMA access on a DEVICE allocation: refused, as cuda.h says (test_host_numa_access).
     CUmemAccessDesc numa = access(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va, G, &numa, 1));
+    // Host access on a DEVICE allocation: NOT_SUPPORTED (B37, test_device_memory_is_not_host_memory).
     CUmemAccessDesc host = access(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_ACCESS_FLAGS_PROT_READ);
-    OK(T.cuMemSetAccess(va, G, &host, 1));
-    CUmemLocation hl{CU_MEM_LOCATION_TYPE_HOST, 0};
-    OK(T.cuMemGetAccess(&f, &hl, va));
-    CHECK(f == 1);
-    // The CPU may now really read and write it (union of all locations: READWRITE).
-    volatile unsigned char* cpu = reinterpret_cast<volatile unsigned char*>(static_cast<uintptr_t>(va));
-    cpu[0] = 0x5a;
-    CHECK(cpu[0] == 0x5a);
+    EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, T.cuMemSetAccess(va, G, &host, 1));
 
     // Unmap must be exactly whole, contiguous mappings.
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemUnmap(va, G));            // part of a mapping
@@ -1205,6 +1199,164 @@ void test_host_pointer_races() {
 
 }  // namespace
 
+// B22: a hint that is not a multiple of max(alignment, granularity) fails the call
+// (INVALID_VALUE) instead of being ignored; a well-aligned hint is honoured.
+void test_reserve_hint_alignment() {
+    CUdeviceptr base = 0;
+    OK(T.cuMemAddressReserve(&base, 8 * G, 4 * G, 0, 0));
+    OK(T.cuMemAddressFree(base, 8 * G));
+    CUdeviceptr p = 0;
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemAddressReserve(&p, G, 4 * G, base + G, 0));
+    CHECK(p == 0);
+    OK(T.cuMemAddressReserve(&p, G, 4 * G, base + 4 * G, 0));
+    CHECK(p == base + 4 * G);
+    OK(T.cuMemAddressFree(p, G));
+    CHECK(host_live_counts().reservations == 0);
+}
+
+// cuDeviceCanAccessPeer: distinct host devices are peers, a device is not its own.
+void test_can_access_peer() {
+    int can = -1;
+    OK(T.cuDeviceCanAccessPeer(&can, 0, 1));
+    CHECK(can == 1);
+    OK(T.cuDeviceCanAccessPeer(&can, 1, 0));
+    CHECK(can == 1);
+    OK(T.cuDeviceCanAccessPeer(&can, 0, 0));
+    CHECK(can == 0);
+    EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, T.cuDeviceCanAccessPeer(&can, 0, 2));
+    EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, T.cuDeviceCanAccessPeer(&can, -1, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuDeviceCanAccessPeer(nullptr, 0, 1));
+}
+
+// B23: cuMemMap maps a whole allocation, never a shorter prefix.
+void test_map_whole_allocation_only() {
+    CUmemGenericAllocationHandle h = 0;
+    CUmemAllocationProp p = dev_prop(0);
+    OK(T.cuMemCreate(&h, 2 * G, &p, 0));
+    CUdeviceptr va = 0;
+    OK(T.cuMemAddressReserve(&va, 2 * G, 0, 0, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemMap(va, G, 0, h, 0));
+    CHECK(host_live_counts().mappings == 0);
+    OK(T.cuMemMap(va, 2 * G, 0, h, 0));
+    OK(T.cuMemUnmap(va, 2 * G));
+    OK(T.cuMemAddressFree(va, 2 * G));
+    OK(T.cuMemRelease(h));
+}
+
+// B37: HOST access on DEVICE-located memory is NOT_SUPPORTED, alone,
+// with a device descriptor, or over a range that also maps host memory; nothing changes.
+// On HOST-located memory it is fine.
+void test_device_memory_is_not_host_memory() {
+    CUmemGenericAllocationHandle hh = 0, hd = 0;
+    CUmemAllocationProp ph = prop_on(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_HANDLE_TYPE_NONE);
+    CUmemAllocationProp pd = dev_prop(0);
+    OK(T.cuMemCreate(&hh, G, &ph, 0));
+    OK(T.cuMemCreate(&hd, G, &pd, 0));
+    CUdeviceptr va = 0;
+    OK(T.cuMemAddressReserve(&va, 2 * G, 0, 0, 0));
+    OK(T.cuMemMap(va, G, 0, hh, 0));
+    OK(T.cuMemMap(va + G, G, 0, hd, 0));
+    CUmemLocation cpu{CU_MEM_LOCATION_TYPE_HOST, 0};
+    auto cpu_access = [&](CUdeviceptr at) {
+        unsigned long long f = 99;
+        return T.cuMemGetAccess(&f, &cpu, at) == CUDA_SUCCESS ? f : 1000;
+    };
+    // HOST_NUMA_CURRENT names a host NUMA node, so the HOST_NUMA rule (INVALID_VALUE on memory
+    // not located at HOST_NUMA, test_host_numa_access) refuses it first, on both allocations.
+    {
+        CUmemAccessDesc hc = access(CU_MEM_LOCATION_TYPE_HOST_NUMA_CURRENT, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+        EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va + G, G, &hc, 1));
+        EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemSetAccess(va, G, &hc, 1));
+        CHECK(cpu_access(va) == 0 && cpu_access(va + G) == 0);
+    }
+    for (CUmemLocationType type : {CU_MEM_LOCATION_TYPE_HOST}) {
+        CUmemAccessDesc h = access(type, 0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+        EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, T.cuMemSetAccess(va + G, G, &h, 1));
+        CUmemAccessDesc mixed[2] = {dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE), h};
+        EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, T.cuMemSetAccess(va + G, G, mixed, 2));
+        EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, T.cuMemSetAccess(va, 2 * G, mixed, 2));
+        CHECK(cpu_access(va) == 0 && cpu_access(va + G) == 0 && get_access(0, va + G) == 0);
+        OK(T.cuMemSetAccess(va, G, &h, 1));  // host memory: fine
+        CHECK(cpu_access(va) == 3);
+        h.flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
+        OK(T.cuMemSetAccess(va, G, &h, 1));
+    }
+    OK(T.cuMemUnmap(va, 2 * G));
+    OK(T.cuMemAddressFree(va, 2 * G));
+    OK(T.cuMemRelease(hh));
+    OK(T.cuMemRelease(hd));
+}
+
+// The permissions /proc/self/maps shows for the page at `p` ("rw-s", "---s", ...), or "".
+std::string maps_perms(uintptr_t p) {
+    FILE* f = std::fopen("/proc/self/maps", "r");
+    if (!f) return "";
+    char line[512];
+    std::string perms;
+    while (std::fgets(line, sizeof line, f)) {
+        unsigned long lo = 0, hi = 0;
+        char pr[8] = {};
+        if (std::sscanf(line, "%lx-%lx %7s", &lo, &hi, pr) == 3 && p >= lo && p < hi) {
+            perms = pr;
+            break;
+        }
+    }
+    std::fclose(f);
+    return perms;
+}
+
+// Mappings of host-driver memfds in /proc/self/maps (public mappings and private views).
+int memfd_mappings() {
+    FILE* f = std::fopen("/proc/self/maps", "r");
+    if (!f) return -1;
+    char line[512];
+    int n = 0;
+    while (std::fgets(line, sizeof line, f)) {
+        if (std::strstr(line, "cuvmm-host:")) ++n;
+    }
+    std::fclose(f);
+    return n;
+}
+
+// B40: DEVICE-located memory stays PROT_NONE to the CPU at its public address whatever the
+// access; the driver's own copies and memset reach it through a private view, so an alias
+// (the same allocation mapped twice) sees every write, and an overlapping copy between
+// aliases has memmove semantics.
+void test_device_memory_is_private() {
+    OK(T.cuCtxSetCurrent(g_ctx[0]));
+    const int maps_before = memfd_mappings();
+    CUmemGenericAllocationHandle h = 0;
+    CUmemAllocationProp p = dev_prop(0);
+    OK(T.cuMemCreate(&h, 2 * G, &p, 0));
+    CUdeviceptr va = 0;
+    OK(T.cuMemAddressReserve(&va, 4 * G, 0, 0, 0));
+    OK(T.cuMemMap(va, 2 * G, 0, h, 0));
+    OK(T.cuMemMap(va + 2 * G, 2 * G, 0, h, 0));  // an alias of the same memory
+    CUmemAccessDesc rw0 = dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    OK(T.cuMemSetAccess(va, 4 * G, &rw0, 1));
+    CHECK(maps_perms(static_cast<uintptr_t>(va)) == "---s");
+    CHECK(maps_perms(static_cast<uintptr_t>(va + 3 * G)) == "---s");
+
+    std::vector<unsigned char> data(G + 64), back(G + 64);
+    for (size_t i = 0; i < data.size(); ++i) data[i] = static_cast<unsigned char>(i * 7 + 1);
+    OK(T.cuMemcpyHtoD(va, data.data(), data.size()));
+    OK(T.cuMemcpyDtoH(back.data(), va + 2 * G, back.size()));  // through the alias
+    CHECK(back == data);
+    OK(T.cuMemsetD8(va + 2 * G + 8, 0xee, 4));
+    OK(T.cuMemcpyDtoH(back.data(), va, 16));
+    CHECK(back[7] == data[7] && back[8] == 0xee && back[11] == 0xee && back[12] == data[12]);
+    // Overlapping copy between the aliases, shifted up by 16 bytes: memmove semantics.
+    OK(T.cuMemcpyHtoD(va, data.data(), data.size()));
+    OK(T.cuMemcpyDtoD(va + 2 * G + 16, va, G));
+    OK(T.cuMemcpyDtoH(back.data(), va + 16, G));
+    CHECK(std::memcmp(back.data(), data.data(), G) == 0);
+
+    OK(T.cuMemUnmap(va, 4 * G));
+    OK(T.cuMemAddressFree(va, 4 * G));
+    OK(T.cuMemRelease(h));
+    CHECK(memfd_mappings() == maps_before);  // the view went with the allocation
+}
+
 void on_timeout(int) {
     static const char msg[] = "FAIL: timed out (a deadlock or a starved writer?)\n";
     ssize_t w = write(STDOUT_FILENO, msg, sizeof msg - 1);
@@ -1250,6 +1402,11 @@ int main() {
     test_fd_exhaustion();
     test_races();
     test_host_pointer_races();
+    test_reserve_hint_alignment();
+    test_can_access_peer();
+    test_map_whole_allocation_only();
+    test_device_memory_is_not_host_memory();
+    test_device_memory_is_private();
 
     OK(T.cuCtxSetCurrent(nullptr));
     OK(T.cuDevicePrimaryCtxRelease(0));

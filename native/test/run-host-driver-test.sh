@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds and runs the host driver test (native/test/host_driver_test.cpp) against
-# the host driver (native/host/*.cpp) and native/cuda_errors.cpp. Never links libcuda. Uses
-# AddressSanitizer + UBSan when the toolchain supports them, else builds without.
-# Exit status: the test's (0 = all checks passed).
+# Builds and runs the native tests, never linking libcuda:
+#   host_driver_test  the host driver (native/host/*.cpp) and native/cuda_errors.cpp;
+#   vmm_test          cuvmm's object model and copies (native/*.cpp but the JNI facade)
+#                     over the host driver, with a spy on some entry points.
+# Uses AddressSanitizer + UBSan when the toolchain supports them, else builds without.
+# Exit status: 0 when both tests passed, else the first failing test's.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -19,7 +21,6 @@ work="$(mktemp -d)"
 trap 'rm -rf "$work"' EXIT
 
 flags=(-std=c++17 -O1 -g -Wall -Wextra -I"$native" -I"$cuda_include" -pthread)
-sources=("$here/host_driver_test.cpp" "$native"/host/*.cpp "$native/cuda_errors.cpp")
 
 sanitize=(-fsanitize=address,undefined -fno-omit-frame-pointer)
 if echo 'int main(){return 0;}' | "$cxx" -x c++ "${sanitize[@]}" - -o "$work/probe" >/dev/null 2>&1 \
@@ -32,5 +33,24 @@ else
     echo "sanitizers unavailable; building without"
 fi
 
-"$cxx" "${flags[@]}" "${sources[@]}" -o "$work/host_driver_test"
-"$work/host_driver_test"
+# Each source is compiled once; both tests link the host driver's objects.
+objects=()
+for src in "$native"/host/*.cpp "$native"/*.cpp; do
+    base="$(basename "$src" .cpp)"
+    case "$src" in
+        "$native"/host/*) obj="$work/host-$base.o" ;;
+        */jni_api.cpp) continue ;;  # the JNI facade needs JavaCPP's generated code
+        *) obj="$work/$base.o" ;;
+    esac
+    "$cxx" "${flags[@]}" -c "$src" -o "$obj"
+    objects+=("$obj")
+done
+host_objects=("$work"/host-*.o "$work/cuda_errors.o")
+"$cxx" "${flags[@]}" "$here/host_driver_test.cpp" "${host_objects[@]}" -o "$work/host_driver_test"
+"$cxx" "${flags[@]}" "$here/vmm_test.cpp" "${objects[@]}" -ldl -o "$work/vmm_test"
+status=0
+"$work/host_driver_test" || status=$?
+vmm_status=0
+"$work/vmm_test" || vmm_status=$?
+if [[ $status -eq 0 ]]; then status=$vmm_status; fi
+exit "$status"

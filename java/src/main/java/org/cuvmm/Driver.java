@@ -136,6 +136,24 @@ public final class Driver {
     public List<Device> devices() { return devices; }
 
     /**
+     * Whether {@code device} can directly access memory that lives on {@code peer}
+     * ({@code cuDeviceCanAccessPeer}): only then may a resource on {@code peer} list
+     * {@code device} among its peers. Always true between two distinct host-driver devices;
+     * false for a device and itself.
+     *
+     * @throws IllegalArgumentException when either ordinal is not a device of this driver
+     * @throws CudaException when the driver refuses the query
+     */
+    public boolean canAccessPeer(int device, int peer) {
+        device(device);
+        device(peer);
+        NativeStatus st = NativeCalls.status();
+        int can = NativeApi.can_access_peer(device, peer, st);
+        NativeCalls.check(st);
+        return can == 1;
+    }
+
+    /**
      * @throws IllegalArgumentException when {@code ordinal} is not a device of this driver
      */
     public Device device(int ordinal) {

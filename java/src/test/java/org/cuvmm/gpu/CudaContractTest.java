@@ -19,6 +19,7 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.concurrent.atomic.AtomicReference;
 
 import org.cuvmm.BufferOrigin;
 import org.cuvmm.Device;
@@ -391,7 +392,7 @@ class CudaContractTest {
 
     @Test
     void peerAccessOnASecondDevice() {
-        GpuSupport.assumeDevices(driver, 2);
+        GpuSupport.assumePeers(driver, 0, 1);
         VirtualMemoryResourceOptions withPeer = VirtualMemoryResourceOptions.builder().peers(1).build();
         try (VirtualMemoryResource r0 = VirtualMemoryResource.create(0, withPeer);
              VirtualMemoryResource r1 = VirtualMemoryResource.create(1,
@@ -409,6 +410,37 @@ class CudaContractTest {
                 assertEquals(9, readByte(b, 2 * g - 1));
             }
         }
+    }
+
+    /**
+     * Audit A3: unmap, release and address-free run on whichever thread drops the last
+     * reference (the cleaner's, a fresh one) and that thread has no current context; cuvmm
+     * makes the resource's context current for them. The first GPU run settles whether the
+     * driver would have failed them without (a failure shows as cleanupFailures).
+     */
+    @Test
+    void closeOnAFreshThreadTearsDownCleanly() throws Exception {
+        DriverCounters k = driver.counters();
+        long failures = k.cleanupFailures();
+        long unmaps = k.calls("cuMemUnmap"), releases = k.calls("cuMemRelease"), frees = k.calls("cuMemAddressFree");
+        VirtualMemoryBuffer b = resource.allocate(2 * g);
+        b.fill(0, 2 * g, (byte) 3);
+        AtomicReference<Throwable> thrown = new AtomicReference<>();
+        Thread fresh = new Thread(() -> {
+            try {
+                b.close();
+            } catch (Throwable t) {
+                thrown.set(t);
+            }
+        }, "cuvmm-test-fresh-thread");
+        fresh.start();
+        fresh.join(TimeUnit.SECONDS.toMillis(60));
+        assertFalse(fresh.isAlive(), "close on a fresh thread did not return");
+        assertEquals(null, thrown.get(), "close on a fresh thread threw");
+        assertEquals(1, k.calls("cuMemUnmap") - unmaps);
+        assertEquals(1, k.calls("cuMemRelease") - releases);
+        assertEquals(1, k.calls("cuMemAddressFree") - frees);
+        assertEquals(failures, k.cleanupFailures(), "teardown calls that failed on a thread with no context");
     }
 
     private static byte readByte(VirtualMemoryBuffer b, long offset) {

@@ -162,7 +162,7 @@ class CudaCrossCheckTest {
 
     @Test
     void peerAccessIsWhatTheOptionsAskFor() {
-        GpuSupport.assumeDevices(driver, 2);
+        GpuSupport.assumePeers(driver, 0, 1);
         VirtualMemoryResourceOptions readPeer = VirtualMemoryResourceOptions.builder()
                 .peers(1).peerAccess(AccessMode.READ).build();
         try (VirtualMemoryResource withPeer = VirtualMemoryResource.create(0, readPeer);

@@ -39,6 +39,19 @@ final class GpuSupport {
                 + d.kind().name().toLowerCase(Locale.ROOT) + " driver reports " + d.deviceCount() + ": " + d.devices());
     }
 
+    /**
+     * Aborts the calling test unless devices {@code a} and {@code b} exist and each can
+     * directly access the other's memory (cuDeviceCanAccessPeer both ways): granting a peer
+     * access it cannot have fails cuMemSetAccess, which is not what a peer test tests (audit A6).
+     */
+    static void assumePeers(Driver d, int a, int b) {
+        assumeDevices(d, Math.max(a, b) + 1);
+        boolean ab = d.canAccessPeer(a, b), ba = d.canAccessPeer(b, a);
+        Assumptions.assumeTrue(ab && ba, () -> "needs devices " + a + " and " + b + " to be peer-capable both ways; "
+                + "cuDeviceCanAccessPeer(" + a + ", " + b + ") = " + ab + ", (" + b + ", " + a + ") = " + ba + ": "
+                + d.devices());
+    }
+
     /** The host driver's own counters stay 0 while the cuda driver runs. */
     static void assertHostCountersZero() {
         DriverCounters c = Driver.get().counters();

@@ -27,6 +27,7 @@ public final class NativeApi {
     public static native int driver_version();
     public static native int device_count(@ByRef NativeStatus status);
     public static native void device_info(int ordinal, @ByRef NativeDeviceInfo out, @ByRef NativeStatus status);
+    public static native int can_access_peer(int device, int peer, @ByRef NativeStatus status);
 
     public static native void build_spec(@ByRef NativeSpecHandle out, @Const @ByRef NativeSpecInput in,
                                          @ByRef NativeStatus status);

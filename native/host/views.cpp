@@ -1,0 +1,111 @@
+// How the host driver's copies and memset reach the bytes of a device range (B40).
+//
+// DEVICE-located memory is PROT_NONE to the CPU at its public address whatever its access,
+// as on a GPU, where device memory is never CPU memory: a program that reads it through a
+// raw address faults on a CPU as it would on a GPU. The driver's own copies go through the
+// allocation's private view instead (a second MAP_SHARED mapping of the same memfd, made at
+// the first cuMemMap). HOST / HOST_NUMA memory is used at its public address, which the
+// CPU may touch once it was granted access (a host pointer into it may be a copy's other
+// side, so both sides must be the same addresses for memmove to see an overlap).
+//
+// Contract: the caller checked with accessible() that the range is covered by contiguous
+// mappings, and holds the registry lock (shared) across the call, so no mapping or view
+// goes away underneath.
+#include "host/host_internal.hpp"
+
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+namespace cuvmm {
+namespace host {
+namespace {
+
+struct Piece {
+    unsigned char* cpu;  // where the CPU reaches these bytes
+    size_t len;
+};
+
+// The CPU addresses of [p, p+n), in order; pieces that are adjacent for the CPU are merged,
+// so a range of host memory is one piece, as the public addresses are contiguous.
+std::vector<Piece> pieces(State& st, uintptr_t p, size_t n) {
+    std::vector<Piece> out;
+    for_each_run(st, p, n, [&](uintptr_t base, Mapping& m, size_t b, size_t e, Access&) {
+        const Allocation& a = *st.allocations.at(m.alloc_id);
+        // Map offset is 0 and maps are whole (B23): an offset in the mapping is an offset
+        // in the allocation, and so in its view.
+        unsigned char* cpu = a.view != nullptr ? a.view + b : reinterpret_cast<unsigned char*>(base + b);
+        if (!out.empty() && out.back().cpu + out.back().len == cpu) {
+            out.back().len += e - b;
+        } else {
+            out.push_back({cpu, e - b});
+        }
+    });
+    return out;
+}
+
+bool intersect(const unsigned char* a, size_t an, const unsigned char* b, size_t bn) {
+    return a < b + bn && b < a + an;
+}
+
+}  // namespace
+
+void device_write(State& st, uintptr_t dst, const void* src, size_t n) {
+    const auto* from = static_cast<const unsigned char*>(src);
+    for (const Piece& d : pieces(st, dst, n)) {
+        std::memmove(d.cpu, from, d.len);  // a host source may overlap host memory
+        from += d.len;
+    }
+}
+
+void device_read(State& st, void* dst, uintptr_t src, size_t n) {
+    auto* to = static_cast<unsigned char*>(dst);
+    for (const Piece& s : pieces(st, src, n)) {
+        std::memmove(to, s.cpu, s.len);
+        to += s.len;
+    }
+}
+
+void device_fill(State& st, uintptr_t dst, unsigned char value, size_t n) {
+    for (const Piece& d : pieces(st, dst, n)) std::memset(d.cpu, value, d.len);
+}
+
+void device_copy(State& st, uintptr_t dst, uintptr_t src, size_t n) {
+    const std::vector<Piece> ds = pieces(st, dst, n);
+    const std::vector<Piece> ss = pieces(st, src, n);
+    // Pair the two lists into steps of equal length.
+    struct Step {
+        unsigned char* to;
+        const unsigned char* from;
+        size_t len;
+    };
+    std::vector<Step> steps;
+    size_t di = 0, si = 0, doff = 0, soff = 0;
+    while (di < ds.size() && si < ss.size()) {
+        size_t len = std::min(ds[di].len - doff, ss[si].len - soff);
+        steps.push_back({ds[di].cpu + doff, ss[si].cpu + soff, len});
+        doff += len;
+        soff += len;
+        if (doff == ds[di].len) ++di, doff = 0;
+        if (soff == ss[si].len) ++si, soff = 0;
+    }
+    // memmove semantics across steps: when an earlier step would overwrite what a later
+    // one still has to read (the same memory, shifted up), go from the end.
+    bool backwards = false;
+    for (size_t i = 0; i < steps.size() && !backwards; ++i) {
+        for (size_t j = i + 1; j < steps.size(); ++j) {
+            if (intersect(steps[i].to, steps[i].len, steps[j].from, steps[j].len)) {
+                backwards = true;
+                break;
+            }
+        }
+    }
+    if (backwards) {
+        for (size_t i = steps.size(); i-- > 0;) std::memmove(steps[i].to, steps[i].from, steps[i].len);
+    } else {
+        for (const Step& s : steps) std::memmove(s.to, s.from, s.len);
+    }
+}
+
+}  // namespace host
+}  // namespace cuvmm

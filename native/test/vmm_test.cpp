@@ -1,0 +1,320 @@
+// Tests of cuvmm's object model (native/range.cpp, reservation.cpp, mapping.cpp,
+// allocation.cpp, transfer.cpp) over the host driver, for what cuvmm itself must do right
+// on a real driver: the arguments it passes and the calls it makes, observed by a spy that
+// wraps some host driver entry points (the installed table is patched in place; every
+// wrapper forwards to the host driver's own entry point).
+//
+//   A1  an allocate whose address hint the driver refuses retries once with no hint
+//   A2  cuMemAddressReserve always gets an explicit alignment, max(option, granularity)
+//   A3  unmap, release and address-free run with the resource's context current, also on
+//       a thread that never had one (the cleaner's, a fresh thread)
+//   A4  a copy or fill on a range its device may not access is refused by cuvmm before any
+//       driver copy call
+//
+// Plain main(): one line per failed check, then "N passed, M failed"; non-zero exit on failure.
+#include "cuvmm/cuda_errors.hpp"
+#include "cuvmm/driver.hpp"
+#include "cuvmm/transfer.hpp"
+#include "cuvmm/vmm.hpp"
+
+#include <csignal>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <unistd.h>
+#include <vector>
+
+using namespace cuvmm;
+
+namespace {
+
+int g_passed = 0;
+int g_failed = 0;
+size_t G = 0;
+
+void check_true(bool ok, const char* expr, int line) {
+    if (ok) {
+        ++g_passed;
+    } else {
+        ++g_failed;
+        std::printf("FAIL line %d: %s\n", line, expr);
+    }
+}
+#define CHECK(cond) check_true((cond), #cond, __LINE__)
+
+// ---- the spy ----------------------------------------------------------------------------
+
+DriverTable g_real;  // the host driver's entry points, as installed
+
+struct ReserveCall {
+    size_t alignment;
+    CUdeviceptr hint;
+    CUresult result;
+};
+std::vector<ReserveCall> g_reserves;
+int g_teardown_calls = 0;         // cuMemUnmap + cuMemRelease + cuMemAddressFree
+int g_teardown_without_ctx = 0;   // ... of which ran with no current context
+
+void note_teardown() {
+    ++g_teardown_calls;
+    CUcontext ctx = nullptr;
+    if (g_real.cuCtxGetCurrent(&ctx) != CUDA_SUCCESS || ctx == nullptr) ++g_teardown_without_ctx;
+}
+
+CUresult CUDAAPI spy_reserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
+                             unsigned long long flags) {
+    CUresult rc = g_real.cuMemAddressReserve(ptr, size, alignment, addr, flags);
+    g_reserves.push_back({alignment, addr, rc});
+    return rc;
+}
+CUresult CUDAAPI spy_unmap(CUdeviceptr ptr, size_t size) {
+    note_teardown();
+    return g_real.cuMemUnmap(ptr, size);
+}
+CUresult CUDAAPI spy_release(CUmemGenericAllocationHandle h) {
+    note_teardown();
+    return g_real.cuMemRelease(h);
+}
+CUresult CUDAAPI spy_free(CUdeviceptr ptr, size_t size) {
+    note_teardown();
+    return g_real.cuMemAddressFree(ptr, size);
+}
+
+void install_spy() {
+    // driver() is the process's installed table (a non-const object behind a const
+    // reference); only this single-threaded test patches it, before any concurrent use.
+    DriverTable& t = const_cast<DriverTable&>(driver());
+    g_real = t;
+    t.cuMemAddressReserve = spy_reserve;
+    t.cuMemUnmap = spy_unmap;
+    t.cuMemRelease = spy_release;
+    t.cuMemAddressFree = spy_free;
+}
+
+void reset_spy() {
+    g_reserves.clear();
+    g_teardown_calls = 0;
+    g_teardown_without_ctx = 0;
+}
+
+// ---- helpers ----------------------------------------------------------------------------
+
+CUmemAccessDesc self_access(int device, CUmemAccess_flags flags) {
+    CUmemAccessDesc d{};
+    d.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    d.location.id = device;
+    d.flags = flags;
+    return d;
+}
+
+ChunkSpecRef make_spec(int device, std::vector<CUmemAccessDesc> access, size_t alignment = 0, CUdeviceptr hint = 0) {
+    auto spec = std::make_shared<ChunkSpec>();
+    spec->prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    spec->prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    spec->prop.location.id = device;
+    spec->device = device;
+    spec->access = std::move(access);
+    spec->granularity = G;
+    spec->alignment = alignment;
+    spec->address_hint = hint;
+    return spec;
+}
+
+ChunkSpecRef rw_spec(int device, size_t alignment = 0, CUdeviceptr hint = 0) {
+    return make_spec(device, {self_access(device, CU_MEM_ACCESS_FLAGS_PROT_READWRITE)}, alignment, hint);
+}
+
+// A free address that is a multiple of `align`, found by reserving and freeing (host
+// driver directly, not counted by the spy).
+CUdeviceptr free_address(size_t align, size_t size) {
+    CUdeviceptr p = 0;
+    if (g_real.cuMemAddressReserve(&p, size, align, 0, 0) != CUDA_SUCCESS) return 0;
+    g_real.cuMemAddressFree(p, size);
+    return p;
+}
+
+bool contains(const std::string& s, const std::string& part) { return s.find(part) != std::string::npos; }
+
+// ---- A1 ---------------------------------------------------------------------------------
+
+void test_hint_fallback() {
+    const size_t align = 4 * G;
+    const CUdeviceptr base = free_address(align, 16 * G);
+    CHECK(base != 0 && base % align == 0);
+
+    // An honoured hint: one reservation call, exactly there.
+    reset_spy();
+    RangeRef r = Range::allocate(rw_spec(0, align, base), G);
+    CHECK(r->address() == base);
+    CHECK(g_reserves.size() == 1);
+    r.reset();
+
+    // A hint the driver refuses (not a multiple of the alignment: INVALID_VALUE, B22):
+    // allocate still succeeds, with a second call that has no hint.
+    reset_spy();
+    try {
+        r = Range::allocate(rw_spec(0, align, base + G), G);
+        CHECK(r->address() != 0 && r->address() % align == 0);
+    } catch (const DriverError& e) {
+        CHECK(!"allocate with a refused hint threw");
+        std::printf("  %s\n", e.what());
+    }
+    CHECK(g_reserves.size() == 2);
+    if (g_reserves.size() == 2) {
+        CHECK(g_reserves[0].hint == base + G && g_reserves[0].result == CUDA_ERROR_INVALID_VALUE);
+        CHECK(g_reserves[1].hint == 0 && g_reserves[1].result == CUDA_SUCCESS);
+    }
+    r.reset();
+
+    // No hint: one call, never a retry.
+    reset_spy();
+    r = Range::allocate(rw_spec(0), G);
+    CHECK(g_reserves.size() == 1);
+    r.reset();
+    CHECK(object_counts().reservations == 0 && object_counts().mappings == 0);
+}
+
+
+// ---- A2 ---------------------------------------------------------------------------------
+
+void test_explicit_alignment() {
+    // Option 0 and an option below the granularity: the driver gets the granularity.
+    for (size_t option : {size_t(0), size_t(4096)}) {
+        reset_spy();
+        RangeRef r = Range::allocate(rw_spec(0, option), G);
+        CHECK(g_reserves.size() == 1 && g_reserves[0].alignment == G);
+        // The grow probe (a hint at the range's end) asks for the granularity too.
+        reset_spy();
+        GrowOutcome outcome = GrowOutcome::alias;
+        RangeRef grown = r->grow(r->spec(), 2 * G, outcome);
+        CHECK(!g_reserves.empty() && g_reserves[0].alignment == G && g_reserves[0].hint == r->address() + G);
+        for (const auto& call : g_reserves) CHECK(call.alignment != 0);
+    }
+    // An option above the granularity is passed as is, also for a moved grow.
+    const size_t align = 4 * G;
+    reset_spy();
+    RangeRef r = Range::allocate(rw_spec(0, align), G);
+    CHECK(g_reserves.size() == 1 && g_reserves[0].alignment == align);
+    CUdeviceptr blocker = 0;  // occupies the address right after the range: the grow moves
+    CHECK(g_real.cuMemAddressReserve(&blocker, G, 0, r->address() + G, 0) == CUDA_SUCCESS);
+    CHECK(blocker == r->address() + G);
+    reset_spy();
+    GrowOutcome outcome = GrowOutcome::alias;
+    RangeRef moved = r->grow(r->spec(), 2 * G, outcome);
+    CHECK(outcome == GrowOutcome::moved);
+    CHECK(g_reserves.size() == 2 && g_reserves.back().alignment == align && moved->address() % align == 0);
+    g_real.cuMemAddressFree(blocker, G);
+}
+
+// ---- A3 ---------------------------------------------------------------------------------
+
+void test_teardown_context() {
+    RangeRef r = Range::allocate(rw_spec(1), G);  // device 1: not the default context
+    reset_spy();
+    // The last reference drops on a fresh thread, which has no current context.
+    std::thread cleaner([&r] {
+        CUcontext before = reinterpret_cast<CUcontext>(1);
+        g_real.cuCtxGetCurrent(&before);
+        CHECK(before == nullptr);
+        r.reset();
+    });
+    cleaner.join();
+    CHECK(g_teardown_calls == 3);  // unmap, release, address free
+    CHECK(g_teardown_without_ctx == 0);
+    CHECK(cleanup_failure_count() == 0);
+}
+
+// ---- A4 ---------------------------------------------------------------------------------
+
+// Runs `op`, which must throw a DriverError whose message has every part in `parts`, and
+// must not reach the driver's copy entry point `entry`.
+template <class Op>
+void expect_refused(Op op, Entry entry, std::vector<std::string> parts, int line) {
+    const long long before = call_count(entry);
+    std::string what;
+    try {
+        op();
+    } catch (const DriverError& e) {
+        what = e.what();
+        check_true(e.code() == CUDA_ERROR_INVALID_VALUE, "refusal code is CUDA_ERROR_INVALID_VALUE", line);
+    }
+    check_true(!what.empty(), "the copy was refused", line);
+    check_true(call_count(entry) == before, "no driver copy call was made", line);
+    for (const auto& part : parts) {
+        if (!contains(what, part)) {
+            ++g_failed;
+            std::printf("FAIL line %d: message lacks \"%s\": %s\n", line, part.c_str(), what.c_str());
+        } else {
+            ++g_passed;
+        }
+    }
+}
+
+void test_copies_checked_before_the_driver() {
+    std::vector<unsigned char> host(G, 7);
+    RangeRef rw = Range::allocate(rw_spec(0), 2 * G);
+    RangeRef read_only = Range::allocate(make_spec(0, {self_access(0, CU_MEM_ACCESS_FLAGS_PROT_READ)}), 2 * G);
+    RangeRef none = Range::allocate(make_spec(0, {}), G);
+    RangeRef on_one = Range::allocate(rw_spec(1), G);  // device 0 has no access to it
+
+    char name[96];
+    std::snprintf(name, sizeof name, "VirtualMemoryBuffer[0x%llx, %zu bytes]",
+                  static_cast<unsigned long long>(read_only->address()), read_only->size());
+    expect_refused([&] { copy_host_to_range(*read_only, 0, host.data(), 16); }, Entry::cuMemcpyHtoD,
+                   {"device 0 has READ access", name, "needs READWRITE", "Refused by cuvmm"}, __LINE__);
+    expect_refused([&] { fill_range(*read_only, G, 16, 1); }, Entry::cuMemsetD8,
+                   {"device 0 has READ access", "chunk 1 of 1"}, __LINE__);
+    expect_refused([&] { copy_range_to_range(*read_only, 0, *rw, 0, 16); }, Entry::cuMemcpyDtoD,
+                   {"READ access to the destination"}, __LINE__);
+    expect_refused([&] { copy_range_to_host(*none, 0, host.data(), 16); }, Entry::cuMemcpyDtoH,
+                   {"device 0 has no access to the source", "needs READ"}, __LINE__);
+    expect_refused([&] { copy_range_to_range(*rw, 0, *on_one, 0, 16); }, Entry::cuMemcpyDtoD,
+                   {"device 0 has no access to the source"}, __LINE__);
+
+    // What the access allows still reaches the driver and works.
+    const long long reads = call_count(Entry::cuMemcpyDtoH);
+    copy_range_to_host(*read_only, 0, host.data(), 16);
+    copy_host_to_range(*rw, 0, host.data(), G);
+    copy_range_to_range(*on_one, 0, *on_one, G / 2, 16);
+    CHECK(call_count(Entry::cuMemcpyDtoH) == reads + 1);
+
+    // A chunk added by a grow with other options has its own access: the check is per chunk.
+    GrowOutcome outcome = GrowOutcome::alias;
+    RangeRef grown = rw->grow(make_spec(0, {self_access(0, CU_MEM_ACCESS_FLAGS_PROT_READ)}), 3 * G, outcome);
+    copy_host_to_range(*grown, 0, host.data(), G);  // chunk 1: READWRITE
+    expect_refused([&] { copy_host_to_range(*grown, 2 * G, host.data(), 16); }, Entry::cuMemcpyHtoD,
+                   {"chunk 2 of 2"}, __LINE__);
+}
+}  // namespace
+
+void on_timeout(int) {
+    static const char msg[] = "FAIL: timed out\n";
+    ssize_t w = write(STDOUT_FILENO, msg, sizeof msg - 1);
+    (void)w;
+    _exit(3);
+}
+
+int main() {
+    std::signal(SIGALRM, on_timeout);
+    alarm(120);
+    DriverSelection sel;
+    sel.mode = DriverMode::host;
+    sel.host.device_count = 2;
+    select_driver(sel);
+    G = sel.host.granularity;
+    install_spy();
+
+    test_hint_fallback();
+    test_explicit_alignment();
+    test_teardown_context();
+    test_copies_checked_before_the_driver();
+
+    ObjectCounts c = object_counts();
+    CHECK(c.allocations == 0 && c.reservations == 0 && c.mappings == 0 && c.ranges == 0);
+    HostLiveCounts h = host_live_counts();
+    CHECK(h.allocations == 0 && h.reservations == 0 && h.mappings == 0 && h.memfds == 0);
+    CHECK(cleanup_failure_count() == 0);
+    std::printf("vmm_test: %d passed, %d failed\n", g_passed, g_failed);
+    return g_failed == 0 ? 0 : 1;
+}
