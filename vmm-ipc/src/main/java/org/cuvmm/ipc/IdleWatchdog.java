@@ -4,6 +4,7 @@ import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
 
 /**
  * Ends connections that do not speak (docs/PROTOCOL.md section 8): one that sent no HELLO
@@ -48,15 +49,26 @@ final class IdleWatchdog implements AutoCloseable {
         }
     }
 
+    /**
+     * Test seam: called on the watchdog thread after a check decided to time a connection
+     * out and before {@link ServerConnection#timeOut} re-checks that decision under the
+     * connection's lock, so tests can make a frame arrive in between. Does nothing by default.
+     */
+    static volatile Consumer<ServerConnection> beforeTimeOut = c -> {};
+
     private void check(ServerConnection c) {
         checks.incrementAndGet();
         if (c.isEnding()) return;
+        long seen = c.lastFrameNanos(); // read first: a frame arriving after this makes timeOut decline
         long now = System.nanoTime();
         if (!c.helloDone()) {
             long late = now - (c.startNanos + handshakeNanos);
             if (handshakeNanos > 0 && late >= 0) {
-                c.timeOut("no HELLO within " + text(handshakeNanos) + " of connecting (the server's handshake "
-                        + "timeout); closing the connection");
+                beforeTimeOut.accept(c);
+                if (!c.timeOut("no HELLO within " + text(handshakeNanos) + " of connecting (the server's handshake "
+                        + "timeout); closing the connection", seen)) {
+                    schedule(c, 1); // a frame or a lease arrived meanwhile: decide again
+                }
                 return;
             }
             if (handshakeNanos > 0) {
@@ -69,10 +81,13 @@ final class IdleWatchdog implements AutoCloseable {
             schedule(c, idleNanos); // not idle while it holds a lease; look again later
             return;
         }
-        long late = now - (c.lastFrameNanos() + idleNanos);
+        long late = now - (seen + idleNanos);
         if (late >= 0) {
-            c.timeOut("no frame for " + text(idleNanos) + " while holding no lease (the server's idle timeout); "
-                    + "closing the connection");
+            beforeTimeOut.accept(c);
+            if (!c.timeOut("no frame for " + text(idleNanos) + " while holding no lease (the server's idle timeout); "
+                    + "closing the connection", seen)) {
+                schedule(c, 1); // a frame or a lease arrived meanwhile: decide again
+            }
         } else {
             schedule(c, -late);
         }

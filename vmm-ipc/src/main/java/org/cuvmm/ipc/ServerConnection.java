@@ -30,8 +30,15 @@ final class ServerConnection {
     final long startNanos = System.nanoTime();
     /** When the last frame (good or bad) arrived; written by the reader. */
     private volatile long lastFrameNanos = startNanos;
-    /** Set once the connection is ending (timed out, or its reader stopped). */
+    /** Set once the connection is ending (timed out, or its reader stopped); written under {@link #bookkeeping}. */
     private volatile boolean ending;
+    /**
+     * Makes "holds no lease and is idle, so end it" ({@link #timeOut}) atomic with "not
+     * ending, so grant this lease" ({@link #addLeaseUnlessEnding}): a lease is never granted
+     * on a connection the watchdog is cutting, and a connection that holds a lease is never
+     * cut. Held only for that bookkeeping, never across I/O or a driver call.
+     */
+    private final Object bookkeeping = new Object();
 
     ServerConnection(SharingServer server, long id, FdSocket socket, PeerCredentials peer) {
         this.server = server;
@@ -64,15 +71,34 @@ final class ServerConnection {
     boolean isEnding() { return ending; }
 
     /**
-     * Ends a connection that did not speak in time (called by the {@link IdleWatchdog}):
-     * queues an ERROR {@code TIMEOUT} (request id 0) and lets the writer send it and close the
-     * socket, which wakes the reader, which ends the connection. Never blocks.
+     * Ends a connection that did not speak in time (called by the {@link IdleWatchdog}), unless
+     * it now holds a lease or a frame arrived since the watchdog read {@code seenLastFrame}
+     * (then false: nothing done, the watchdog looks again). Otherwise marks it ending (from
+     * then on an ATTACH is refused with {@code TIMEOUT}), queues an ERROR {@code TIMEOUT}
+     * (request id 0) and lets the writer send it and close the socket, which wakes the
+     * reader, which ends the connection. Never blocks.
      */
-    void timeOut(String why) {
-        ending = true;
+    boolean timeOut(String why, long seenLastFrame) {
+        synchronized (bookkeeping) {
+            if (!leases.isEmpty() || lastFrameNanos != seenLastFrame || ending) return false;
+            ending = true;
+        }
         server.fireError(this, ErrorCode.TIMEOUT, why, false);
         out.offer(new SendQueue.Item(Frame.encode(new Messages.Error(ErrorCode.TIMEOUT, why), 0), null, null));
         out.finish();
+        return true;
+    }
+
+    /**
+     * Records a lease unless the connection is ending (then false, nothing recorded: the
+     * caller answers TIMEOUT). Called by the reader, under the publication's monitor.
+     */
+    boolean addLeaseUnlessEnding(long leaseId, Publication.Lease lease) {
+        synchronized (bookkeeping) {
+            if (ending) return false;
+            leases.put(leaseId, lease);
+            return true;
+        }
     }
 
     private void run() {
@@ -122,7 +148,9 @@ final class ServerConnection {
      * client can still read was sent while its lease was held, and the end of stream follows.
      */
     private void end() {
-        ending = true;
+        synchronized (bookkeeping) {
+            ending = true;
+        }
         out.finish();
         boolean interrupted = false;
         try {

@@ -14,6 +14,7 @@ import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.cuvmm.BufferDescriptor;
@@ -74,6 +75,8 @@ public final class SharingServer implements AutoCloseable {
     private final Set<ServerConnection> connections = ConcurrentHashMap.newKeySet();
     private final CopyOnWriteArrayList<SharingListener> listeners = new CopyOnWriteArrayList<>();
     private final AtomicLong nextLeaseId = new AtomicLong(1);
+    /** Leases granted and not yet ended (changed only at grant, after the queueing succeeded, and at release). */
+    private final AtomicInteger grantedLeases = new AtomicInteger();
     private final AtomicLong nextConnectionId = new AtomicLong(1);
     private final AtomicBoolean closed = new AtomicBoolean();
     private final Thread acceptThread;
@@ -286,12 +289,12 @@ public final class SharingServer implements AutoCloseable {
         return p == null ? 0 : p.leaseCount();
     }
 
-    /** Every lease held by every client, on published and withdrawn buffers alike. */
-    public int totalLeaseCount() {
-        int n = 0;
-        for (ServerConnection c : connections) n += c.leases.size();
-        return n;
-    }
+    /**
+     * Every lease held by every client, on published and withdrawn buffers alike: leases
+     * granted (their DESCRIPTOR queued) and not yet ended. An ATTACH being answered that
+     * fails is never counted, so each value read is a true count.
+     */
+    public int totalLeaseCount() { return grantedLeases.get(); }
 
     /** Connections being served now. */
     public int connectionCount() { return connections.size(); }
@@ -457,12 +460,17 @@ public final class SharingServer implements AutoCloseable {
             if (!p.addLeaseUnlessWithdrawn(lease)) {
                 failure = ErrorCode.UNKNOWN_NAME;
                 why = "'" + name + "' was withdrawn by its owner";
+            } else if (!c.addLeaseUnlessEnding(id, lease)) {
+                // The watchdog is cutting this connection (it held no lease): no lease on it.
+                p.forgetLease(lease);
+                failure = ErrorCode.TIMEOUT;
+                why = "the connection is being closed by the server's idle or handshake timeout";
             } else {
                 // Counted and queued (tryOffer never blocks nor closes anything) under the lock
                 // unpublish takes: a DROP then always follows the DESCRIPTOR of its lease.
-                c.leases.put(id, lease);
                 if (c.out.tryOffer(item)) {
                     count = p.leaseCount();
+                    grantedLeases.incrementAndGet();
                 } else {
                     c.leases.remove(id);
                     p.forgetLease(lease);
@@ -489,6 +497,7 @@ public final class SharingServer implements AutoCloseable {
                     + " is not held by this connection (never granted, already released, or another connection's)");
             return;
         }
+        grantedLeases.decrementAndGet();
         int left = lease.publication().removeLease(lease);
         c.send(requestId, new Messages.Released(leaseId));
         LeaseEvent e = new LeaseEvent(lease.publication().name, leaseId, c.peer, c.clientName(),
@@ -502,6 +511,7 @@ public final class SharingServer implements AutoCloseable {
         for (Long id : new ArrayList<>(c.leases.keySet())) {
             Publication.Lease lease = c.leases.remove(id);
             if (lease == null) continue;
+            grantedLeases.decrementAndGet();
             int left = lease.publication().removeLease(lease);
             LeaseEvent e = new LeaseEvent(lease.publication().name, id, c.peer, c.clientName(), reason, left);
             fire(l -> l.released(e));
