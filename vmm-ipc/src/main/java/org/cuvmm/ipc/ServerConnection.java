@@ -110,10 +110,12 @@ final class ServerConnection {
                     lastFrameNanos = System.nanoTime();
                 } catch (ProtocolException e) {
                     lastFrameNanos = System.nanoTime();
-                    if (e.frameType == FrameType.ERROR && !e.fatal()) {
-                        // An ERROR is never answered with an ERROR, even a malformed one.
-                        server.fireError(this, e.code(), "a malformed ERROR from the client (not answered): "
-                                + e.getMessage(), false);
+                    if (e.frameType == FrameType.ERROR) {
+                        // An ERROR whose header is trusted is never answered, even a malformed
+                        // one; one that broke the stream (too many fds) ends the connection unanswered.
+                        server.fireError(this, e.code(), "a malformed ERROR from the client (not answered"
+                                + (e.fatal() ? "; closing the connection" : "") + "): " + e.getMessage(), false);
+                        if (e.fatal()) break;
                         continue;
                     }
                     server.fireError(this, e.code(), e.getMessage(), false);
