@@ -452,7 +452,7 @@ public final class SharingServer implements AutoCloseable {
             return;
         }
         Publication.Lease lease = new Publication.Lease(id, p, c, held);
-        SendQueue.Item item = new SendQueue.Item(frame, d.fds(), d);
+        SendQueue.Item item = new SendQueue.Item(frame, d.fds(), d, lease.sent()::countDown);
         int count = 0;
         ErrorCode failure = null;
         String why = null;
@@ -491,6 +491,8 @@ public final class SharingServer implements AutoCloseable {
     }
 
     void release(ServerConnection c, int requestId, long leaseId) {
+        Publication.Lease pending = c.leases.get(leaseId);
+        if (pending != null) awaitSent(c, pending);
         Publication.Lease lease = c.leases.remove(leaseId);
         if (lease == null) {
             c.reply(requestId, ErrorCode.UNKNOWN_LEASE, "lease " + Long.toUnsignedString(leaseId)
@@ -503,6 +505,22 @@ public final class SharingServer implements AutoCloseable {
         LeaseEvent e = new LeaseEvent(lease.publication().name, leaseId, c.peer, c.clientName(),
                 LeaseEvent.Reason.RELEASED, left);
         fire(l -> l.released(e));
+    }
+
+    /**
+     * A RELEASE may arrive before its lease's DESCRIPTOR has left (a client that pipelines
+     * ATTACH and RELEASE, predicting the id): the lease must not end while fds for it can
+     * still be sent, so the reader waits until the writer sent it or stopped (then it never
+     * will). Like a reply's {@code put}, this slows down only a client that does not read.
+     */
+    private static void awaitSent(ServerConnection c, Publication.Lease lease) {
+        try {
+            while (!lease.sent().await(50, java.util.concurrent.TimeUnit.MILLISECONDS)) {
+                if (c.out.isDead()) return;
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
     }
 
     /** The connection's reader has stopped: its leases end. */
