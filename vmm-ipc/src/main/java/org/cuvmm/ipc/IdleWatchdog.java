@@ -43,11 +43,25 @@ final class IdleWatchdog implements AutoCloseable {
     private void schedule(ServerConnection c, long delayNanos) {
         if (timer.isShutdown() || c.isEnding()) return;
         try {
-            timer.schedule(() -> check(c), Math.max(delayNanos, 1), TimeUnit.NANOSECONDS);
+            c.watchdogTask = timer.schedule(() -> check(c), Math.max(delayNanos, 1), TimeUnit.NANOSECONDS);
         } catch (RejectedExecutionException closing) {
             // the server is closing: it ends every connection itself
+            return;
         }
+        if (c.isEnding()) unwatch(c); // it ended meanwhile: its unwatch may have missed this task
     }
+
+    /**
+     * Stops watching a connection that ended: cancels its scheduled check (removed from the
+     * timer's queue at once), so an ended connection is not kept reachable for up to a timeout.
+     */
+    void unwatch(ServerConnection c) {
+        java.util.concurrent.ScheduledFuture<?> task = c.watchdogTask;
+        if (task != null) task.cancel(false);
+    }
+
+    /** Checks waiting in the timer's queue (tests: none is left for an ended connection). */
+    int queued() { return timer.getQueue().size(); }
 
     /**
      * Test seam: called on the watchdog thread after a check decided to time a connection

@@ -39,6 +39,8 @@ final class ServerConnection {
      * cut. Held only for that bookkeeping, never across I/O or a driver call.
      */
     private final Object bookkeeping = new Object();
+    /** The {@link IdleWatchdog}'s next check of this connection (cancelled when it ends); written by the watchdog. */
+    volatile java.util.concurrent.ScheduledFuture<?> watchdogTask;
 
     ServerConnection(SharingServer server, long id, FdSocket socket, PeerCredentials peer) {
         this.server = server;

@@ -308,6 +308,9 @@ public final class SharingServer implements AutoCloseable {
     /** Watchdog checks run so far (tests wait on it rather than on the clock). */
     long watchdogChecks() { return watchdog.checks.get(); }
 
+    /** Checks waiting in the watchdog's queue (tests). */
+    int watchdogQueued() { return watchdog.queued(); }
+
     /** The uids allowed to connect. */
     public Set<Integer> allowedUids() { return allowedUids; }
 
@@ -538,6 +541,7 @@ public final class SharingServer implements AutoCloseable {
 
     /** The connection's threads are done and its socket is closed. */
     void connectionEnded(ServerConnection c) {
+        watchdog.unwatch(c);
         connections.remove(c);
         fire(l -> l.disconnected(c.peer, c.clientName()));
     }
