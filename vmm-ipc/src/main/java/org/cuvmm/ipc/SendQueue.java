@@ -162,6 +162,8 @@ final class SendQueue {
 
     void join(long millis) throws InterruptedException { writer.join(millis); }
 
+    void joinUntil(long deadline) throws InterruptedException { SharingServer.joinUntil(writer, deadline); }
+
     private void drain() {
         Item item;
         while ((item = queue.poll()) != null) item.release();

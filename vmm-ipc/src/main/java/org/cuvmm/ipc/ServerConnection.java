@@ -228,9 +228,10 @@ final class ServerConnection {
     /** Closes the socket: the reader and the writer wake and end. */
     void close() { socket.close(); }
 
-    void join(long millis) throws InterruptedException {
-        reader.join(millis);
-        out.join(millis);
+    /** Waits for the reader and the writer until {@code deadline} ({@link System#nanoTime()}). */
+    void joinUntil(long deadline) throws InterruptedException {
+        SharingServer.joinUntil(reader, deadline);
+        out.joinUntil(deadline);
     }
 
     @Override

@@ -79,6 +79,12 @@ public final class SharingServer implements AutoCloseable {
     private final AtomicInteger grantedLeases = new AtomicInteger();
     private final AtomicLong nextConnectionId = new AtomicLong(1);
     private final AtomicBoolean closed = new AtomicBoolean();
+    /** Counted down when the first {@link #close()} has finished (later calls wait for it). */
+    private final java.util.concurrent.CountDownLatch closeDone = new java.util.concurrent.CountDownLatch(1);
+    /** The most {@link #close()} waits for the accept and connection threads, in all. */
+    static final long CLOSE_WAIT_MILLIS = 10_000;
+    /** Test seam: the wait {@link #close()} uses ({@link #CLOSE_WAIT_MILLIS} unless a test shortens it). */
+    static volatile long closeWaitMillis = CLOSE_WAIT_MILLIS;
     private final Thread acceptThread;
 
     private SharingServer(Builder b, FdServerSocket socket) {
@@ -321,23 +327,45 @@ public final class SharingServer implements AutoCloseable {
     public boolean isClosed() { return closed.get(); }
 
     /**
-     * Stops accepting, closes every connection (their leases end with reason
-     * SERVER_CLOSED), waits for the connection threads, and deletes the socket file.
-     * Published buffers are not closed (they are the caller's). Idempotent.
+     * Stops accepting, deletes the socket file, closes every connection (their leases end
+     * with reason SERVER_CLOSED) and waits for the connection threads, at most
+     * {@value #CLOSE_WAIT_MILLIS} ms in all however many connections there are (one deadline
+     * shared by every wait). Published buffers are not closed (they are the caller's).
+     * Idempotent; a call made while another thread is closing waits (bounded the same way)
+     * for that close to finish, so that once any {@code close()} returns the leases have
+     * ended (unless the deadline passed).
      */
     @Override
     public void close() {
-        if (!closed.compareAndSet(false, true)) return;
-        listenSocket.close();
-        watchdog.close();
-        try {
-            acceptThread.join(5000);
-            for (ServerConnection c : connections) c.close();
-            for (ServerConnection c : new ArrayList<>(connections)) c.join(5000);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
+        if (!closed.compareAndSet(false, true)) {
+            try {
+                closeDone.await(closeWaitMillis + 1000, java.util.concurrent.TimeUnit.MILLISECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            return;
         }
-        published.clear();
+        try {
+            listenSocket.close();
+            watchdog.close();
+            long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(closeWaitMillis);
+            try {
+                joinUntil(acceptThread, deadline);
+                for (ServerConnection c : connections) c.close();
+                for (ServerConnection c : new ArrayList<>(connections)) c.joinUntil(deadline);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            published.clear();
+        } finally {
+            closeDone.countDown();
+        }
+    }
+
+    /** Joins {@code t} until {@code deadline} ({@link System#nanoTime()}); returns at once once it has passed. */
+    static void joinUntil(Thread t, long deadline) throws InterruptedException {
+        long left = deadline - System.nanoTime();
+        if (left > 0) t.join(Math.max(1, java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(left)));
     }
 
     @Override
