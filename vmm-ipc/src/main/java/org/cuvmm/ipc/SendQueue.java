@@ -40,10 +40,11 @@ final class SendQueue {
     private static final System.Logger LOG = System.getLogger(SendQueue.class.getName());
 
     /**
-     * Test seam: called on the writer just before each frame is sent, so tests can stall the
-     * writer deterministically. Does nothing by default.
+     * Test seam: called on the writer for each item taken, before it is sent (or discarded
+     * because the queue is finishing), so tests can stall the writer deterministically.
+     * Does nothing by default.
      */
-    static volatile java.util.function.Consumer<Item> beforeSend = i -> {};
+    static volatile java.util.function.BiConsumer<SendQueue, Item> beforeSend = (q, i) -> {};
 
     private final FdSocket socket;
     private final BlockingQueue<Item> queue;
@@ -74,8 +75,8 @@ final class SendQueue {
                 try {
                     // Read after the take: a DESCRIPTOR queued before finish() but not yet
                     // sent is dropped here, its fds closed in finally.
+                    beforeSend.accept(this, item);
                     if (finishing && item.fds() != null) continue;
-                    beforeSend.accept(item);
                     socket.send(item.frame(), item.fds());
                     if (item.onSent() != null) item.onSent().run();
                 } catch (IOException | RuntimeException e) {
@@ -153,6 +154,9 @@ final class SendQueue {
         finishing = true;
         if (!queue.offer(FINISH)) socket.shutdown();
     }
+
+    /** True once {@link #finish()} was called (tests). */
+    boolean isFinishing() { return finishing; }
 
     /** True once the writer has stopped: nothing queued will be sent any more. */
     boolean isDead() { return dead; }

@@ -37,7 +37,7 @@ class PipelinedReleaseTest {
 
     @AfterEach
     void tearDown() {
-        SendQueue.beforeSend = i -> {};
+        SendQueue.beforeSend = (q, i) -> {};
         resource.close();
         IpcTestSupport.deleteTree(sock.getParent());
     }
@@ -60,7 +60,7 @@ class PipelinedReleaseTest {
             // Stall the writer on the DESCRIPTOR; the reader meanwhile reads the RELEASE. The
             // lease must still hold when the DESCRIPTOR leaves. (Fixed code: the release event
             // cannot come while the writer is stalled, so the bounded wait runs out.)
-            SendQueue.beforeSend = item -> {
+            SendQueue.beforeSend = (q, item) -> {
                 if (item.fds() == null) return;
                 try {
                     if (released.await(2, TimeUnit.SECONDS) || server.totalLeaseCount() != 1) {

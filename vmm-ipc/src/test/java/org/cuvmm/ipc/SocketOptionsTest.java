@@ -116,7 +116,9 @@ class SocketOptionsTest {
         int n = 100;
         CountDownLatch admit = new CountDownLatch(1);
         List<UnixSocketChannel> clients = new ArrayList<>();
-        try (SharingServer server = SharingServer.builder(sock).listener(blockAdmission(admit)).build()) {
+        // No handshake timeout: these clients never send HELLO, and the waits below may outlast it.
+        try (SharingServer server = SharingServer.builder(sock).handshakeTimeout(java.time.Duration.ZERO)
+                .listener(blockAdmission(admit)).build()) {
             int failedAt = fillBacklog(clients, n);
             assertEquals(-1, failedAt, "connect " + failedAt + " of a burst of " + n + " failed with EAGAIN");
             admit.countDown();
