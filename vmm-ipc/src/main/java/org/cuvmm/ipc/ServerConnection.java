@@ -32,6 +32,8 @@ final class ServerConnection {
     private volatile long lastFrameNanos = startNanos;
     /** Set once the connection is ending (timed out, or its reader stopped); written under {@link #bookkeeping}. */
     private volatile boolean ending;
+    /** Why the watchdog cut this connection (null if it did not); written under {@link #bookkeeping}. */
+    private volatile String timeoutReason;
     /**
      * Makes "holds no lease and is idle, so end it" ({@link #timeOut}) atomic with "not
      * ending, so grant this lease" ({@link #addLeaseUnlessEnding}): a lease is never granted
@@ -78,14 +80,15 @@ final class ServerConnection {
      * (then false: nothing done, the watchdog looks again). Otherwise marks it ending (from
      * then on an ATTACH is refused with {@code TIMEOUT}), queues an ERROR {@code TIMEOUT}
      * (request id 0) and lets the writer send it and close the socket, which wakes the
-     * reader, which ends the connection. Never blocks.
+     * reader, which ends the connection and reports the timeout to the listeners (on the
+     * reader's thread, like every other event of the connection). Never blocks.
      */
     boolean timeOut(String why, long seenLastFrame) {
         synchronized (bookkeeping) {
             if (!leases.isEmpty() || lastFrameNanos != seenLastFrame || ending) return false;
             ending = true;
+            timeoutReason = why; // reported by the reader in end(): listeners never run on the watchdog
         }
-        server.fireError(this, ErrorCode.TIMEOUT, why, false);
         out.offer(new SendQueue.Item(Frame.encode(new Messages.Error(ErrorCode.TIMEOUT, why), 0), null, null));
         out.finish();
         return true;
@@ -155,6 +158,8 @@ final class ServerConnection {
         synchronized (bookkeeping) {
             ending = true;
         }
+        String timedOut = timeoutReason;
+        if (timedOut != null) server.fireError(this, ErrorCode.TIMEOUT, timedOut, false);
         out.finish();
         boolean interrupted = false;
         try {

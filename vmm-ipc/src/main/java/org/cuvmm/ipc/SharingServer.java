@@ -184,7 +184,8 @@ public final class SharingServer implements AutoCloseable {
         /**
          * The socket file's group (default: left as created, this process's group). With mode
          * {@code 0660}, members of that group can connect. {@link #build()} fails when the
-         * group does not exist or this process may not give the file to it.
+         * group does not exist or this process may not give the file to it, and when the mode
+         * gives the group no access (0600 or 0606: a group would then admit nobody).
          */
         public Builder socketFileGroup(String group) {
             Objects.requireNonNull(group, "group");
@@ -212,9 +213,17 @@ public final class SharingServer implements AutoCloseable {
         /**
          * Binds the socket and starts accepting.
          *
+         * @throws IllegalArgumentException when a {@link #socketFileGroup} is set with a mode
+         *     that gives the group no access (0600, 0606)
          * @throws IOException when a live server answers at the path, or binding fails
          */
         public SharingServer build() throws IOException {
+            if (fileGroup != null && (fileMode & 0060) == 0) {
+                // A group on a file it cannot write admits nobody: say so rather than ignore it.
+                throw new IllegalArgumentException("socketFileGroup: '" + fileGroup + "' with socketFileMode "
+                        + String.format("0%o", fileMode) + " gives the group no access (expected: socketFileMode 0660 "
+                        + "or 0666 with a group)");
+            }
             if (!uidsSet) {
                 allowedUids.clear();
                 allowedUids.add(NativeIo.posix().geteuid());

@@ -56,6 +56,9 @@ class LimitsTest {
             @Override
             public void error(PeerCredentials peer, String client, ErrorCode code, String message, boolean byClient) {
                 errors.add(code + ": " + message);
+                if (Thread.currentThread().getName().startsWith("cuvmm-ipc-watchdog")) {
+                    errors.add("ON THE WATCHDOG THREAD: " + code);
+                }
             }
         });
     }
@@ -173,6 +176,8 @@ class LimitsTest {
             expectEnd(s);
             await("connection gone", 10, () -> server.connectionCount() == 0);
             assertTrue(errors.stream().anyMatch(e -> e.startsWith("TIMEOUT: no HELLO")), errors.toString());
+            assertTrue(errors.stream().noneMatch(e -> e.startsWith("ON THE WATCHDOG THREAD")),
+                    "listeners run on the connection's reader, never on the watchdog: " + errors);
         }
     }
 

@@ -192,6 +192,8 @@ class ProtocolRulesTest {
     @Test
     void requestsWithId0AreRefused() throws Exception {
         try (FdSocket s = FdSocket.connect(sock)) {
+            s.send(frame(3, 0, str("b")), null); // before HELLO too: the request-id rule comes first
+            expectError(s, ErrorCode.BAD_REQUEST_ID, 0, "ATTACH with request id 0");
             s.send(frame(1, 0, str("zero")), null);
             expectError(s, ErrorCode.BAD_REQUEST_ID, 0, "HELLO with request id 0");
             s.send(frame(1, 1, str("one")), null);

@@ -200,10 +200,16 @@ class SocketOptionsTest {
             assertFalse(server.isClosed());
         }
         IOException e = assertThrows(IOException.class,
-                () -> SharingServer.builder(sock).socketFileGroup("no-such-group-cvmm").build());
+                () -> SharingServer.builder(sock).socketFileMode(0660).socketFileGroup("no-such-group-cvmm").build());
         assertTrue(e.getMessage().contains("socketFileGroup: no-such-group-cvmm (expected: an existing group name)"),
                 e.getMessage());
         assertFalse(Files.exists(sock), "a failed bind leaves no file");
+        // A group with a mode that gives it no access admits nobody: refused, not ignored.
+        IllegalArgumentException g = assertThrows(IllegalArgumentException.class,
+                () -> SharingServer.builder(sock).socketFileGroup(mine).build());
+        assertEquals("socketFileGroup: '" + mine + "' with socketFileMode 0600 gives the group no access (expected: "
+                + "socketFileMode 0660 or 0666 with a group)", g.getMessage());
+        assertFalse(Files.exists(sock), "nothing bound");
     }
 
     /**
