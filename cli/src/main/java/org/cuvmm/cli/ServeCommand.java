@@ -29,7 +29,7 @@ import org.cuvmm.ipc.SharingServer;
 final class ServeCommand implements Command {
     private static final Set<String> OPTIONS = Set.of("socket", "name", "size", "seed", "socket-mode", "socket-group",
             "backlog", "max-connections", "max-leases", "handshake-timeout", "idle-timeout");
-    /** How long the shutdown hook waits for the server to close (its connections get 5 s each to end). */
+    /** How long the shutdown hook waits for serving to finish (the server's own close takes at most about 10 s). */
     private static final long STOP_WAIT_SECONDS = 30;
 
     /** Released by tests (and by the shutdown hook) to stop serving. */
