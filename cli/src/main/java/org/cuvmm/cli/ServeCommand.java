@@ -7,6 +7,7 @@ import java.util.List;
 import java.util.Set;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicReference;
 
 import org.cuvmm.CudaException;
 import org.cuvmm.VirtualMemoryBuffer;
@@ -22,13 +23,13 @@ import org.cuvmm.ipc.SharingServer;
  * interrupted, printing each attach and release with the lease count at that moment.
  *
  * <p>Stopped by SIGTERM or Ctrl-C (SIGINT), it closes the server before the JVM exits: the
- * shutdown hook wakes the serving thread and waits (at most 30 s) until the server is closed
- * and its socket file removed.
+ * shutdown hook closes the server itself (whatever the serving thread is doing, even before
+ * it serves), wakes the serving thread and waits (at most 30 s) until it has finished.
  */
 final class ServeCommand implements Command {
     private static final Set<String> OPTIONS = Set.of("socket", "name", "size", "seed", "socket-mode", "socket-group",
             "backlog", "max-connections", "max-leases", "handshake-timeout", "idle-timeout");
-    /** How long the shutdown hook waits for the server to close (its connections get 5 s each to end). */
+    /** How long the shutdown hook waits for serving to finish (the server's own close takes at most about 10 s). */
     private static final long STOP_WAIT_SECONDS = 30;
 
     /** Released by tests (and by the shutdown hook) to stop serving. */
@@ -76,8 +77,13 @@ final class ServeCommand implements Command {
         }
         // Counted down once the server is closed (socket file removed): the shutdown hook waits for it.
         CountDownLatch closed = new CountDownLatch(1);
+        // The server, once built: the hook closes it itself (close is idempotent), so the socket
+        // file goes even when the serving thread is slow or not yet serving (filling a large buffer).
+        AtomicReference<SharingServer> running = new AtomicReference<>();
         Thread hook = new Thread(() -> {
             stop.countDown();
+            SharingServer s = running.get();
+            if (s != null) s.close();
             try {
                 closed.await(STOP_WAIT_SECONDS, TimeUnit.SECONDS);
             } catch (InterruptedException e) {
@@ -86,7 +92,7 @@ final class ServeCommand implements Command {
         }, "cuvmm-serve-stop");
         Runtime.getRuntime().addShutdownHook(hook);
         try {
-            return serve(builder, name, size, seed, socket, out, err);
+            return serve(builder, name, size, seed, socket, out, err, running);
         } finally {
             closed.countDown();
             try {
@@ -98,14 +104,24 @@ final class ServeCommand implements Command {
     }
 
     private int serve(SharingServer.Builder builder, String name, long size, long seed, Path socket, PrintStream out,
-                      PrintStream err) {
+                      PrintStream err, AtomicReference<SharingServer> running) {
         try (LeasePrinter printer = new LeasePrinter(out);
              VirtualMemoryResource resource = VirtualMemoryResource.create(0);
              VirtualMemoryBuffer buffer = resource.allocate(size);
              SharingServer server = builder.listener(printer).build()) {
             printer.countFrom(server::totalLeaseCount);
+            // Published before the stop check: a hook that ran before this sees the stop, one
+            // that runs after sees the server (one of the two closes it).
+            running.set(server);
+            if (stop.getCount() == 0) return stopped(out);
             BytePattern.fill(buffer, seed);
-            server.publish(name, buffer);
+            if (stop.getCount() == 0) return stopped(out);
+            try {
+                server.publish(name, buffer);
+            } catch (IllegalStateException e) {
+                if (server.isClosed() && stop.getCount() == 0) return stopped(out); // the hook closed it
+                throw e;
+            }
             out.println("serving '" + name + "' (" + ByteSize.format(size) + ", " + buffer.chunkCount()
                     + " chunk(s), pattern seed " + seed + ") on " + socket + " with the " + resource.driver().kind()
                     + " driver; Ctrl-C to stop");
@@ -119,6 +135,10 @@ final class ServeCommand implements Command {
             Thread.currentThread().interrupt();
             return FAILED;
         }
+        return stopped(out);
+    }
+
+    private static int stopped(PrintStream out) {
         out.println("stopped");
         out.flush();
         return OK;

@@ -9,10 +9,16 @@ import java.nio.file.Path;
 import java.util.List;
 import java.util.concurrent.TimeUnit;
 
+import org.cuvmm.VirtualMemoryResource;
+import org.cuvmm.ipc.Attachment;
+import org.cuvmm.ipc.SharingClient;
 import org.cuvmm.testing.ChildJvm;
 import org.junit.jupiter.api.Test;
 
-/** {@code cuvmm serve} in a child JVM, stopped with SIGTERM: its socket file is gone every time. */
+/**
+ * {@code cuvmm serve} in a child JVM, stopped with SIGTERM: its socket file is gone every
+ * time, and it stops in order ("stopped") even while a client holds a lease.
+ */
 class ServeStopTest {
     private static final int TRIES = 5;
 
@@ -23,6 +29,9 @@ class ServeStopTest {
         try {
             for (int i = 0; i < TRIES; i++) {
                 Path socket = dir.resolve("s" + i + ".sock");
+                SharingClient holder = null;
+                VirtualMemoryResource holderResource = null;
+                Attachment held = null;
                 Process p = ChildJvm.start(Main.class, log, List.of(), List.of(), "serve", "--socket", socket.toString(),
                         "--name", "t", "--size", "1M");
                 try {
@@ -33,6 +42,14 @@ class ServeStopTest {
                         Thread.sleep(20); // another process: its log is all there is to watch
                     }
                     assertTrue(Files.exists(socket), "serving, so the socket file exists");
+                    if (i == TRIES - 1) {
+                        // The last try: a client holds a lease when SIGTERM arrives. The hook's
+                        // close and the serving thread's close must not race (the buffer's close
+                        // would refuse while the lease is still held).
+                        holder = SharingClient.connect(socket, "holder");
+                        holderResource = VirtualMemoryResource.create(0);
+                        held = holder.attach("t", holderResource);
+                    }
                     p.destroy(); // SIGTERM
                     assertTrue(p.waitFor(60, TimeUnit.SECONDS), "cuvmm serve did not exit within 60 s of SIGTERM");
                     String out = ChildJvm.read(log);
@@ -41,6 +58,9 @@ class ServeStopTest {
                 } finally {
                     p.destroyForcibly();
                     Files.deleteIfExists(socket);
+                    if (held != null) held.close();
+                    if (holder != null) holder.closeNow();
+                    if (holderResource != null) holderResource.close();
                 }
             }
         } finally {

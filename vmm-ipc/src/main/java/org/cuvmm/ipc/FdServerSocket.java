@@ -37,8 +37,10 @@ import jnr.unixsocket.UnixSocketChannel;
  * and mode, then hard-linked to the target path (which fails, rather than replacing, if a
  * file appeared there meanwhile) and the private directory removed. Only if the private path
  * would be too long for a socket address is the process umask set to {@code 0177} around
- * {@code bind} instead (the file is then widened to the mode asked for). The mode and group
- * are verified afterwards.
+ * {@code bind} instead (the file is then widened to the mode asked for). The umask is
+ * process-wide: while it is set (the length of one {@code bind}), files any other thread of
+ * the process creates get at most mode {@code 0600}; cuvmm's own binds are serialized by a
+ * lock, other code is not. The mode and group are verified afterwards.
  *
  * <p>An existing socket file is replaced only when nothing answers on it (a dead server's
  * leftover: {@code connect} fails with errno {@code ECONNREFUSED}); a live server's socket is

@@ -30,7 +30,11 @@ final class FrameIO {
         } catch (FdTransferException e) {
             // Passing the limit in the header is fatal even on its last byte: the payload
             // must not get a fresh allowance.
-            if (e.reason() == FdTransferException.Reason.TOO_MANY_FDS || !e.streamInStep()) throw tooManyFds(0, e);
+            if (e.reason() == FdTransferException.Reason.TOO_MANY_FDS || !e.streamInStep()) {
+                ProtocolException x = tooManyFds(0, e);
+                x.frameType = trustedType(e.data()); // on the header's last byte: an ERROR stays unanswered
+                throw x;
+            }
             dropped = true;
             dropReason = e.getMessage();
             head = new ReceivedMessage(e.data(), new int[0], e.data().length < Protocol.HEADER_SIZE);
@@ -57,31 +61,34 @@ final class FrameIO {
                 throw new ProtocolException(ErrorCode.TOO_LARGE, 0, "payload length " + length
                         + " (expected: at most " + Protocol.MAX_PAYLOAD + "); closing the connection");
             }
-            try {
-                // The frame's fd limit counts the header's fds too.
-                payload = socket.receive((int) length, Protocol.MAX_FDS_PER_FRAME - head.fdCount());
-            } catch (FdTransferException e) {
-                if (e.reason() == FdTransferException.Reason.TOO_MANY_FDS || !e.streamInStep()) {
-                    throw tooManyFds(requestId, e);
-                }
-                dropped = true;
-                dropReason = e.getMessage();
-                payload = new ReceivedMessage(e.data(), new int[0], e.data().length < length);
-            }
-            if (payload.endOfStream()) {
-                throw new ProtocolException(ErrorCode.TRUNCATED, requestId, "the stream ended after " + payload.length()
-                        + " of the " + length + " payload bytes");
-            }
-            if (version != Protocol.VERSION) {
-                throw new ProtocolException(ErrorCode.BAD_VERSION, requestId, "protocol version " + version
-                        + " (expected: " + Protocol.VERSION + "); frame skipped");
-            }
+            // The header is trusted from here: every refusal below names the frame's type (when
+            // known), so an ERROR is never answered whatever else is wrong with it (bad version,
+            // payload, fds; docs/PROTOCOL.md section 3, ERROR).
             FrameType type = FrameType.of(typeCode);
-            if (type == null) {
-                throw new ProtocolException(ErrorCode.UNKNOWN_TYPE, requestId, "frame type " + typeCode
-                        + " (expected: 1 to 8); frame skipped");
-            }
             try {
+                try {
+                    // The frame's fd limit counts the header's fds too.
+                    payload = socket.receive((int) length, Protocol.MAX_FDS_PER_FRAME - head.fdCount());
+                } catch (FdTransferException e) {
+                    if (e.reason() == FdTransferException.Reason.TOO_MANY_FDS || !e.streamInStep()) {
+                        throw tooManyFds(requestId, e);
+                    }
+                    dropped = true;
+                    dropReason = e.getMessage();
+                    payload = new ReceivedMessage(e.data(), new int[0], e.data().length < length);
+                }
+                if (payload.endOfStream()) {
+                    throw new ProtocolException(ErrorCode.TRUNCATED, requestId, "the stream ended after "
+                            + payload.length() + " of the " + length + " payload bytes");
+                }
+                if (version != Protocol.VERSION) {
+                    throw new ProtocolException(ErrorCode.BAD_VERSION, requestId, "protocol version " + version
+                            + " (expected: " + Protocol.VERSION + "); frame skipped");
+                }
+                if (type == null) {
+                    throw new ProtocolException(ErrorCode.UNKNOWN_TYPE, requestId, "frame type " + typeCode
+                            + " (expected: 1 to 8); frame skipped");
+                }
                 return checkFrame(type, requestId, head, payload, dropped, dropReason);
             } catch (ProtocolException e) {
                 e.frameType = type;
@@ -101,6 +108,14 @@ final class FrameIO {
     private static ProtocolException tooManyFds(int requestId, FdTransferException e) {
         return new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, true, requestId, 0, "more than "
                 + Protocol.MAX_FDS_PER_FRAME + " fds arrived within one frame: " + e.getMessage());
+    }
+
+    /** The type of a complete header whose magic and length pass (a trusted header), else null. */
+    private static FrameType trustedType(byte[] header) {
+        if (header == null || header.length < Protocol.HEADER_SIZE) return null;
+        ByteBuffer h = ByteBuffer.wrap(header);
+        if (h.getInt(0) != Protocol.MAGIC || Integer.toUnsignedLong(h.getInt(12)) > Protocol.MAX_PAYLOAD) return null;
+        return FrameType.of(Short.toUnsignedInt(h.getShort(6)));
     }
 
     /** Payload and fd checks of a frame whose header passed (type known). */

@@ -4,6 +4,7 @@ import java.util.concurrent.RejectedExecutionException;
 import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
 
 /**
  * Ends connections that do not speak (docs/PROTOCOL.md section 8): one that sent no HELLO
@@ -42,21 +43,46 @@ final class IdleWatchdog implements AutoCloseable {
     private void schedule(ServerConnection c, long delayNanos) {
         if (timer.isShutdown() || c.isEnding()) return;
         try {
-            timer.schedule(() -> check(c), Math.max(delayNanos, 1), TimeUnit.NANOSECONDS);
+            c.watchdogTask = timer.schedule(() -> check(c), Math.max(delayNanos, 1), TimeUnit.NANOSECONDS);
         } catch (RejectedExecutionException closing) {
             // the server is closing: it ends every connection itself
+            return;
         }
+        if (c.isEnding()) unwatch(c); // it ended meanwhile: its unwatch may have missed this task
     }
+
+    /**
+     * Stops watching a connection that ended: cancels its scheduled check (removed from the
+     * timer's queue at once), so an ended connection is not kept reachable for up to a timeout.
+     */
+    void unwatch(ServerConnection c) {
+        java.util.concurrent.ScheduledFuture<?> task = c.watchdogTask;
+        if (task != null) task.cancel(false);
+    }
+
+    /** Checks waiting in the timer's queue (tests: none is left for an ended connection). */
+    int queued() { return timer.getQueue().size(); }
+
+    /**
+     * Test seam: called on the watchdog thread after a check decided to time a connection
+     * out and before {@link ServerConnection#timeOut} re-checks that decision under the
+     * connection's lock, so tests can make a frame arrive in between. Does nothing by default.
+     */
+    static volatile Consumer<ServerConnection> beforeTimeOut = c -> {};
 
     private void check(ServerConnection c) {
         checks.incrementAndGet();
         if (c.isEnding()) return;
+        long seen = c.lastFrameNanos(); // read first: a frame arriving after this makes timeOut decline
         long now = System.nanoTime();
         if (!c.helloDone()) {
             long late = now - (c.startNanos + handshakeNanos);
             if (handshakeNanos > 0 && late >= 0) {
-                c.timeOut("no HELLO within " + text(handshakeNanos) + " of connecting (the server's handshake "
-                        + "timeout); closing the connection");
+                beforeTimeOut.accept(c);
+                if (!c.timeOut("no HELLO within " + text(handshakeNanos) + " of connecting (the server's handshake "
+                        + "timeout); closing the connection", seen)) {
+                    schedule(c, 1); // a frame or a lease arrived meanwhile: decide again
+                }
                 return;
             }
             if (handshakeNanos > 0) {
@@ -69,10 +95,13 @@ final class IdleWatchdog implements AutoCloseable {
             schedule(c, idleNanos); // not idle while it holds a lease; look again later
             return;
         }
-        long late = now - (c.lastFrameNanos() + idleNanos);
+        long late = now - (seen + idleNanos);
         if (late >= 0) {
-            c.timeOut("no frame for " + text(idleNanos) + " while holding no lease (the server's idle timeout); "
-                    + "closing the connection");
+            beforeTimeOut.accept(c);
+            if (!c.timeOut("no frame for " + text(idleNanos) + " while holding no lease (the server's idle timeout); "
+                    + "closing the connection", seen)) {
+                schedule(c, 1); // a frame or a lease arrived meanwhile: decide again
+            }
         } else {
             schedule(c, -late);
         }

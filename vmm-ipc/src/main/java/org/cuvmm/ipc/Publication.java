@@ -20,9 +20,16 @@ final class Publication {
     /**
      * One consumer's hold on a publication: (connection, DESCRIPTOR). {@code bufferLease}
      * makes the owner's {@code close()} of the buffer refuse, naming the consumer, until
-     * the lease ends.
+     * the lease ends. {@code sent} is counted down by the connection's writer once the
+     * DESCRIPTOR (with its fds) has left: a RELEASE of the lease waits for it, so the lease
+     * never ends while fds for it can still be sent.
      */
-    record Lease(long id, Publication publication, ServerConnection connection, BufferLease bufferLease) {}
+    record Lease(long id, Publication publication, ServerConnection connection, BufferLease bufferLease,
+                 java.util.concurrent.CountDownLatch sent) {
+        Lease(long id, Publication publication, ServerConnection connection, BufferLease bufferLease) {
+            this(id, publication, connection, bufferLease, new java.util.concurrent.CountDownLatch(1));
+        }
+    }
 
     /**
      * Test seam: called on the calling thread just before each driver call ("export") and

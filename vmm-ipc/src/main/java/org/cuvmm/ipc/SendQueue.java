@@ -16,8 +16,16 @@ import java.util.concurrent.TimeUnit;
  * Package-private.
  */
 final class SendQueue {
-    /** A frame to send and the owner of its fds (closed after the send, or if never sent). */
-    record Item(byte[] frame, int[] fds, AutoCloseable owner) {
+    /**
+     * A frame to send and the owner of its fds (closed after the send, or if never sent);
+     * {@code onSent} (may be null) runs on the writer once the frame has been sent, never if
+     * it was not.
+     */
+    record Item(byte[] frame, int[] fds, AutoCloseable owner, Runnable onSent) {
+        Item(byte[] frame, int[] fds, AutoCloseable owner) {
+            this(frame, fds, owner, null);
+        }
+
         void release() {
             if (owner == null) return;
             try {
@@ -30,6 +38,13 @@ final class SendQueue {
 
     private static final Item FINISH = new Item(new byte[0], null, null);
     private static final System.Logger LOG = System.getLogger(SendQueue.class.getName());
+
+    /**
+     * Test seam: called on the writer for each item taken, before it is sent (or discarded
+     * because the queue is finishing), so tests can stall the writer deterministically.
+     * Does nothing by default.
+     */
+    static volatile java.util.function.BiConsumer<SendQueue, Item> beforeSend = (q, i) -> {};
 
     private final FdSocket socket;
     private final BlockingQueue<Item> queue;
@@ -60,8 +75,10 @@ final class SendQueue {
                 try {
                     // Read after the take: a DESCRIPTOR queued before finish() but not yet
                     // sent is dropped here, its fds closed in finally.
+                    beforeSend.accept(this, item);
                     if (finishing && item.fds() != null) continue;
                     socket.send(item.frame(), item.fds());
+                    if (item.onSent() != null) item.onSent().run();
                 } catch (IOException | RuntimeException e) {
                     LOG.log(System.Logger.Level.DEBUG, "send on " + socket + " failed: " + e);
                     break;
@@ -138,10 +155,18 @@ final class SendQueue {
         if (!queue.offer(FINISH)) socket.shutdown();
     }
 
+    /** True once {@link #finish()} was called (tests). */
+    boolean isFinishing() { return finishing; }
+
+    /** True once the writer has stopped: nothing queued will be sent any more. */
+    boolean isDead() { return dead; }
+
     /** True until the writer thread has ended (after its drain closed every unsent item's fds). */
     boolean isAlive() { return writer.isAlive(); }
 
     void join(long millis) throws InterruptedException { writer.join(millis); }
+
+    void joinUntil(long deadline) throws InterruptedException { SharingServer.joinUntil(writer, deadline); }
 
     private void drain() {
         Item item;

@@ -30,8 +30,19 @@ final class ServerConnection {
     final long startNanos = System.nanoTime();
     /** When the last frame (good or bad) arrived; written by the reader. */
     private volatile long lastFrameNanos = startNanos;
-    /** Set once the connection is ending (timed out, or its reader stopped). */
+    /** Set once the connection is ending (timed out, or its reader stopped); written under {@link #bookkeeping}. */
     private volatile boolean ending;
+    /** Why the watchdog cut this connection (null if it did not); written under {@link #bookkeeping}. */
+    private volatile String timeoutReason;
+    /**
+     * Makes "holds no lease and is idle, so end it" ({@link #timeOut}) atomic with "not
+     * ending, so grant this lease" ({@link #addLeaseUnlessEnding}): a lease is never granted
+     * on a connection the watchdog is cutting, and a connection that holds a lease is never
+     * cut. Held only for that bookkeeping, never across I/O or a driver call.
+     */
+    private final Object bookkeeping = new Object();
+    /** The {@link IdleWatchdog}'s next check of this connection (cancelled when it ends); written by the watchdog. */
+    volatile java.util.concurrent.ScheduledFuture<?> watchdogTask;
 
     ServerConnection(SharingServer server, long id, FdSocket socket, PeerCredentials peer) {
         this.server = server;
@@ -64,15 +75,35 @@ final class ServerConnection {
     boolean isEnding() { return ending; }
 
     /**
-     * Ends a connection that did not speak in time (called by the {@link IdleWatchdog}):
-     * queues an ERROR {@code TIMEOUT} (request id 0) and lets the writer send it and close the
-     * socket, which wakes the reader, which ends the connection. Never blocks.
+     * Ends a connection that did not speak in time (called by the {@link IdleWatchdog}), unless
+     * it now holds a lease or a frame arrived since the watchdog read {@code seenLastFrame}
+     * (then false: nothing done, the watchdog looks again). Otherwise marks it ending (from
+     * then on an ATTACH is refused with {@code TIMEOUT}), queues an ERROR {@code TIMEOUT}
+     * (request id 0) and lets the writer send it and close the socket, which wakes the
+     * reader, which ends the connection and reports the timeout to the listeners (on the
+     * reader's thread, like every other event of the connection). Never blocks.
      */
-    void timeOut(String why) {
-        ending = true;
-        server.fireError(this, ErrorCode.TIMEOUT, why, false);
+    boolean timeOut(String why, long seenLastFrame) {
+        synchronized (bookkeeping) {
+            if (!leases.isEmpty() || lastFrameNanos != seenLastFrame || ending) return false;
+            ending = true;
+            timeoutReason = why; // reported by the reader in end(): listeners never run on the watchdog
+        }
         out.offer(new SendQueue.Item(Frame.encode(new Messages.Error(ErrorCode.TIMEOUT, why), 0), null, null));
         out.finish();
+        return true;
+    }
+
+    /**
+     * Records a lease unless the connection is ending (then false, nothing recorded: the
+     * caller answers TIMEOUT). Called by the reader, under the publication's monitor.
+     */
+    boolean addLeaseUnlessEnding(long leaseId, Publication.Lease lease) {
+        synchronized (bookkeeping) {
+            if (ending) return false;
+            leases.put(leaseId, lease);
+            return true;
+        }
     }
 
     private void run() {
@@ -84,10 +115,12 @@ final class ServerConnection {
                     lastFrameNanos = System.nanoTime();
                 } catch (ProtocolException e) {
                     lastFrameNanos = System.nanoTime();
-                    if (e.frameType == FrameType.ERROR && !e.fatal()) {
-                        // An ERROR is never answered with an ERROR, even a malformed one.
-                        server.fireError(this, e.code(), "a malformed ERROR from the client (not answered): "
-                                + e.getMessage(), false);
+                    if (e.frameType == FrameType.ERROR) {
+                        // An ERROR whose header is trusted is never answered, even a malformed
+                        // one; one that broke the stream (too many fds) ends the connection unanswered.
+                        server.fireError(this, e.code(), "a malformed ERROR from the client (not answered"
+                                + (e.fatal() ? "; closing the connection" : "") + "): " + e.getMessage(), false);
+                        if (e.fatal()) break;
                         continue;
                     }
                     server.fireError(this, e.code(), e.getMessage(), false);
@@ -122,7 +155,11 @@ final class ServerConnection {
      * client can still read was sent while its lease was held, and the end of stream follows.
      */
     private void end() {
-        ending = true;
+        synchronized (bookkeeping) {
+            ending = true;
+        }
+        String timedOut = timeoutReason;
+        if (timedOut != null) server.fireError(this, ErrorCode.TIMEOUT, timedOut, false);
         out.finish();
         boolean interrupted = false;
         try {
@@ -196,9 +233,10 @@ final class ServerConnection {
     /** Closes the socket: the reader and the writer wake and end. */
     void close() { socket.close(); }
 
-    void join(long millis) throws InterruptedException {
-        reader.join(millis);
-        out.join(millis);
+    /** Waits for the reader and the writer until {@code deadline} ({@link System#nanoTime()}). */
+    void joinUntil(long deadline) throws InterruptedException {
+        SharingServer.joinUntil(reader, deadline);
+        out.joinUntil(deadline);
     }
 
     @Override

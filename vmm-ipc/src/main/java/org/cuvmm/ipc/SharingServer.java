@@ -14,6 +14,7 @@ import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 
 import org.cuvmm.BufferDescriptor;
@@ -74,8 +75,16 @@ public final class SharingServer implements AutoCloseable {
     private final Set<ServerConnection> connections = ConcurrentHashMap.newKeySet();
     private final CopyOnWriteArrayList<SharingListener> listeners = new CopyOnWriteArrayList<>();
     private final AtomicLong nextLeaseId = new AtomicLong(1);
+    /** Leases granted and not yet ended (changed only at grant, after the queueing succeeded, and at release). */
+    private final AtomicInteger grantedLeases = new AtomicInteger();
     private final AtomicLong nextConnectionId = new AtomicLong(1);
     private final AtomicBoolean closed = new AtomicBoolean();
+    /** Counted down when the first {@link #close()} has finished (later calls wait for it). */
+    private final java.util.concurrent.CountDownLatch closeDone = new java.util.concurrent.CountDownLatch(1);
+    /** The most {@link #close()} waits for the accept and connection threads, in all. */
+    static final long CLOSE_WAIT_MILLIS = 10_000;
+    /** Test seam: the wait {@link #close()} uses ({@link #CLOSE_WAIT_MILLIS} unless a test shortens it). */
+    static volatile long closeWaitMillis = CLOSE_WAIT_MILLIS;
     private final Thread acceptThread;
 
     private SharingServer(Builder b, FdServerSocket socket) {
@@ -175,7 +184,8 @@ public final class SharingServer implements AutoCloseable {
         /**
          * The socket file's group (default: left as created, this process's group). With mode
          * {@code 0660}, members of that group can connect. {@link #build()} fails when the
-         * group does not exist or this process may not give the file to it.
+         * group does not exist or this process may not give the file to it, and when the mode
+         * gives the group no access (0600 or 0606: a group would then admit nobody).
          */
         public Builder socketFileGroup(String group) {
             Objects.requireNonNull(group, "group");
@@ -203,9 +213,17 @@ public final class SharingServer implements AutoCloseable {
         /**
          * Binds the socket and starts accepting.
          *
+         * @throws IllegalArgumentException when a {@link #socketFileGroup} is set with a mode
+         *     that gives the group no access (0600, 0606)
          * @throws IOException when a live server answers at the path, or binding fails
          */
         public SharingServer build() throws IOException {
+            if (fileGroup != null && (fileMode & 0060) == 0) {
+                // A group on a file it cannot write admits nobody: say so rather than ignore it.
+                throw new IllegalArgumentException("socketFileGroup: '" + fileGroup + "' with socketFileMode "
+                        + String.format("0%o", fileMode) + " gives the group no access (expected: socketFileMode 0660 "
+                        + "or 0666 with a group)");
+            }
             if (!uidsSet) {
                 allowedUids.clear();
                 allowedUids.add(NativeIo.posix().geteuid());
@@ -286,12 +304,12 @@ public final class SharingServer implements AutoCloseable {
         return p == null ? 0 : p.leaseCount();
     }
 
-    /** Every lease held by every client, on published and withdrawn buffers alike. */
-    public int totalLeaseCount() {
-        int n = 0;
-        for (ServerConnection c : connections) n += c.leases.size();
-        return n;
-    }
+    /**
+     * Every lease held by every client, on published and withdrawn buffers alike: leases
+     * granted (their DESCRIPTOR queued) and not yet ended. An ATTACH being answered that
+     * fails is never counted, so each value read is a true count.
+     */
+    public int totalLeaseCount() { return grantedLeases.get(); }
 
     /** Connections being served now. */
     public int connectionCount() { return connections.size(); }
@@ -305,6 +323,9 @@ public final class SharingServer implements AutoCloseable {
     /** Watchdog checks run so far (tests wait on it rather than on the clock). */
     long watchdogChecks() { return watchdog.checks.get(); }
 
+    /** Checks waiting in the watchdog's queue (tests). */
+    int watchdogQueued() { return watchdog.queued(); }
+
     /** The uids allowed to connect. */
     public Set<Integer> allowedUids() { return allowedUids; }
 
@@ -315,23 +336,45 @@ public final class SharingServer implements AutoCloseable {
     public boolean isClosed() { return closed.get(); }
 
     /**
-     * Stops accepting, closes every connection (their leases end with reason
-     * SERVER_CLOSED), waits for the connection threads, and deletes the socket file.
-     * Published buffers are not closed (they are the caller's). Idempotent.
+     * Stops accepting, deletes the socket file, closes every connection (their leases end
+     * with reason SERVER_CLOSED) and waits for the connection threads, at most
+     * {@value #CLOSE_WAIT_MILLIS} ms in all however many connections there are (one deadline
+     * shared by every wait). Published buffers are not closed (they are the caller's).
+     * Idempotent; a call made while another thread is closing waits (bounded the same way)
+     * for that close to finish, so that once any {@code close()} returns the leases have
+     * ended (unless the deadline passed).
      */
     @Override
     public void close() {
-        if (!closed.compareAndSet(false, true)) return;
-        listenSocket.close();
-        watchdog.close();
-        try {
-            acceptThread.join(5000);
-            for (ServerConnection c : connections) c.close();
-            for (ServerConnection c : new ArrayList<>(connections)) c.join(5000);
-        } catch (InterruptedException e) {
-            Thread.currentThread().interrupt();
+        if (!closed.compareAndSet(false, true)) {
+            try {
+                closeDone.await(closeWaitMillis + 1000, java.util.concurrent.TimeUnit.MILLISECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            return;
         }
-        published.clear();
+        try {
+            listenSocket.close();
+            watchdog.close();
+            long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(closeWaitMillis);
+            try {
+                joinUntil(acceptThread, deadline);
+                for (ServerConnection c : connections) c.close();
+                for (ServerConnection c : new ArrayList<>(connections)) c.joinUntil(deadline);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            published.clear();
+        } finally {
+            closeDone.countDown();
+        }
+    }
+
+    /** Joins {@code t} until {@code deadline} ({@link System#nanoTime()}); returns at once once it has passed. */
+    static void joinUntil(Thread t, long deadline) throws InterruptedException {
+        long left = deadline - System.nanoTime();
+        if (left > 0) t.join(Math.max(1, java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(left)));
     }
 
     @Override
@@ -449,7 +492,7 @@ public final class SharingServer implements AutoCloseable {
             return;
         }
         Publication.Lease lease = new Publication.Lease(id, p, c, held);
-        SendQueue.Item item = new SendQueue.Item(frame, d.fds(), d);
+        SendQueue.Item item = new SendQueue.Item(frame, d.fds(), d, lease.sent()::countDown);
         int count = 0;
         ErrorCode failure = null;
         String why = null;
@@ -457,12 +500,17 @@ public final class SharingServer implements AutoCloseable {
             if (!p.addLeaseUnlessWithdrawn(lease)) {
                 failure = ErrorCode.UNKNOWN_NAME;
                 why = "'" + name + "' was withdrawn by its owner";
+            } else if (!c.addLeaseUnlessEnding(id, lease)) {
+                // The watchdog is cutting this connection (it held no lease): no lease on it.
+                p.forgetLease(lease);
+                failure = ErrorCode.TIMEOUT;
+                why = "the connection is being closed by the server's idle or handshake timeout";
             } else {
                 // Counted and queued (tryOffer never blocks nor closes anything) under the lock
                 // unpublish takes: a DROP then always follows the DESCRIPTOR of its lease.
-                c.leases.put(id, lease);
                 if (c.out.tryOffer(item)) {
                     count = p.leaseCount();
+                    grantedLeases.incrementAndGet();
                 } else {
                     c.leases.remove(id);
                     p.forgetLease(lease);
@@ -483,17 +531,36 @@ public final class SharingServer implements AutoCloseable {
     }
 
     void release(ServerConnection c, int requestId, long leaseId) {
+        Publication.Lease pending = c.leases.get(leaseId);
+        if (pending != null) awaitSent(c, pending);
         Publication.Lease lease = c.leases.remove(leaseId);
         if (lease == null) {
             c.reply(requestId, ErrorCode.UNKNOWN_LEASE, "lease " + Long.toUnsignedString(leaseId)
                     + " is not held by this connection (never granted, already released, or another connection's)");
             return;
         }
+        grantedLeases.decrementAndGet();
         int left = lease.publication().removeLease(lease);
         c.send(requestId, new Messages.Released(leaseId));
         LeaseEvent e = new LeaseEvent(lease.publication().name, leaseId, c.peer, c.clientName(),
                 LeaseEvent.Reason.RELEASED, left);
         fire(l -> l.released(e));
+    }
+
+    /**
+     * A RELEASE may arrive before its lease's DESCRIPTOR has left (a client that pipelines
+     * ATTACH and RELEASE, predicting the id): the lease must not end while fds for it can
+     * still be sent, so the reader waits until the writer sent it or stopped (then it never
+     * will). Like a reply's {@code put}, this slows down only a client that does not read.
+     */
+    private static void awaitSent(ServerConnection c, Publication.Lease lease) {
+        try {
+            while (!lease.sent().await(50, java.util.concurrent.TimeUnit.MILLISECONDS)) {
+                if (c.out.isDead()) return;
+            }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        }
     }
 
     /** The connection's reader has stopped: its leases end. */
@@ -502,6 +569,7 @@ public final class SharingServer implements AutoCloseable {
         for (Long id : new ArrayList<>(c.leases.keySet())) {
             Publication.Lease lease = c.leases.remove(id);
             if (lease == null) continue;
+            grantedLeases.decrementAndGet();
             int left = lease.publication().removeLease(lease);
             LeaseEvent e = new LeaseEvent(lease.publication().name, id, c.peer, c.clientName(), reason, left);
             fire(l -> l.released(e));
@@ -510,6 +578,7 @@ public final class SharingServer implements AutoCloseable {
 
     /** The connection's threads are done and its socket is closed. */
     void connectionEnded(ServerConnection c) {
+        watchdog.unwatch(c);
         connections.remove(c);
         fire(l -> l.disconnected(c.peer, c.clientName()));
     }

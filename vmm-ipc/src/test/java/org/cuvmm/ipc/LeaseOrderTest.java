@@ -42,6 +42,7 @@ class LeaseOrderTest {
     @AfterEach
     void tearDown() {
         Publication.beforeDriverCall = (what, p) -> {};
+        SendQueue.beforeSend = (q, i) -> {};
         resource.close();
         IpcTestSupport.deleteTree(sock.getParent());
     }
@@ -57,8 +58,15 @@ class LeaseOrderTest {
     @Test
     void leasesEndOnlyAfterNoFdForThemCanBeSent() throws Exception {
         Assumptions.assumeTrue(IpcTestSupport.onHostDriver(), "counts exported memfds: host driver only");
-        int fillers = 120; // about 480 KiB of ERRORs: more than a socket buffer (about 208 KiB) holds
+        int fillers = 120; // about 480 KiB of ERRORs, often more than a socket buffer holds
         int asks = 120; // with the fillers not sent, below the send queue's 256
+        // Whatever the socket buffer's size (SO_SNDBUF varies), the writer is stalled at the
+        // first DESCRIPTOR until the connection is ending, so every DESCRIPTOR is still queued then.
+        SendQueue.beforeSend = (q, item) -> {
+            if (item.fds() == null) return;
+            long until = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(30);
+            while (!q.isFinishing() && System.nanoTime() < until) java.util.concurrent.locks.LockSupport.parkNanos(1_000_000);
+        };
         List<String> atRelease = new CopyOnWriteArrayList<>();
         AtomicInteger baseline = new AtomicInteger();
         try (VirtualMemoryBuffer buffer = resource.allocate(resource.granularity());

@@ -56,6 +56,9 @@ class LimitsTest {
             @Override
             public void error(PeerCredentials peer, String client, ErrorCode code, String message, boolean byClient) {
                 errors.add(code + ": " + message);
+                if (Thread.currentThread().getName().startsWith("cuvmm-ipc-watchdog")) {
+                    errors.add("ON THE WATCHDOG THREAD: " + code);
+                }
             }
         });
     }
@@ -173,6 +176,8 @@ class LimitsTest {
             expectEnd(s);
             await("connection gone", 10, () -> server.connectionCount() == 0);
             assertTrue(errors.stream().anyMatch(e -> e.startsWith("TIMEOUT: no HELLO")), errors.toString());
+            assertTrue(errors.stream().noneMatch(e -> e.startsWith("ON THE WATCHDOG THREAD")),
+                    "listeners run on the connection's reader, never on the watchdog: " + errors);
         }
     }
 
@@ -183,7 +188,9 @@ class LimitsTest {
      */
     @Test
     void anIdleConnectionIsClosedButNotOneThatHoldsALease() throws Exception {
-        try (SharingServer server = builder().handshakeTimeout(Duration.ofMillis(100)).idleTimeout(Duration.ofMillis(100))
+        // The handshake timeout leaves room for HELLO then ATTACH on a loaded machine; the idle
+        // timeout must still pass between HELLO_OK and ATTACH (300 ms), else ATTACH gets TIMEOUT.
+        try (SharingServer server = builder().handshakeTimeout(Duration.ofSeconds(1)).idleTimeout(Duration.ofMillis(300))
                 .build()) {
             server.publish("b", buffer);
             try (FdSocket s = helloed()) {
@@ -193,10 +200,31 @@ class LimitsTest {
                         () -> server.watchdogChecks() >= before + 5 || server.connectionCount() == 0);
                 assertEquals(1, server.connectionCount(), "still connected while holding a lease");
                 release(s, 3, lease); // works: the connection is alive
-                expectError(s, ErrorCode.TIMEOUT, 0, "no frame for 100 ms while holding no lease");
+                expectError(s, ErrorCode.TIMEOUT, 0, "no frame for 300 ms while holding no lease");
                 expectEnd(s);
             }
             await("connection gone", 10, () -> server.connectionCount() == 0);
+        }
+    }
+
+    /**
+     * An ended connection leaves no watchdog check behind: its scheduled check is cancelled,
+     * so the connection is not kept reachable until the timeout would have come.
+     */
+    @Test
+    void anEndedConnectionLeavesNoWatchdogCheck() throws Exception {
+        try (SharingServer server = builder().handshakeTimeout(Duration.ofHours(1)).idleTimeout(Duration.ofHours(1))
+                .build()) {
+            try (FdSocket s = helloed()) {
+                await("one check scheduled", 10, () -> server.watchdogQueued() == 1);
+            }
+            await("connection gone", 10, () -> server.connectionCount() == 0);
+            assertEquals(0, server.watchdogQueued(), "the ended connection's check was cancelled");
+            try (FdSocket s = FdSocket.connect(sock)) { // never sends HELLO
+                await("one check scheduled", 10, () -> server.watchdogQueued() == 1);
+            }
+            await("connection gone", 10, () -> server.connectionCount() == 0);
+            assertEquals(0, server.watchdogQueued(), "the ended connection's check was cancelled");
         }
     }
 

@@ -120,6 +120,41 @@ class ProtocolRulesTest {
                 errors.toString());
     }
 
+    /** An ERROR with a bad protocol version has a trusted header: it is not answered either. */
+    @Test
+    void anErrorWithABadVersionIsNotAnswered() throws Exception {
+        try (FdSocket s = helloed()) {
+            byte[] p = errorPayload(11, "from the future");
+            s.send(concat(header(Protocol.MAGIC, 2, 8, 70, p.length), p), null);
+            expectNextReplyIsTheAttach(s, 71);
+        }
+        assertTrue(errors.stream().anyMatch(e -> e.startsWith("BAD_VERSION: a malformed ERROR from the client (not "
+                + "answered)")), errors.toString());
+    }
+
+    /**
+     * An ERROR that carries more than 253 fds breaks the stream: the connection is closed
+     * without an answer (an ERROR is never answered), and the fds are closed.
+     */
+    @Test
+    void anErrorWithTooManyFdsClosesTheConnectionUnanswered() throws Exception {
+        int[] pipe = IpcTestSupport.pipe();
+        int[] fds = new int[200];
+        java.util.Arrays.fill(fds, pipe[1]);
+        try (FdSocket s = helloed()) {
+            byte[] p = errorPayload(11, "fd flood");
+            s.send(header(Protocol.MAGIC, 1, 8, 72, p.length), fds);
+            s.send(p, java.util.Arrays.copyOf(fds, 60));
+            assertNull(FrameIO.read(s), "the end of stream, no ERROR answering the ERROR");
+        } finally {
+            NativeIo.closeQuietly(pipe[1]);
+        }
+        assertEquals(0, NativeIo.posix().read(pipe[0], new byte[1], 1), "the server closed every fd the ERROR carried");
+        NativeIo.closeQuietly(pipe[0]);
+        assertTrue(errors.stream().anyMatch(e -> e.startsWith("FD_COUNT_MISMATCH: a malformed ERROR from the client "
+                + "(not answered; closing the connection)")), errors.toString());
+    }
+
     @Test
     void anErrorBeforeHelloIsNotAnsweredAndIsNotAHello() throws Exception {
         try (FdSocket s = FdSocket.connect(sock)) {
@@ -157,6 +192,8 @@ class ProtocolRulesTest {
     @Test
     void requestsWithId0AreRefused() throws Exception {
         try (FdSocket s = FdSocket.connect(sock)) {
+            s.send(frame(3, 0, str("b")), null); // before HELLO too: the request-id rule comes first
+            expectError(s, ErrorCode.BAD_REQUEST_ID, 0, "ATTACH with request id 0");
             s.send(frame(1, 0, str("zero")), null);
             expectError(s, ErrorCode.BAD_REQUEST_ID, 0, "HELLO with request id 0");
             s.send(frame(1, 1, str("one")), null);

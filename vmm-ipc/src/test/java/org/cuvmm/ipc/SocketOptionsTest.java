@@ -116,7 +116,9 @@ class SocketOptionsTest {
         int n = 100;
         CountDownLatch admit = new CountDownLatch(1);
         List<UnixSocketChannel> clients = new ArrayList<>();
-        try (SharingServer server = SharingServer.builder(sock).listener(blockAdmission(admit)).build()) {
+        // No handshake timeout: these clients never send HELLO, and the waits below may outlast it.
+        try (SharingServer server = SharingServer.builder(sock).handshakeTimeout(java.time.Duration.ZERO)
+                .listener(blockAdmission(admit)).build()) {
             int failedAt = fillBacklog(clients, n);
             assertEquals(-1, failedAt, "connect " + failedAt + " of a burst of " + n + " failed with EAGAIN");
             admit.countDown();
@@ -198,10 +200,16 @@ class SocketOptionsTest {
             assertFalse(server.isClosed());
         }
         IOException e = assertThrows(IOException.class,
-                () -> SharingServer.builder(sock).socketFileGroup("no-such-group-cvmm").build());
+                () -> SharingServer.builder(sock).socketFileMode(0660).socketFileGroup("no-such-group-cvmm").build());
         assertTrue(e.getMessage().contains("socketFileGroup: no-such-group-cvmm (expected: an existing group name)"),
                 e.getMessage());
         assertFalse(Files.exists(sock), "a failed bind leaves no file");
+        // A group with a mode that gives it no access admits nobody: refused, not ignored.
+        IllegalArgumentException g = assertThrows(IllegalArgumentException.class,
+                () -> SharingServer.builder(sock).socketFileGroup(mine).build());
+        assertEquals("socketFileGroup: '" + mine + "' with socketFileMode 0600 gives the group no access (expected: "
+                + "socketFileMode 0660 or 0666 with a group)", g.getMessage());
+        assertFalse(Files.exists(sock), "nothing bound");
     }
 
     /**
