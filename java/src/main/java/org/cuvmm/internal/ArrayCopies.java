@@ -116,20 +116,7 @@ public final class ArrayCopies {
 
     /** Copies {@code src[srcOffset, srcOffset + length)} into {@code range} at {@code offset}. */
     public static void write(NativeRangeHandle range, long offset, byte[] src, int srcOffset, int length) {
-        if (length == 0) return;
-        Piece piece = take(length);
-        try {
-            NativeStatus st = NativeCalls.status();
-            for (int done = 0; done < length; ) {
-                int n = Math.min(PIECE_BYTES, length - done);
-                piece.buffer.put(0, src, srcOffset + done, n);
-                NativeApi.write_address(range, offset + done, piece.address, n, st);
-                NativeCalls.check(st);
-                done += n;
-            }
-        } finally {
-            give(piece);
-        }
+        writeInPieces(range, offset, length, (piece, done, n) -> piece.put(0, src, srcOffset + done, n));
     }
 
     /**
@@ -138,13 +125,24 @@ public final class ArrayCopies {
      * {@code range} at {@code offset}.
      */
     public static void write(NativeRangeHandle range, long offset, ByteBuffer src, int srcIndex, int length) {
+        writeInPieces(range, offset, length, (piece, done, n) -> piece.put(0, src, srcIndex + done, n));
+    }
+
+    /** Fills the start of a staging piece with {@code n} bytes of the source, from {@code done} on. */
+    @FunctionalInterface
+    private interface PieceFill {
+        void fill(ByteBuffer piece, int done, int n);
+    }
+
+    /** One staging piece at a time: fill it from the Java source, then one driver copy into the range. */
+    private static void writeInPieces(NativeRangeHandle range, long offset, int length, PieceFill source) {
         if (length == 0) return;
         Piece piece = take(length);
         try {
             NativeStatus st = NativeCalls.status();
             for (int done = 0; done < length; ) {
                 int n = Math.min(PIECE_BYTES, length - done);
-                piece.buffer.put(0, src, srcIndex + done, n);
+                source.fill(piece.buffer, done, n);
                 NativeApi.write_address(range, offset + done, piece.address, n, st);
                 NativeCalls.check(st);
                 done += n;
