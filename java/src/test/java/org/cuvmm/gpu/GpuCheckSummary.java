@@ -22,7 +22,10 @@ import org.w3c.dom.NodeList;
  * Last step of {@code scripts/gpu-check}'s run: reads the JUnit console launcher's legacy
  * XML reports and the facts {@link GpuCheckPreflight} wrote, and prints which tests ran on
  * which driver (the real NVIDIA driver or the host driver), which failed, and which were
- * skipped and why. Arguments: reports folder, preflight facts file, launcher exit status.
+ * skipped and why, then "What the driver did": the lines {@link DriverObservationsTest}
+ * recorded, and "not observed: why" for each of its audit entries whose test skipped, failed
+ * or did not run. Arguments: reports folder, preflight facts file, launcher exit status,
+ * observations file (optional; default {@code observations.txt} in the reports folder).
  *
  * <p>Exit status: 0 when every test that ran passed, the launcher succeeded, and (on cuda)
  * at least one gpu-tagged test ran; 1 otherwise.
@@ -57,6 +60,7 @@ public final class GpuCheckSummary {
         Path reports = Path.of(args[0]);
         Map<String, List<String>> facts = readFacts(Path.of(args[1]));
         int launcherStatus = args.length > 2 ? Integer.parseInt(args[2].trim()) : 0;
+        Path observations = args.length > 3 ? Path.of(args[3]) : reports.resolve("observations.txt");
         List<Result> results = new ArrayList<>();
         try (DirectoryStream<Path> files = Files.newDirectoryStream(reports, "TEST-*.xml")) {
             for (Path f : files) results.addAll(parse(f));
@@ -95,6 +99,8 @@ public final class GpuCheckSummary {
         if (skipped.isEmpty()) out.append("  none\n");
         for (Result r : skipped) out.append("  SKIP  ").append(r.label()).append("\n        ").append(r.detail).append('\n');
         out.append('\n');
+        out.append(driverObservations(observations, results));
+        out.append('\n');
         if (!cuda) {
             out.append("NOTE: no test ran on the NVIDIA driver in this run");
             out.append(driver.equals("HOST") ? " (host driver selected; gpu-tagged tests skip).\n" : ".\n");
@@ -112,6 +118,34 @@ public final class GpuCheckSummary {
         boolean ok = failed.isEmpty() && launcherStatus == 0 && !results.isEmpty() && (!cuda || gpuRan > 0);
         if (cuda && gpuRan == 0) System.out.println("gpu-check: FAILED: the cuda driver ran but no gpu-tagged test ran");
         System.exit(ok ? 0 : 1);
+    }
+
+    /**
+     * The "What the driver did" section: each recorded observation line as written, then, for
+     * each audit entry of {@link DriverObservationsTest} with no line, why (its test's skip
+     * reason or failure, else "no result").
+     */
+    static String driverObservations(Path file, List<Result> results) throws IOException {
+        List<String> lines = Files.exists(file) ? Files.readAllLines(file, StandardCharsets.UTF_8) : List.of();
+        Map<String, String> why = new LinkedHashMap<>();
+        for (Result r : results) {
+            if (!r.className.endsWith("." + DriverObservationLog.TEST_CLASS)) continue;
+            java.util.regex.Matcher m = java.util.regex.Pattern.compile("^([ab][0-9]+)").matcher(r.name);
+            if (!m.find()) continue;
+            String entry = m.group(1).toUpperCase(Locale.ROOT);
+            if (r.status.equals("skipped")) why.put(entry, r.detail);
+            if (r.status.equals("failed")) why.put(entry, "its test failed: " + r.detail);
+        }
+        StringBuilder out = new StringBuilder(
+                "What the driver did (DriverObservationsTest: the audit's first-GPU-run entries):\n");
+        for (String line : lines) if (!line.isBlank()) out.append("  ").append(line).append('\n');
+        for (String entry : DriverObservationLog.ENTRIES) {
+            boolean seen = lines.stream().anyMatch(l -> l.startsWith(entry + " "));
+            if (seen && !why.containsKey(entry)) continue;
+            out.append("  ").append(entry).append(seen ? " (partly) not observed: " : " not observed: ")
+                    .append(why.getOrDefault(entry, "no result (its test did not run)")).append('\n');
+        }
+        return out.toString();
     }
 
     private static Map<String, List<String>> readFacts(Path file) throws IOException {
