@@ -85,20 +85,18 @@ class DescriptorTest {
                 assertNoReexport(() -> r.modifyAllocation(imp, MiB), "an alias of an import");
                 assertNoReexport(() -> r.modifyAllocation(imp, 8 * MiB), "a grow of an import");
             }
-            // a move of an import: place a decoy right after the import so the grow must move
+            // a move of an import: ask for a decoy right after the import so the grow must move.
+            // An import takes no hint, so something else of the process (the host driver's
+            // private view of a device allocation, say) may already sit there; the decoy then
+            // lands elsewhere, and the grow must move all the same.
             try (VirtualMemoryBuffer imp = r.importBuffer(d);
                  VirtualMemoryResource decoyAt = GrowTest.resourceAt(imp.address() + 2 * MiB);
                  VirtualMemoryBuffer decoy = decoyAt.allocate(2 * MiB)) {
-                if (decoy.address() == imp.address() + 2 * MiB) {
-                    assertNoReexport(() -> {
-                        VirtualMemoryBuffer moved = r.modifyAllocation(imp, 4 * MiB);
-                        assertEquals(BufferOrigin.MOVED, moved.origin());
-                        return moved;
-                    }, "a move of an import");
-                } else {
-                    throw new AssertionError("decoy landed at 0x" + Long.toHexString(decoy.address())
-                            + ", not right after the import; cannot force a move");
-                }
+                assertNoReexport(() -> {
+                    VirtualMemoryBuffer moved = r.modifyAllocation(imp, 4 * MiB);
+                    assertEquals(BufferOrigin.MOVED, moved.origin());
+                    return moved;
+                }, "a move of an import");
             }
         }
     }

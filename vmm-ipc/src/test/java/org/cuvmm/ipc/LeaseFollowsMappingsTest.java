@@ -171,11 +171,12 @@ class LeaseFollowsMappingsTest {
             long g = owner.granularity();
             server.publish("m", published);
             Attachment a = client.attach("m", importer);
-            // A decoy placed right after the imported buffer (as GrowTest forces a move): the
-            // grow cannot extend in place.
+            // A decoy asked for right after the imported buffer (as GrowTest forces a move): the
+            // grow cannot extend in place. An import takes no address hint, so something else of
+            // the process (the host driver's private view of a device allocation, say) may
+            // already sit there; the decoy then lands elsewhere, and the grow must move all the same.
             try (VirtualMemoryResource decoyResource = resourceAt(a.buffer().address() + g);
                     VirtualMemoryBuffer decoy = decoyResource.allocate(g)) {
-                assertEquals(a.buffer().address() + g, decoy.address(), "the decoy sits right after the imported buffer");
                 VirtualMemoryBuffer moved = importer.modifyAllocation(a.buffer(), 3 * g);
                 assertEquals(BufferOrigin.MOVED, moved.origin());
                 a.close();
