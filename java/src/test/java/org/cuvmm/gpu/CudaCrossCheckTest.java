@@ -6,7 +6,8 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assertions.fail;
+import static org.cuvmm.gpu.PresetsDriver.check;
+import static org.cuvmm.gpu.PresetsDriver.name;
 
 import java.util.Map;
 
@@ -14,9 +15,7 @@ import org.bytedeco.cuda.cudart.CUctx_st;
 import org.bytedeco.cuda.cudart.CUmemLocation_v1;
 import org.bytedeco.cuda.global.cudart;
 import org.bytedeco.javacpp.BytePointer;
-import org.bytedeco.javacpp.Loader;
 import org.bytedeco.javacpp.LongPointer;
-import org.bytedeco.javacpp.PointerPointer;
 import org.bytedeco.javacpp.SizeTPointer;
 import org.cuvmm.AccessMode;
 import org.cuvmm.BufferOrigin;
@@ -55,12 +54,12 @@ class CudaCrossCheckTest {
     @BeforeEach
     void open() {
         driver = GpuSupport.assumeCuda();
-        Cu.load();
-        Cu.check(cudart.cuInit(0), "cuInit");
+        PresetsDriver.load("so the cross-check did not run");
+        check(cudart.cuInit(0), "cuInit");
         CUctx_st ctx = new CUctx_st();
-        Cu.check(cudart.cuDevicePrimaryCtxRetain(ctx, 0), "cuDevicePrimaryCtxRetain(device 0)");
+        check(cudart.cuDevicePrimaryCtxRetain(ctx, 0), "cuDevicePrimaryCtxRetain(device 0)");
         contextRetained = true;
-        Cu.check(cudart.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+        check(cudart.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
         liveBefore = LiveObjects.now();
         resource = VirtualMemoryResource.create(0);
         g = resource.granularity();
@@ -73,7 +72,7 @@ class CudaCrossCheckTest {
             LiveObjects.assertBack(liveBefore, "after the test closed its buffers");
             GpuSupport.assertHostCountersZero();
         }
-        if (contextRetained) Cu.check(cudart.cuDevicePrimaryCtxRelease(0), "cuDevicePrimaryCtxRelease(device 0)");
+        if (contextRetained) check(cudart.cuDevicePrimaryCtxRelease(0), "cuDevicePrimaryCtxRelease(device 0)");
     }
 
     @Test
@@ -83,8 +82,8 @@ class CudaCrossCheckTest {
             byte[] data = pattern((int) size, 31);
             b.copyFrom(data);
             assertArrayEquals(data, Cu.read(b.address(), (int) size), "bytes written by cuvmm, read by the presets");
-            Cu.check(cudart.cuMemsetD8(b.address() + g - 3, (byte) 0x6B, 6), "cuMemsetD8");
-            Cu.check(cudart.cuCtxSynchronize(), "cuCtxSynchronize");
+            check(cudart.cuMemsetD8(b.address() + g - 3, (byte) 0x6B, 6), "cuMemsetD8");
+            check(cudart.cuCtxSynchronize(), "cuCtxSynchronize");
             byte[] window = new byte[8];
             b.copyTo(g - 4, window, 0, 8);
             assertEquals(data[(int) g - 4], window[0]);
@@ -124,8 +123,8 @@ class CudaCrossCheckTest {
                 checkEveryChunk(a, 0, cudart.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR,
                         cudart.CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
                 assertArrayEquals(data, Cu.read(b.address(), (int) (2 * g)), "moved, not copied: same bytes");
-                Cu.check(cudart.cuMemsetD8(b.address(), (byte) 0x42, 16), "cuMemsetD8");
-                Cu.check(cudart.cuCtxSynchronize(), "cuCtxSynchronize");
+                check(cudart.cuMemsetD8(b.address(), (byte) 0x42, 16), "cuMemsetD8");
+                check(cudart.cuCtxSynchronize(), "cuCtxSynchronize");
                 assertEquals(0x42, Cu.read(a.address(), 16)[15], "one physical allocation behind both addresses");
             }
         }
@@ -218,32 +217,6 @@ class CudaCrossCheckTest {
     /** The presets, touched only once the cuda driver is known to run. */
     private static final class Cu {
         private Cu() {}
-
-        static void load() {
-            try {
-                Loader.load(cudart.class);
-            } catch (Throwable t) {
-                fail("the JavaCPP CUDA presets (org.bytedeco:cuda) could not load their JNI library, so the cross-check "
-                        + "did not run. libjnicudart.so needs libcuda.so.1 (the NVIDIA driver) and libcudart.so.13 (the "
-                        + "CUDA 13 runtime): scripts/gpu-check bundles libcudart.so.13 and puts it on LD_LIBRARY_PATH; "
-                        + "under Maven, put a CUDA 13 toolkit's lib64 on LD_LIBRARY_PATH. Cause: " + t, t);
-            }
-        }
-
-        static void check(int rc, String call) {
-            if (rc != cudart.CUDA_SUCCESS) fail(call + " through the presets failed: " + name(rc) + " (" + rc + ")");
-        }
-
-        static String name(int rc) {
-            try (PointerPointer<BytePointer> out = new PointerPointer<>(1)) {
-                if (cudart.cuGetErrorName(rc, out) == cudart.CUDA_SUCCESS && out.get(0) != null) {
-                    return new BytePointer(out.get(0)).getString();
-                }
-            } catch (RuntimeException e) {
-                // fall through to the number
-            }
-            return "CUresult " + rc;
-        }
 
         static byte[] read(long address, int n) {
             try (BytePointer host = new BytePointer(n)) {

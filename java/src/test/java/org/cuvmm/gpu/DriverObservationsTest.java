@@ -2,7 +2,8 @@ package org.cuvmm.gpu;
 
 import static org.cuvmm.gpu.DriverObservationLog.record;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assertions.fail;
+import static org.cuvmm.gpu.PresetsDriver.check;
+import static org.cuvmm.gpu.PresetsDriver.name;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
@@ -27,10 +28,8 @@ import org.bytedeco.cuda.cudart.CUmemAllocationProp_v1;
 import org.bytedeco.cuda.cudart.CUmemLocation_v1;
 import org.bytedeco.cuda.global.cudart;
 import org.bytedeco.javacpp.BytePointer;
-import org.bytedeco.javacpp.Loader;
 import org.bytedeco.javacpp.LongPointer;
 import org.bytedeco.javacpp.Pointer;
-import org.bytedeco.javacpp.PointerPointer;
 import org.bytedeco.javacpp.SizeTPointer;
 import org.cuvmm.Driver;
 import org.junit.jupiter.api.AfterEach;
@@ -77,19 +76,19 @@ class DriverObservationsTest {
     @BeforeEach
     void open() {
         driver = GpuSupport.assumeCuda();
-        Cu.load();
-        Cu.check(cudart.cuInit(0), "cuInit");
+        PresetsDriver.load("so nothing was observed");
+        check(cudart.cuInit(0), "cuInit");
         CUctx_st ctx = new CUctx_st();
-        Cu.check(cudart.cuDevicePrimaryCtxRetain(ctx, 0), "cuDevicePrimaryCtxRetain(device 0)");
+        check(cudart.cuDevicePrimaryCtxRetain(ctx, 0), "cuDevicePrimaryCtxRetain(device 0)");
         contextRetained = true;
-        Cu.check(cudart.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+        check(cudart.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
         g = Cu.granularity(0);
     }
 
     @AfterEach
     void close() {
         while (!undo.isEmpty()) undo.pop().run();
-        if (contextRetained) Cu.check(cudart.cuDevicePrimaryCtxRelease(0), "cuDevicePrimaryCtxRelease(device 0)");
+        if (contextRetained) check(cudart.cuDevicePrimaryCtxRelease(0), "cuDevicePrimaryCtxRelease(device 0)");
     }
 
     /** A7: does cuMemGetAddressRange report the mapping (chunk) or the whole reservation? */
@@ -109,7 +108,7 @@ class DriverObservationsTest {
             rc = cudart.cuMemGetAddressRange(range, size, chunk2 + g);
             got = rc != cudart.CUDA_SUCCESS ? "" : describeRange(range[0], size.get(), base, chunk2, 2 * g, 3 * g);
         }
-        record("A7", "cuMemGetAddressRange(chunk 2 + g) of a 2-mapping reservation: " + got + Cu.name(rc));
+        record("A7", "cuMemGetAddressRange(chunk 2 + g) of a 2-mapping reservation: " + got + name(rc));
         long start = Cu.longAttribute(cudart.CU_POINTER_ATTRIBUTE_RANGE_START_ADDR, chunk2 + g);
         long size = Cu.longAttribute(cudart.CU_POINTER_ATTRIBUTE_RANGE_SIZE, chunk2 + g);
         record("A7", "CU_POINTER_ATTRIBUTE_RANGE_START_ADDR/SIZE(chunk 2 + g): "
@@ -138,13 +137,13 @@ class DriverObservationsTest {
             if (p % g != 0 && misaligned == 0) misaligned = p;
         }
         record("B20", "cuMemAddressReserve(size g+64 KiB, alignment 64 KiB < granularity " + g + "): "
-                + (bases.length() == 0 ? "" : "bases " + bases + "; ") + Cu.name(rc));
+                + (bases.length() == 0 ? "" : "bases " + bases + "; ") + name(rc));
         if (misaligned != 0) {
             long handle = create(g, 0);
             int mapRc = cudart.cuMemMap(misaligned, g, 0, handle, 0);
             long at = misaligned;
             if (mapRc == cudart.CUDA_SUCCESS) undo.push(() -> cudart.cuMemUnmap(at, g));
-            record("B20", "cuMemMap(g) at the non-granule-aligned base " + hex(misaligned) + ": " + Cu.name(mapRc));
+            record("B20", "cuMemMap(g) at the non-granule-aligned base " + hex(misaligned) + ": " + name(mapRc));
         }
     }
 
@@ -162,7 +161,7 @@ class DriverObservationsTest {
             where = (p == taken ? "placed AT the occupied hint " + hex(p) + " (overlap!)"
                     : "placed elsewhere (" + hex(p) + ", hint " + hex(taken) + ")") + ", ";
         }
-        record("B21", "cuMemAddressReserve(2g, hint = an occupied reservation): " + where + Cu.name(rc));
+        record("B21", "cuMemAddressReserve(2g, hint = an occupied reservation): " + where + name(rc));
         if (rc == cudart.CUDA_SUCCESS) assertTrue(ptr[0] != taken, "a second reservation at an occupied address");
     }
 
@@ -176,7 +175,7 @@ class DriverObservationsTest {
         int rc = setAccessRc(pair[0], 4 * g, 0);
         record("B33", "cuMemSetAccess(device 0, RW) over two adjacent reservations " + hex(pair[0]) + " and "
                 + hex(pair[1])
-                + " (2g each, each fully mapped): " + Cu.name(rc) + accessAfter(rc, pair[0], pair[1]));
+                + " (2g each, each fully mapped): " + name(rc) + accessAfter(rc, pair[0], pair[1]));
     }
 
     /** B34: cuMemSetAccess on the first half of one mapping. */
@@ -186,7 +185,7 @@ class DriverObservationsTest {
         long base = reserve(2 * g);
         map(base, create(2 * g, 0));
         int rc = setAccessRc(base, g, 0);
-        record("B34", "cuMemSetAccess(device 0, RW) on the first g of one 2g mapping: " + Cu.name(rc)
+        record("B34", "cuMemSetAccess(device 0, RW) on the first g of one 2g mapping: " + name(rc)
                 + accessAfter(rc, base, base + g));
     }
 
@@ -248,8 +247,8 @@ class DriverObservationsTest {
         int sync = cudart.cuCtxSynchronize();
         int after = cudart.cuCtxSynchronize();
         record("B50", "cuMemcpyDtoD(4 KiB) on device 0 from device 1's memory that only device 1 may access: "
-                + Cu.name(rc)
-                + "; cuCtxSynchronize: " + Cu.name(sync) + "; again: " + Cu.name(after)
+                + name(rc)
+                + "; cuCtxSynchronize: " + name(sync) + "; again: " + name(after)
                 + (after != cudart.CUDA_SUCCESS ? " (sticky: the context is lost for this process)" : ""));
     }
 
@@ -257,7 +256,7 @@ class DriverObservationsTest {
 
     private long reserve(long size) {
         long[] ptr = new long[1];
-        Cu.check(cudart.cuMemAddressReserve(ptr, size, 0, 0, 0), "cuMemAddressReserve(" + size + ")");
+        check(cudart.cuMemAddressReserve(ptr, size, 0, 0, 0), "cuMemAddressReserve(" + size + ")");
         long p = ptr[0];
         undo.push(() -> cudart.cuMemAddressFree(p, size));
         return p;
@@ -266,7 +265,7 @@ class DriverObservationsTest {
     private long create(long size, int device) {
         long[] handle = new long[1];
         try (CUmemAllocationProp_v1 prop = Cu.prop(device)) {
-            Cu.check(cudart.cuMemCreate(handle, size, prop, 0), "cuMemCreate(" + size + ", device " + device + ")");
+            check(cudart.cuMemCreate(handle, size, prop, 0), "cuMemCreate(" + size + ", device " + device + ")");
         }
         long h = handle[0];
         sizes.put(h, size);
@@ -276,12 +275,12 @@ class DriverObservationsTest {
 
     private void map(long at, long handle) {
         long size = sizes.get(handle);
-        Cu.check(cudart.cuMemMap(at, size, 0, handle, 0), "cuMemMap(" + hex(at) + ", " + size + ")");
+        check(cudart.cuMemMap(at, size, 0, handle, 0), "cuMemMap(" + hex(at) + ", " + size + ")");
         undo.push(() -> cudart.cuMemUnmap(at, size));
     }
 
     private void setAccess(long at, long size, int device) {
-        Cu.check(setAccessRc(at, size, device), "cuMemSetAccess(" + hex(at) + ", " + size + ", device " + device + ")");
+        check(setAccessRc(at, size, device), "cuMemSetAccess(" + hex(at) + ", " + size + ", device " + device + ")");
     }
 
     private static int setAccessRc(long at, long size, int device) {
@@ -296,8 +295,8 @@ class DriverObservationsTest {
     /** Two reservations of {@code size} each, the second right after the first, or a skip. */
     private long[] adjacentReservations(long size) {
         long[] probe = new long[1];
-        Cu.check(cudart.cuMemAddressReserve(probe, 2 * size, 0, 0, 0), "cuMemAddressReserve(probe)");
-        Cu.check(cudart.cuMemAddressFree(probe[0], 2 * size), "cuMemAddressFree(probe)");
+        check(cudart.cuMemAddressReserve(probe, 2 * size, 0, 0, 0), "cuMemAddressReserve(probe)");
+        check(cudart.cuMemAddressFree(probe[0], 2 * size), "cuMemAddressFree(probe)");
         long first = reserveAt(size, probe[0]);
         long second = reserveAt(size, first + size);
         Assumptions.assumeTrue(second == first + size, () -> "could not place two adjacent reservations: "
@@ -310,7 +309,7 @@ class DriverObservationsTest {
         long[] ptr = new long[1];
         int rc = cudart.cuMemAddressReserve(ptr, size, 0, hint, 0);
         Assumptions.assumeTrue(rc == cudart.CUDA_SUCCESS, () -> "cuMemAddressReserve(" + size + ", hint " + hex(hint)
-                + ") failed: " + Cu.name(rc) + ", so no adjacent reservations");
+                + ") failed: " + name(rc) + ", so no adjacent reservations");
         long p = ptr[0];
         undo.push(() -> cudart.cuMemAddressFree(p, size));
         return p;
@@ -343,9 +342,9 @@ class DriverObservationsTest {
             int rc = cudart.cuMemImportFromShareableHandle(handle, os, cudart.CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
             String released = "";
             if (rc == cudart.CUDA_SUCCESS) {
-                released = " (handle released: " + Cu.name(cudart.cuMemRelease(handle[0])) + ")";
+                released = " (handle released: " + name(cudart.cuMemRelease(handle[0])) + ")";
             }
-            return what + ": " + Cu.name(rc) + released;
+            return what + ": " + name(rc) + released;
         }
     }
 
@@ -420,31 +419,6 @@ class DriverObservationsTest {
     /** The presets, touched only once the cuda driver is known to run. */
     private static final class Cu {
         private Cu() {}
-
-        static void load() {
-            try {
-                Loader.load(cudart.class);
-            } catch (Throwable t) {
-                fail("the JavaCPP CUDA presets (org.bytedeco:cuda) could not load their JNI library, so nothing was "
-                        + "observed (libjnicudart.so needs libcuda.so.1 and libcudart.so.13; scripts/gpu-check bundles "
-                        + "the latter). Cause: " + t, t);
-            }
-        }
-
-        static void check(int rc, String call) {
-            if (rc != cudart.CUDA_SUCCESS) fail(call + " through the presets failed: " + name(rc) + " (" + rc + ")");
-        }
-
-        static String name(int rc) {
-            try (PointerPointer<BytePointer> out = new PointerPointer<>(1)) {
-                if (cudart.cuGetErrorName(rc, out) == cudart.CUDA_SUCCESS && out.get(0) != null) {
-                    return new BytePointer(out.get(0)).getString();
-                }
-            } catch (RuntimeException e) {
-                // fall through to the number
-            }
-            return "CUresult " + rc;
-        }
 
         static CUmemAllocationProp_v1 prop(int device) {
             CUmemAllocationProp_v1 prop = new CUmemAllocationProp_v1();
