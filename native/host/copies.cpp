@@ -27,6 +27,12 @@ bool host_range_ok(State& st, const void* p, size_t n, unsigned need) {
     return accessible(st, v, n, kHostSlot, need);
 }
 
+// True when the device range [p, p+n) is mapped and device `dev` holds `need` on all of it.
+// Caller holds the mutex.
+bool device_range_ok(State& st, CUdeviceptr p, size_t n, int dev, unsigned need) {
+    return range_ok(p, n) && accessible(st, p, n, dev, need);
+}
+
 }  // namespace
 
 namespace entry {
@@ -39,7 +45,7 @@ CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
     int dev;
     if (CUresult r = copy_context(st, &dev)) return r;
     if (!host_range_ok(st, src, bytes, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
-    if (!range_ok(dst, bytes) || !accessible(st, dst, bytes, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
+    if (!device_range_ok(st, dst, bytes, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
     // Overlapping source and destination are undefined, as on the driver (two addresses
     // mapping one allocation overlap in a way no memmove sees). Promise nothing.
     device_write(st, static_cast<uintptr_t>(dst), src, bytes);
@@ -54,7 +60,7 @@ CUresult CUDAAPI cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t bytes) {
     int dev;
     if (CUresult r = copy_context(st, &dev)) return r;
     if (!host_range_ok(st, dst, bytes, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
-    if (!range_ok(src, bytes) || !accessible(st, src, bytes, dev, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
+    if (!device_range_ok(st, src, bytes, dev, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
     // Overlap: undefined, as on the driver (see cuMemcpyHtoD).
     device_read(st, dst, static_cast<uintptr_t>(src), bytes);
     return CUDA_SUCCESS;
@@ -67,8 +73,8 @@ CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
     State& st = *g_state;
     int dev;
     if (CUresult r = copy_context(st, &dev)) return r;
-    if (!range_ok(src, bytes) || !accessible(st, src, bytes, dev, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
-    if (!range_ok(dst, bytes) || !accessible(st, dst, bytes, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
+    if (!device_range_ok(st, src, bytes, dev, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
+    if (!device_range_ok(st, dst, bytes, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
     // Overlap: undefined, as on the driver (see cuMemcpyHtoD).
     device_copy(st, static_cast<uintptr_t>(dst), static_cast<uintptr_t>(src), bytes);
     return CUDA_SUCCESS;
@@ -81,7 +87,7 @@ CUresult CUDAAPI cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t count) 
     State& st = *g_state;
     int dev;
     if (CUresult r = copy_context(st, &dev)) return r;
-    if (!range_ok(dst, count) || !accessible(st, dst, count, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
+    if (!device_range_ok(st, dst, count, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
     device_fill(st, static_cast<uintptr_t>(dst), value, count);
     return CUDA_SUCCESS;
 }
