@@ -48,8 +48,7 @@ CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
     if (!device_range_ok(st, dst, bytes, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
     // Overlapping source and destination are undefined, as on the driver (two addresses
     // mapping one allocation overlap in a way no memmove sees). Promise nothing.
-    device_write(st, static_cast<uintptr_t>(dst), src, bytes);
-    return CUDA_SUCCESS;
+    return device_write(st, static_cast<uintptr_t>(dst), src, bytes);
 }
 
 CUresult CUDAAPI cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t bytes) {
@@ -62,8 +61,7 @@ CUresult CUDAAPI cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t bytes) {
     if (!host_range_ok(st, dst, bytes, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
     if (!device_range_ok(st, src, bytes, dev, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
     // Overlap: undefined, as on the driver (see cuMemcpyHtoD).
-    device_read(st, dst, static_cast<uintptr_t>(src), bytes);
-    return CUDA_SUCCESS;
+    return device_read(st, dst, static_cast<uintptr_t>(src), bytes);
 }
 
 CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
@@ -76,8 +74,7 @@ CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
     if (!device_range_ok(st, src, bytes, dev, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
     if (!device_range_ok(st, dst, bytes, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
     // Overlap: undefined, as on the driver (see cuMemcpyHtoD).
-    device_copy(st, static_cast<uintptr_t>(dst), static_cast<uintptr_t>(src), bytes);
-    return CUDA_SUCCESS;
+    return device_copy(st, static_cast<uintptr_t>(dst), static_cast<uintptr_t>(src), bytes);
 }
 
 CUresult CUDAAPI cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t count) {
@@ -88,8 +85,7 @@ CUresult CUDAAPI cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t count) 
     int dev;
     if (CUresult r = copy_context(st, &dev)) return r;
     if (!device_range_ok(st, dst, count, dev, kReadWrite)) return CUDA_ERROR_INVALID_VALUE;
-    device_fill(st, static_cast<uintptr_t>(dst), value, count);
-    return CUDA_SUCCESS;
+    return device_fill(st, static_cast<uintptr_t>(dst), value, count);
 }
 
 }  // namespace entry

@@ -115,7 +115,8 @@
 //   cuMemMap size other than the allocation's whole size (B23)                 CUDA_ERROR_INVALID_VALUE
 //   cuMemSetAccess HOST or HOST_NUMA_CURRENT access on a range mapping a        CUDA_ERROR_NOT_SUPPORTED
 //     DEVICE-located allocation (B37; after the HOST_NUMA rule above)
-//   cuMemMap: the private view of a DEVICE-located allocation cannot be mapped  CUDA_ERROR_OUT_OF_MEMORY
+//   copies/memset: the private view of a DEVICE-located allocation cannot be    CUDA_ERROR_OUT_OF_MEMORY
+//     mapped (mmap at the first copy or memset that touches it; nothing copied)
 //   a CPU load or store at the public address of DEVICE-located memory         SIGSEGV, as on a GPU (B40:
 //                                                                                PROT_NONE whatever the
 //                                                                                access; copies use the view)
@@ -202,10 +203,15 @@ struct Allocation {
     long refcount = 0;              // handle references (create/import/retain = +1, release = -1)
     long mappings = 0;              // live mappings referencing this allocation
     uint64_t handle = 0;            // current handle value; 0 once fully released
-    // DEVICE-located only: the driver's private read-write mapping of the whole memfd,
-    // made at the first cuMemMap and unmapped in drop_if_dead. Copies and memset go through
-    // it; the public mappings stay PROT_NONE to the CPU (B40: device memory is not CPU memory).
-    unsigned char* view = nullptr;
+    // DEVICE-located only: the driver's private read-write mapping of the whole memfd.
+    // Copies and memset go through it; the public mappings stay PROT_NONE to the CPU (B40:
+    // device memory is not CPU memory). Lazy: mapped by the first copy or memset that
+    // touches the allocation (most allocations are never copied by the driver, and a view
+    // at cuMemMap cost ~5 us an allocate/close), unmapped in drop_if_dead. Copies hold the
+    // registry lock only shared, so view_mutex is the once-guard of its creation; the
+    // atomic lets later copies read it without that mutex (views.cpp, view_of).
+    std::atomic<unsigned char*> view{nullptr};
+    std::mutex view_mutex;
 };
 
 // One cuMemMap'ed chunk. `segments` splits it into runs of equal access: key = offset of
@@ -312,10 +318,11 @@ bool accessible(State& st, uintptr_t p, size_t n, int slot, unsigned need);
 // Copies and memset on device ranges that accessible() has just checked (shared lock held
 // across them): DEVICE-located memory is reached through its allocation's private view,
 // other memory at its address. memmove semantics, also across chunks (views.cpp).
-void device_write(State& st, uintptr_t dst, const void* src, size_t n);
-void device_read(State& st, void* dst, uintptr_t src, size_t n);
-void device_copy(State& st, uintptr_t dst, uintptr_t src, size_t n);
-void device_fill(State& st, uintptr_t dst, unsigned char value, size_t n);
+// CUDA_ERROR_OUT_OF_MEMORY, having copied nothing, when a view cannot be mapped.
+CUresult device_write(State& st, uintptr_t dst, const void* src, size_t n);
+CUresult device_read(State& st, void* dst, uintptr_t src, size_t n);
+CUresult device_copy(State& st, uintptr_t dst, uintptr_t src, size_t n);
+CUresult device_fill(State& st, uintptr_t dst, unsigned char value, size_t n);
 
 // ---- memfd naming (memfd.cpp) --------------------------------------------------------
 

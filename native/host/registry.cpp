@@ -72,7 +72,8 @@ void drop_if_dead(State& st, uint64_t alloc_id) {
     if (it == st.allocations.end()) return;
     Allocation& a = *it->second;
     if (a.refcount > 0 || a.mappings > 0) return;
-    if (a.view != nullptr) ::munmap(a.view, a.size);
+    // Exclusive lock: no copy is using or creating the view.
+    if (unsigned char* v = a.view.load(std::memory_order_acquire)) ::munmap(v, a.size);
     if (a.fd >= 0) {
         ::close(a.fd);
         --st.memfds;

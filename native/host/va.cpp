@@ -91,12 +91,6 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGene
     if (next != st.mappings.end() && next->first < p + size) return CUDA_ERROR_INVALID_VALUE;
     if (find_mapping(st, p) != st.mappings.end()) return CUDA_ERROR_INVALID_VALUE;
 
-    // B40: the driver's own copies reach DEVICE-located memory through a private view.
-    if (a->prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE && a->view == nullptr) {
-        void* view = ::mmap(nullptr, a->size, PROT_READ | PROT_WRITE, MAP_SHARED, a->fd, 0);
-        if (view == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
-        a->view = static_cast<unsigned char*>(view);
-    }
     // No access for anyone until cuMemSetAccess.
     void* want = reinterpret_cast<void*>(p);
     void* got = ::mmap(want, size, PROT_NONE, MAP_SHARED | MAP_FIXED, a->fd, 0);

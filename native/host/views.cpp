@@ -3,18 +3,20 @@
 // DEVICE-located memory is PROT_NONE to the CPU at its public address whatever its access,
 // as on a GPU, where device memory is never CPU memory: a program that reads it through a
 // raw address faults on a CPU as it would on a GPU. The driver's own copies go through the
-// allocation's private view instead (a second MAP_SHARED mapping of the same memfd, made at
-// the first cuMemMap). HOST / HOST_NUMA memory is used at its public address, which the
+// allocation's private view instead (a second MAP_SHARED mapping of the same memfd, made by
+// the first copy or memset that touches the allocation: view_of). HOST / HOST_NUMA memory is used at its public address, which the
 // CPU may touch once it was granted access (a host pointer into it may be a copy's other
 // side, so both sides must be the same addresses for memmove to see an overlap).
 //
 // Contract: the caller checked with accessible() that the range is covered by contiguous
 // mappings, and holds the registry lock (shared) across the call, so no mapping or view
-// goes away underneath.
+// goes away underneath (drop_if_dead unmaps a view under the exclusive lock). Several
+// copies may create views at once, each under its allocation's view_mutex.
 #include "host/host_internal.hpp"
 
 #include <algorithm>
 #include <cstring>
+#include <mutex>
 #include <vector>
 
 namespace cuvmm {
@@ -26,49 +28,86 @@ struct Piece {
     size_t len;
 };
 
+// The private view of a DEVICE-located allocation, mapped on first use; nullptr when the
+// mmap failed (a later copy tries again). Double-checked: the acquire load sees a view some
+// other copy published; view_mutex makes sure only one copy maps it.
+unsigned char* view_of(Allocation& a) {
+    unsigned char* v = a.view.load(std::memory_order_acquire);
+    if (v != nullptr) return v;
+    std::lock_guard<std::mutex> once(a.view_mutex);
+    v = a.view.load(std::memory_order_relaxed);
+    if (v != nullptr) return v;
+    void* m = ::mmap(nullptr, a.size, PROT_READ | PROT_WRITE, MAP_SHARED, a.fd, 0);
+    if (m == MAP_FAILED) return nullptr;
+    v = static_cast<unsigned char*>(m);
+    a.view.store(v, std::memory_order_release);
+    return v;
+}
+
 // The CPU addresses of [p, p+n), in order; pieces that are adjacent for the CPU are merged,
 // so a range of host memory is one piece, as the public addresses are contiguous.
-std::vector<Piece> pieces(State& st, uintptr_t p, size_t n) {
-    std::vector<Piece> out;
+// CUDA_ERROR_OUT_OF_MEMORY when a view it needs cannot be mapped.
+CUresult pieces(State& st, uintptr_t p, size_t n, std::vector<Piece>& out) {
+    bool no_view = false;
     for_each_run(st, p, n, [&](uintptr_t base, Mapping& m, size_t b, size_t e, Access&) {
-        const Allocation& a = *st.allocations.at(m.alloc_id);
+        if (no_view) return;
+        Allocation& a = *st.allocations.at(m.alloc_id);
         // Map offset is 0 and maps are whole (B23): an offset in the mapping is an offset
         // in the allocation, and so in its view.
-        unsigned char* cpu = a.view != nullptr ? a.view + b : reinterpret_cast<unsigned char*>(base + b);
+        unsigned char* cpu = reinterpret_cast<unsigned char*>(base + b);
+        if (a.prop.location.type == CU_MEM_LOCATION_TYPE_DEVICE) {
+            unsigned char* v = view_of(a);
+            if (v == nullptr) {
+                no_view = true;
+                return;
+            }
+            cpu = v + b;
+        }
         if (!out.empty() && out.back().cpu + out.back().len == cpu) {
             out.back().len += e - b;
         } else {
             out.push_back({cpu, e - b});
         }
     });
-    return out;
+    return no_view ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
 }  // namespace
 
-void device_write(State& st, uintptr_t dst, const void* src, size_t n) {
+CUresult device_write(State& st, uintptr_t dst, const void* src, size_t n) {
+    std::vector<Piece> ds;
+    if (CUresult r = pieces(st, dst, n, ds)) return r;
     const auto* from = static_cast<const unsigned char*>(src);
-    for (const Piece& d : pieces(st, dst, n)) {
+    for (const Piece& d : ds) {
         std::memmove(d.cpu, from, d.len);  // a host source may overlap host memory
         from += d.len;
     }
+    return CUDA_SUCCESS;
 }
 
-void device_read(State& st, void* dst, uintptr_t src, size_t n) {
+CUresult device_read(State& st, void* dst, uintptr_t src, size_t n) {
+    std::vector<Piece> ss;
+    if (CUresult r = pieces(st, src, n, ss)) return r;
     auto* to = static_cast<unsigned char*>(dst);
-    for (const Piece& s : pieces(st, src, n)) {
+    for (const Piece& s : ss) {
         std::memmove(to, s.cpu, s.len);
         to += s.len;
     }
+    return CUDA_SUCCESS;
 }
 
-void device_fill(State& st, uintptr_t dst, unsigned char value, size_t n) {
-    for (const Piece& d : pieces(st, dst, n)) std::memset(d.cpu, value, d.len);
+CUresult device_fill(State& st, uintptr_t dst, unsigned char value, size_t n) {
+    std::vector<Piece> ds;
+    if (CUresult r = pieces(st, dst, n, ds)) return r;
+    for (const Piece& d : ds) std::memset(d.cpu, value, d.len);
+    return CUDA_SUCCESS;
 }
 
-void device_copy(State& st, uintptr_t dst, uintptr_t src, size_t n) {
-    const std::vector<Piece> ds = pieces(st, dst, n);
-    const std::vector<Piece> ss = pieces(st, src, n);
+CUresult device_copy(State& st, uintptr_t dst, uintptr_t src, size_t n) {
+    // Both lists (and so every view) before the first byte moves: a failure copies nothing.
+    std::vector<Piece> ds, ss;
+    if (CUresult r = pieces(st, dst, n, ds)) return r;
+    if (CUresult r = pieces(st, src, n, ss)) return r;
     // Pair the two lists into steps of equal length.
     struct Step {
         unsigned char* to;
@@ -95,6 +134,7 @@ void device_copy(State& st, uintptr_t dst, uintptr_t src, size_t n) {
     } else {
         for (const Step& s : steps) std::memmove(s.to, s.from, s.len);
     }
+    return CUDA_SUCCESS;
 }
 
 }  // namespace host

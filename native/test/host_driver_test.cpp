@@ -1357,6 +1357,67 @@ void test_device_memory_is_private() {
     CHECK(memfd_mappings() == maps_before);  // the view went with the allocation
 }
 
+// B40, lazy view: mapping and granting access map no private view (only a copy or memset
+// needs one); the first copies, racing on several threads under the shared lock, map exactly
+// one; a DtoD between two untouched allocations maps both; the views go with the allocations.
+void test_view_is_lazy() {
+    OK(T.cuCtxSetCurrent(g_ctx[0]));
+    const int maps_before = memfd_mappings();
+    CUmemAllocationProp p = dev_prop(0);
+    CUmemGenericAllocationHandle h = 0, h2 = 0;
+    OK(T.cuMemCreate(&h, 2 * G, &p, 0));
+    OK(T.cuMemCreate(&h2, 2 * G, &p, 0));
+    CUdeviceptr va = 0;
+    OK(T.cuMemAddressReserve(&va, 4 * G, 0, 0, 0));
+    CUmemAccessDesc rw0 = dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+    OK(T.cuMemMap(va, 2 * G, 0, h, 0));
+    OK(T.cuMemSetAccess(va, 2 * G, &rw0, 1));
+    CHECK(memfd_mappings() == maps_before + 1);  // the public mapping, no view
+    OK(T.cuMemUnmap(va, 2 * G));
+    CHECK(memfd_mappings() == maps_before);
+    OK(T.cuMemMap(va, 2 * G, 0, h, 0));
+    OK(T.cuMemSetAccess(va, 2 * G, &rw0, 1));
+
+    constexpr int kThreads = 4;
+    constexpr size_t kSlice = 64 * 1024;
+    std::atomic<int> arrived{0};
+    std::atomic<int> failures{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+        threads.emplace_back([&, t] {
+            if (T.cuCtxSetCurrent(g_ctx[0]) != CUDA_SUCCESS) ++failures;
+            std::vector<unsigned char> buf(kSlice, static_cast<unsigned char>(t + 1));
+            ++arrived;
+            while (arrived.load() < kThreads) std::this_thread::yield();  // all start together
+            if (T.cuMemcpyHtoD(va + t * kSlice, buf.data(), buf.size()) != CUDA_SUCCESS) ++failures;
+        });
+    }
+    for (auto& th : threads) th.join();
+    CHECK(failures.load() == 0);
+    CHECK(memfd_mappings() == maps_before + 2);  // public mapping + exactly one view
+    std::vector<unsigned char> back(kSlice);
+    for (int t = 0; t < kThreads; ++t) {
+        OK(T.cuMemcpyDtoH(back.data(), va + t * kSlice, kSlice));
+        CHECK(back[0] == t + 1 && back[kSlice - 1] == t + 1);
+    }
+
+    // A DtoD from the copied allocation into an untouched one maps the second view.
+    OK(T.cuMemMap(va + 2 * G, 2 * G, 0, h2, 0));
+    OK(T.cuMemSetAccess(va + 2 * G, 2 * G, &rw0, 1));
+    CHECK(memfd_mappings() == maps_before + 3);
+    OK(T.cuMemcpyDtoD(va + 2 * G, va + kSlice, kSlice));
+    CHECK(memfd_mappings() == maps_before + 4);  // + the view of h2
+    OK(T.cuMemcpyDtoH(back.data(), va + 2 * G, kSlice));
+    CHECK(back[0] == 2 && back[kSlice - 1] == 2);
+
+    OK(T.cuMemUnmap(va, 4 * G));
+    CHECK(memfd_mappings() == maps_before + 2);  // the views live while the handles do
+    OK(T.cuMemRelease(h));
+    OK(T.cuMemRelease(h2));
+    CHECK(memfd_mappings() == maps_before);
+    OK(T.cuMemAddressFree(va, 4 * G));
+}
+
 void on_timeout(int) {
     static const char msg[] = "FAIL: timed out (a deadlock or a starved writer?)\n";
     ssize_t w = write(STDOUT_FILENO, msg, sizeof msg - 1);
@@ -1407,6 +1468,7 @@ int main() {
     test_map_whole_allocation_only();
     test_device_memory_is_not_host_memory();
     test_device_memory_is_private();
+    test_view_is_lazy();
 
     OK(T.cuCtxSetCurrent(nullptr));
     OK(T.cuDevicePrimaryCtxRelease(0));
