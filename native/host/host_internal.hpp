@@ -83,6 +83,8 @@
 //     any allocation that is not HOST_NUMA-located
 //   access flags not PROT_NONE / PROT_READ / PROT_READWRITE                    CUDA_ERROR_INVALID_VALUE
 //   cuMemSetAccess: mprotect failed                                            CUDA_ERROR_OUT_OF_MEMORY
+//   any entry point: a C++ exception inside it (std::bad_alloc of a container  CUDA_ERROR_OUT_OF_MEMORY
+//     or string; none crosses the table: Guarded in registry.cpp)
 //   cuMemGetAccess / cuMemRetainAllocationHandle ptr not inside a mapping      CUDA_ERROR_INVALID_VALUE
 //   export: flags != 0                                                         CUDA_ERROR_INVALID_VALUE
 //   export/import: handle type FABRIC, WIN32 or WIN32_KMT                      CUDA_ERROR_NOT_SUPPORTED
@@ -355,7 +357,8 @@ Allocation* find_handle(State& st, CUmemGenericAllocationHandle h);
 uint64_t new_handle(State& st);
 
 // Records a new allocation that owns `fd` under a fresh handle with one reference, and
-// returns the handle. Caller holds the exclusive lock.
+// returns the handle. Caller holds the exclusive lock. Throws std::bad_alloc having
+// recorded nothing and closed `fd` (it owns the fd either way).
 CUmemGenericAllocationHandle register_allocation(State& st, int fd, size_t size, const CUmemAllocationProp& prop,
                                                  bool imported);
 

@@ -132,9 +132,10 @@ CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handl
     uint64_t id = m->second.alloc_id;
     Allocation* a = st.allocations.at(id).get();
     if (a->handle == 0) {  // fully released but still mapped: a new handle value
-        a->handle = new_handle(st);
+        const uint64_t fresh = new_handle(st);
+        st.handles.emplace(fresh, id);  // first: a bad_alloc leaves the record unchanged
+        a->handle = fresh;
         a->refcount = 0;
-        st.handles.emplace(a->handle, id);
     }
     ++a->refcount;
     *handle = a->handle;

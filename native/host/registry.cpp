@@ -51,7 +51,15 @@ uint64_t new_handle(State& st) {
 // returns the handle. Caller holds the exclusive lock.
 CUmemGenericAllocationHandle register_allocation(State& st, int fd, size_t size, const CUmemAllocationProp& prop,
                                                  bool imported) {
-    auto a = std::make_unique<Allocation>();
+    std::unique_ptr<Allocation> a;
+    const uint64_t id = st.next_alloc_id;
+    try {
+        a = std::make_unique<Allocation>();
+        st.allocations.emplace(id, nullptr);  // the node first: the move below cannot throw
+    } catch (...) {  // std::bad_alloc: nothing recorded; the fd is closed, as promised
+        ::close(fd);
+        throw;
+    }
     a->fd = fd;
     a->size = size;
     a->prop = prop;
@@ -59,9 +67,15 @@ CUmemGenericAllocationHandle register_allocation(State& st, int fd, size_t size,
     a->refcount = 1;
     a->handle = new_handle(st);
     const CUmemGenericAllocationHandle handle = a->handle;
-    uint64_t id = st.next_alloc_id++;
-    st.handles.emplace(handle, id);
-    st.allocations.emplace(id, std::move(a));
+    try {
+        st.handles.emplace(handle, id);
+    } catch (...) {
+        st.allocations.erase(id);
+        ::close(fd);
+        throw;
+    }
+    st.allocations[id] = std::move(a);
+    ++st.next_alloc_id;
     ++st.memfds;
     return handle;
 }
@@ -140,12 +154,33 @@ bool current_device(State& st, int* dev) {
     return true;
 }
 
+// The one exception rule of the host driver: no C++ exception crosses an entry point (its
+// caller expects a CUresult over a C signature, and the JNI layer would not survive one).
+// The entry points use standard containers and strings, whose only failure is running out
+// of memory (std::bad_alloc, std::length_error), so any exception becomes
+// CUDA_ERROR_OUT_OF_MEMORY, the driver's code for "out of memory". The code that holds an
+// fd or a mapping across an allocation undoes it before the exception leaves
+// (register_allocation, cuMemAddressReserve, cuMemMap, import), so the registry and the
+// kernel still agree afterwards. install_host_driver puts every entry point behind it.
+template <class Fn, Fn fn>
+struct Guarded;
+template <class... Args, CUresult(CUDAAPI* fn)(Args...)>
+struct Guarded<CUresult(CUDAAPI*)(Args...), fn> {
+    static CUresult CUDAAPI call(Args... args) noexcept {
+        try {
+            return fn(args...);
+        } catch (...) {
+            return CUDA_ERROR_OUT_OF_MEMORY;
+        }
+    }
+};
+
 }  // namespace host
 
 void install_host_driver(DriverTable& table, const HostDriverConfig& config) {
     {
         std::lock_guard<std::mutex> lock(host::g_install_mutex);
-        if (host::g_state.get() == nullptr) {
+        if (host::g_state.get() == nullptr) {  // (a bad_alloc here is the caller's: before any entry point)
             auto* st = new host::State();  // process lifetime: never destroyed (threads may outlive main)
             long page = ::sysconf(_SC_PAGESIZE);
             st->page_size = page > 0 ? static_cast<size_t>(page) : 4096;
@@ -153,8 +188,10 @@ void install_host_driver(DriverTable& table, const HostDriverConfig& config) {
             host::g_state.publish(st);
         }
     }
-    // The X-macro assigns every member, so none can stay null.
-#define CUVMM_HOST_FILL(name, version, params) table.name = &host::entry::name;
+    // The X-macro assigns every member, so none can stay null. Each is the entry point
+    // behind host::Guarded (no exception crosses the table).
+#define CUVMM_HOST_FILL(name, version, params) \
+    table.name = &host::Guarded<decltype(&host::entry::name), &host::entry::name>::call;
     CUVMM_DRIVER_ENTRY_POINTS(CUVMM_HOST_FILL)
 #undef CUVMM_HOST_FILL
 }

@@ -57,9 +57,16 @@ CUresult CUDAAPI cuMemImportFromShareableHandle(CUmemGenericAllocationHandle* ha
     // Is it one of ours? (check_import_fd: open read-write, named by a cuvmm host
     // driver, sealed exactly as cuMemCreate seals, sized in granules, a device we have.)
     ImportableMemfd memfd;
-    if (CUresult r = check_import_fd(own, &memfd, nullptr)) {
+    CUresult checked = CUDA_ERROR_OUT_OF_MEMORY;
+    try {
+        checked = check_import_fd(own, &memfd, nullptr);
+    } catch (...) {  // bad_alloc in its strings (Guarded: OUT_OF_MEMORY): the dup is ours
         ::close(own);
-        return r;
+        throw;
+    }
+    if (checked != CUDA_SUCCESS) {
+        ::close(own);
+        return checked;
     }
 
     Exclusive lock(g_state->mutex);

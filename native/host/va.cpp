@@ -50,7 +50,12 @@ CUresult CUDAAPI cuMemAddressReserve(CUdeviceptr* ptr, size_t size, size_t align
         uintptr_t tail = base + size;
         if (raw + span > tail) ::munmap(reinterpret_cast<void*>(tail), raw + span - tail);
     }
-    st.reservations.emplace(base, size);
+    try {
+        st.reservations.emplace(base, size);
+    } catch (...) {  // bad_alloc (Guarded: OUT_OF_MEMORY): give the range back first
+        ::munmap(reinterpret_cast<void*>(base), size);
+        throw;
+    }
     *ptr = static_cast<CUdeviceptr>(base);
     return CUDA_SUCCESS;
 }
@@ -91,6 +96,12 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGene
     if (next != st.mappings.end() && next->first < p + size) return CUDA_ERROR_INVALID_VALUE;
     if (find_mapping(st, p) != st.mappings.end()) return CUDA_ERROR_INVALID_VALUE;
 
+    // The record first (its allocations may throw bad_alloc while nothing is mapped yet).
+    Mapping m;
+    m.size = size;
+    m.alloc_id = h->second;
+    m.segments.emplace(0, Access{});
+    auto rec = st.mappings.emplace(p, std::move(m)).first;
     // No access for anyone until cuMemSetAccess.
     void* want = reinterpret_cast<void*>(p);
     void* got = ::mmap(want, size, PROT_NONE, MAP_SHARED | MAP_FIXED, a->fd, 0);
@@ -98,13 +109,9 @@ CUresult CUDAAPI cuMemMap(CUdeviceptr ptr, size_t size, size_t offset, CUmemGene
         // MAP_FIXED may have torn the reservation down already: put the placeholder back.
         if (got != MAP_FAILED) ::munmap(got, size);
         ::mmap(want, size, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED, -1, 0);
+        st.mappings.erase(rec);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
-    Mapping m;
-    m.size = size;
-    m.alloc_id = h->second;
-    m.segments.emplace(0, Access{});
-    st.mappings.emplace(p, std::move(m));
     ++a->mappings;
     return CUDA_SUCCESS;
 }

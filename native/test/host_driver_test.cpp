@@ -21,6 +21,22 @@
 #include <string>
 #include <thread>
 #include <vector>
+#include <new>
+
+// Fault injection for the exception rule (test_allocation_failure): once armed with n > 0,
+// the n-th operator new on this thread throws std::bad_alloc; every other one allocates.
+thread_local long tl_fail_new_at = 0;
+
+void* operator new(std::size_t n) {
+    if (tl_fail_new_at > 0 && --tl_fail_new_at == 0) throw std::bad_alloc();
+    if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+    throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return ::operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 using namespace cuvmm;
 
@@ -1418,6 +1434,75 @@ void test_view_is_lazy() {
     OK(T.cuMemAddressFree(va, 4 * G));
 }
 
+// No C++ exception crosses a host-driver entry point: the n-th allocation inside any of
+// them failing (std::bad_alloc) gives CUDA_ERROR_OUT_OF_MEMORY and leaves nothing behind,
+// so the same call then succeeds. Runs the sequence failing the 1st, 2nd, ... allocation of
+// each call until a round injects nothing.
+void test_allocation_failure() {
+    OK(T.cuCtxSetCurrent(g_ctx[0]));
+    const HostLiveCounts before = host_live_counts();
+    const int fds_before = open_fd_count();
+    const int maps_before = memfd_mappings();
+    long injected_total = 0;
+    for (long nth = 1; nth <= 200; ++nth) {
+        long injected = 0;
+        auto step = [&](const char* what, auto&& call) {
+            tl_fail_new_at = nth;
+            CUresult r = call();
+            const bool hit = tl_fail_new_at == 0;  // the n-th allocation happened (and failed)
+            tl_fail_new_at = 0;
+            if (hit) {
+                ++injected;
+                if (r != CUDA_ERROR_OUT_OF_MEMORY) {
+                    ++g_failed;
+                    std::printf("FAIL: %s with allocation %ld failing returned %s\n", what, nth, name_of(r));
+                }
+                r = call();  // nothing was left behind, so it works now
+            }
+            if (r != CUDA_SUCCESS) {
+                ++g_failed;
+                std::printf("FAIL: %s (after allocation %ld failed) returned %s\n", what, nth, name_of(r));
+            }
+        };
+        CUmemGenericAllocationHandle h = 0, imp = 0;
+        CUmemAllocationProp p = dev_prop(0);
+        CUdeviceptr va = 0;
+        int fd = -1;
+        CUmemAccessDesc rw0 = dev_access(0, CU_MEM_ACCESS_FLAGS_PROT_READWRITE);
+        std::vector<unsigned char> data(2 * 4096, 0x5a), back(2 * 4096);
+        step("cuMemCreate", [&] { return T.cuMemCreate(&h, 2 * G, &p, 0); });
+        step("cuMemAddressReserve", [&] { return T.cuMemAddressReserve(&va, 4 * G, 0, 0, 0); });
+        step("cuMemMap", [&] { return T.cuMemMap(va, 2 * G, 0, h, 0); });
+        step("cuMemExportToShareableHandle", [&] { return T.cuMemExportToShareableHandle(&fd, h, kPosix, 0); });
+        step("cuMemImportFromShareableHandle",
+             [&] { return T.cuMemImportFromShareableHandle(&imp, os_handle(fd), kPosix); });
+        step("cuMemMap (imported)", [&] { return T.cuMemMap(va + 2 * G, 2 * G, 0, imp, 0); });
+        step("cuMemSetAccess", [&] { return T.cuMemSetAccess(va + G, 2 * G, &rw0, 1); });
+        // Across the two chunks: two views, two pieces.
+        step("cuMemcpyHtoD", [&] { return T.cuMemcpyHtoD(va + 2 * G - 4096, data.data(), data.size()); });
+        step("cuMemcpyDtoD", [&] { return T.cuMemcpyDtoD(va + G, va + 2 * G - 4096, data.size()); });
+        step("cuMemcpyDtoH", [&] { return T.cuMemcpyDtoH(back.data(), va + G, back.size()); });
+        CHECK(back == data);
+        CUmemGenericAllocationHandle retained = 0;
+        OK(T.cuMemRelease(h));
+        step("cuMemRetainAllocationHandle",
+             [&] { return T.cuMemRetainAllocationHandle(&retained, reinterpret_cast<void*>(va)); });
+        OK(T.cuMemUnmap(va, 4 * G));
+        OK(T.cuMemAddressFree(va, 4 * G));
+        OK(T.cuMemRelease(retained));
+        OK(T.cuMemRelease(imp));
+        close(fd);
+        HostLiveCounts c = host_live_counts();
+        CHECK(c.allocations == before.allocations && c.reservations == before.reservations &&
+              c.mappings == before.mappings && c.memfds == before.memfds);
+        CHECK(open_fd_count() == fds_before);
+        CHECK(memfd_mappings() == maps_before);
+        injected_total += injected;
+        if (injected == 0) break;  // every call's allocations were all tried
+    }
+    CHECK(injected_total > 10);  // the hook did reach the driver's allocations
+}
+
 void on_timeout(int) {
     static const char msg[] = "FAIL: timed out (a deadlock or a starved writer?)\n";
     ssize_t w = write(STDOUT_FILENO, msg, sizeof msg - 1);
@@ -1469,6 +1554,7 @@ int main() {
     test_device_memory_is_not_host_memory();
     test_device_memory_is_private();
     test_view_is_lazy();
+    test_allocation_failure();
 
     OK(T.cuCtxSetCurrent(nullptr));
     OK(T.cuDevicePrimaryCtxRelease(0));
