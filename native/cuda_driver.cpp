@@ -79,7 +79,8 @@ bool load_cuda_driver(DriverTable& table, const std::string& library, std::strin
     if (rc != CUDA_SUCCESS) return refuse("cuDeviceGetCount failed: " + describe_result(rc));
     if (count <= 0) return refuse(library + " loaded but reports no CUDA device");
     int version = 0;
-    t.cuDriverGetVersion(&version);
+    rc = t.cuDriverGetVersion(&version);
+    if (rc != CUDA_SUCCESS) return refuse("cuDriverGetVersion failed: " + describe_result(rc));
     table = t;
     reason = library + " loaded, CUDA driver " + std::to_string(version / 1000) + "." +
              std::to_string(version % 1000 / 10) + ", " + std::to_string(count) + " device(s)";

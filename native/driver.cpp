@@ -43,11 +43,18 @@ std::string compose_message(CUresult code, const std::string& call, const std::s
     return msg;
 }
 
+// Throws DriverError when the table cannot say its version (nothing is installed then):
+// a version 0 would pass for "no driver" later.
 void install(const DriverTable& table, DriverKind kind, std::string reason) {
+    int version = 0;
+    CUresult rc = table.cuDriverGetVersion(&version);
+    if (rc != CUDA_SUCCESS) {
+        throw DriverError(rc, "cuDriverGetVersion", "reading the driver version",
+                          "the driver was loaded (" + reason + ") but cannot say its version");
+    }
     g_table = table;
     g_reason = std::move(reason);
-    g_version = 0;
-    g_table.cuDriverGetVersion(&g_version);
+    g_version = version;
     g_kind.store(static_cast<int>(kind), std::memory_order_release);
 }
 

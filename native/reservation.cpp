@@ -35,9 +35,15 @@ std::shared_ptr<const Reservation> Reservation::reserve_preferring(int device, s
     if (hint == 0) return reserve(device, size, alignment, 0, step);
     try {
         return reserve(device, size, alignment, hint, step);
-    } catch (const DriverError&) {
-        // The hint is a preference, never a requirement (VirtualMemoryResourceOptions):
-        // a refusal of it is not the caller's error.
+    } catch (const DriverError& e) {
+        // The hint is a preference, never a requirement (VirtualMemoryResourceOptions), so
+        // a failure the hint may have caused is retried once without it. cuda.h calls addr
+        // a hint, yet some drivers refuse one they cannot honour with INVALID_VALUE instead
+        // of placing the range elsewhere (DALI #3128/#3145, audit A1), and OUT_OF_MEMORY may
+        // mean "no room there" only. Every other code (no context, not supported, a sticky
+        // error, ...) does not depend on the hint: retrying would fail the same way and
+        // hide the first failure.
+        if (e.code() != CUDA_ERROR_INVALID_VALUE && e.code() != CUDA_ERROR_OUT_OF_MEMORY) throw;
     }
     return reserve(device, size, alignment, 0, step);
 }

@@ -2,7 +2,8 @@
 # Builds and runs the native tests, never linking libcuda:
 #   host_driver_test  the host driver (native/host/*.cpp) and native/cuda_errors.cpp;
 #   vmm_test          cuvmm's object model and copies (native/*.cpp but the JNI facade)
-#                     over the host driver, with a spy on some entry points.
+#                     over the host driver, with a spy on some entry points, and the cuda
+#                     loader over a stand-in libcuda (fake_cuda.cpp).
 # Uses AddressSanitizer + UBSan when the toolchain supports them, else builds without.
 # Exit status: 0 when both tests passed, else the first failing test's.
 set -euo pipefail
@@ -48,9 +49,11 @@ done
 host_objects=("$work"/host-*.o "$work/cuda_errors.o")
 "$cxx" "${flags[@]}" "$here/host_driver_test.cpp" "${host_objects[@]}" -o "$work/host_driver_test"
 "$cxx" "${flags[@]}" "$here/vmm_test.cpp" "${objects[@]}" -ldl -o "$work/vmm_test"
+# A stand-in libcuda (no sanitizers: a plain shared library dlopened by vmm_test).
+"$cxx" -std=c++17 -O1 -shared -fPIC -I"$native" -I"$cuda_include" "$here/fake_cuda.cpp" -o "$work/libfakecuda.so"
 status=0
 "$work/host_driver_test" || status=$?
 vmm_status=0
-"$work/vmm_test" || vmm_status=$?
+CUVMM_FAKE_CUDA="$work/libfakecuda.so" "$work/vmm_test" || vmm_status=$?
 if [[ $status -eq 0 ]]; then status=$vmm_status; fi
 exit "$status"

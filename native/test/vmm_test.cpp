@@ -10,6 +10,7 @@
 //       a thread that never had one (the cleaner's, a fresh thread)
 //   A4  a copy or fill on a range its device may not access is refused by cuvmm before any
 //       driver copy call
+//   A9  a cuDriverGetVersion failure refuses the cuda driver, naming the call and the CUresult
 //
 // Plain main(): one line per failed check, then "N passed, M failed"; non-zero exit on failure.
 #include "cuvmm/cuda_errors.hpp"
@@ -19,6 +20,7 @@
 
 #include <csignal>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -53,6 +55,7 @@ struct ReserveCall {
     CUresult result;
 };
 std::vector<ReserveCall> g_reserves;
+CUresult g_hinted_reserve_fails_with = CUDA_SUCCESS;  // when set, every call with a hint returns it
 int g_teardown_calls = 0;         // cuMemUnmap + cuMemRelease + cuMemAddressFree
 int g_teardown_without_ctx = 0;   // ... of which ran with no current context
 
@@ -64,7 +67,9 @@ void note_teardown() {
 
 CUresult CUDAAPI spy_reserve(CUdeviceptr* ptr, size_t size, size_t alignment, CUdeviceptr addr,
                              unsigned long long flags) {
-    CUresult rc = g_real.cuMemAddressReserve(ptr, size, alignment, addr, flags);
+    CUresult rc = addr != 0 && g_hinted_reserve_fails_with != CUDA_SUCCESS
+                          ? g_hinted_reserve_fails_with
+                          : g_real.cuMemAddressReserve(ptr, size, alignment, addr, flags);
     g_reserves.push_back({alignment, addr, rc});
     return rc;
 }
@@ -172,6 +177,27 @@ void test_hint_fallback() {
     r = Range::allocate(rw_spec(0), G);
     CHECK(g_reserves.size() == 1);
     r.reset();
+
+    // Only a failure a retry without the hint can cure is retried: a refused hint
+    // (INVALID_VALUE, above) or no room where the hint points (OUT_OF_MEMORY). Any other
+    // code (here NOT_SUPPORTED) reaches the caller after one call.
+    for (CUresult code : {CUDA_ERROR_OUT_OF_MEMORY, CUDA_ERROR_NOT_SUPPORTED}) {
+        reset_spy();
+        g_hinted_reserve_fails_with = code;
+        CUresult thrown = CUDA_SUCCESS;
+        try {
+            r = Range::allocate(rw_spec(0, align, base), G);
+        } catch (const DriverError& e) {
+            thrown = e.code();
+        }
+        g_hinted_reserve_fails_with = CUDA_SUCCESS;
+        r.reset();
+        if (code == CUDA_ERROR_OUT_OF_MEMORY) {
+            CHECK(thrown == CUDA_SUCCESS && g_reserves.size() == 2);
+        } else {
+            CHECK(thrown == code && g_reserves.size() == 1);
+        }
+    }
     CHECK(object_counts().reservations == 0 && object_counts().mappings == 0);
 }
 
@@ -296,6 +322,24 @@ void on_timeout(int) {
     _exit(3);
 }
 
+// ---- A9 ---------------------------------------------------------------------------------
+
+// load_cuda_driver over a stand-in libcuda whose cuDriverGetVersion fails (fake_cuda.cpp,
+// built by run-host-driver-test.sh, path in CUVMM_FAKE_CUDA): a refusal naming the call and
+// the CUresult, not a driver of version 0.
+void test_driver_version_checked() {
+    const char* fake = std::getenv("CUVMM_FAKE_CUDA");
+    if (fake == nullptr || *fake == '\0') {
+        std::printf("skipped test_driver_version_checked: CUVMM_FAKE_CUDA not set\n");
+        return;
+    }
+    DriverTable t;
+    std::string reason;
+    CHECK(!load_cuda_driver(t, fake, reason));
+    CHECK(contains(reason, "cuDriverGetVersion") && contains(reason, "CUDA_ERROR_OPERATING_SYSTEM"));
+    if (!contains(reason, "cuDriverGetVersion")) std::printf("  reason: %s\n", reason.c_str());
+}
+
 int main() {
     std::signal(SIGALRM, on_timeout);
     alarm(120);
@@ -310,6 +354,7 @@ int main() {
     test_explicit_alignment();
     test_teardown_context();
     test_copies_checked_before_the_driver();
+    test_driver_version_checked();
 
     ObjectCounts c = object_counts();
     CHECK(c.allocations == 0 && c.reservations == 0 && c.mappings == 0 && c.ranges == 0);
