@@ -88,9 +88,10 @@ public:
     // `device`'s primary context is current when the destructor frees the range.
     static std::shared_ptr<const Reservation> reserve(int device, size_t size, size_t alignment, CUdeviceptr hint,
                                                       const Step& step);
-    // reserve() with `hint`, and when the driver refuses that call and the hint is not 0,
-    // once more with no hint: some drivers fail a hint they cannot honour (INVALID_VALUE)
-    // instead of placing the range elsewhere (audit A1). The retry's error, if any, is thrown.
+    // reserve() with `hint`, and when the driver refuses that call with INVALID_VALUE or
+    // OUT_OF_MEMORY and the hint is not 0, once more with no hint: some drivers fail a hint
+    // they cannot honour (INVALID_VALUE) instead of placing the range elsewhere (audit A1).
+    // The retry's error, if any, is thrown; any other first error is thrown as it is.
     static std::shared_ptr<const Reservation> reserve_preferring(int device, size_t size, size_t alignment,
                                                                  CUdeviceptr hint, const Step& step);
     ~Reservation();

@@ -118,6 +118,9 @@ public final class VirtualMemoryResource implements AutoCloseable {
                     .granularity_option(o.granularity().cuValue)
                     .device(device)
                     .address_hint(o.addressHint())
+                    // The option as given (0 = the granularity): native/range.cpp
+                    // (reservation_alignment) is the one place that turns it into the explicit
+                    // max(option, granularity) every cuMemAddressReserve gets (audit A2).
                     .alignment(o.addressAlignment());
             if (o.selfAccess() != AccessMode.NONE) in.add_access(LocationType.DEVICE.cuValue, device, o.selfAccess().cuValue);
             for (int peer : o.peers()) {
