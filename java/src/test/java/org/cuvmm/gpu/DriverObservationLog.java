@@ -17,7 +17,7 @@ final class DriverObservationLog {
     private DriverObservationLog() {}
 
     /** The audit entries DriverObservationsTest observes, in order; the summary reports each. */
-    static final List<String> ENTRIES = List.of("A7", "B20", "B21", "B33", "B34", "B45", "B50");
+    static final List<String> ENTRIES = List.of("A4", "A7", "B20", "B21", "B33", "B34", "B45", "B50");
 
     /** The observing test class's simple name, to find its results in the reports. */
     static final String TEST_CLASS = "DriverObservationsTest";

@@ -44,7 +44,7 @@ import org.junit.jupiter.api.TestMethodOrder;
 /**
  * Observes, on the real NVIDIA driver, the behaviours the driver audit
  * ({@code DRIVER_AUDIT.md} part C, "first GPU run should cover") marks unknown: A7, B20, B21,
- * B33, B34, B45, B50 (A3 is {@code CudaContractTest.closeOnAFreshThreadTearsDownCleanly}).
+ * B33, B34, B45, B50, and A4's cross-device rule (A3 is {@code CudaContractTest.closeOnAFreshThreadTearsDownCleanly}).
  * Each test makes the raw driver calls through the JavaCPP CUDA presets (cuvmm's API does not
  * expose these misuses), RECORDS what the driver did (CUresult names, addresses, sizes) and
  * passes whenever the process survives with one of the plausible outcomes: the point is the
@@ -221,6 +221,43 @@ class DriverObservationsTest {
             Files.deleteIfExists(dir);
         }
         record("B45", "cuMemImportFromShareableHandle(POSIX_FD) of " + String.join("; ", seen));
+    }
+
+    /**
+     * A4, cross-device: cuvmm runs a DtoD between devices on the destination's device, which it
+     * requires to hold READ on the source (cuda.h says nothing of which device copies, nor of
+     * access, for cuMemcpyDtoD). Here the source is device 1's memory that device 0 was granted
+     * access to, the copy runs with device 0 (the destination's) current: safe, no fault.
+     * Records the result and whether the bytes arrived (a failure here contradicts what cuvmm
+     * relies on: docs/VMM_DESIGN.md, "Driver behaviour cuvmm relies on").
+     */
+    @Test
+    @Order(7)
+    void a4CrossDeviceCopyOnTheDestinationsDevice() {
+        GpuSupport.assumePeers(driver, 0, 1);
+        long n = Math.max(g, Cu.granularity(1));
+        long src = reserve(n);
+        map(src, create(n, 1));
+        setAccess(src, n, 1);
+        setAccess(src, n, 0);
+        long dst = reserve(n);
+        map(dst, create(n, 0));
+        setAccess(dst, n, 0);
+        check(cudart.cuMemsetD8(src, (byte) 0x5a, 4096), "cuMemsetD8(source, on device 0)");
+        check(cudart.cuMemsetD8(dst, (byte) 0, 4096), "cuMemsetD8(destination)");
+        int rc = cudart.cuMemcpyDtoD(dst, src, 4096);
+        int sync = cudart.cuCtxSynchronize();
+        String bytes = "not read";
+        if (rc == cudart.CUDA_SUCCESS && sync == cudart.CUDA_SUCCESS) {
+            try (BytePointer host = new BytePointer(4096)) {
+                check(cudart.cuMemcpyDtoH(host, dst, 4096), "cuMemcpyDtoH(destination)");
+                int wrong = 0;
+                for (int i = 0; i < 4096; i++) if (host.get(i) != (byte) 0x5a) wrong++;
+                bytes = wrong == 0 ? "all 4096 bytes arrived" : wrong + " of 4096 bytes wrong";
+            }
+        }
+        record("A4", "cuMemcpyDtoD(4 KiB) on device 0 (the destination's) from device 1's memory that device 0 may "
+                + "access: " + name(rc) + "; cuCtxSynchronize: " + name(sync) + "; " + bytes);
     }
 
     /**
