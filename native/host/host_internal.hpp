@@ -11,7 +11,8 @@
 // arguments (garbage handles, ranges outside any reservation, null out-pointers, foreign
 // fds), crashes the process. Device memory is a memfd; a reservation is a PROT_NONE
 // anonymous mapping; cuMemMap maps the memfd MAP_SHARED|MAP_FIXED over the reservation;
-// cuMemSetAccess mprotects. All operations are synchronous.
+// cuMemSetAccess mprotects. Stream work runs asynchronously on one worker thread per
+// stream (stream_queue.hpp); everything else is synchronous.
 //
 // Cross-process sharing: a memfd is named "cuvmm-host:d<device>:h<requestedHandleTypes>:
 // l<locationType>:n<locationId>" so an importer (another process, its own host driver)
@@ -29,7 +30,11 @@
 //   sharing.cpp   export / import of POSIX fds
 //   copies.cpp    copies and memset
 //   views.cpp     how copies reach the bytes (DEVICE memory through a private view, B40)
-//   streams.cpp   streams
+//   stream_queue.cpp  the stream FIFOs, worker threads, dependencies, sticky fault, delay
+//   streams.cpp   stream entry points, cuStreamWaitEvent, cuLaunchHostFunc, priorities
+//   events.cpp    events
+//   pinned.cpp    page-locked host memory (cuMemHostAlloc / Register) and its pending uses
+//   async_copies.cpp  cuMemcpy*Async / cuMemsetD8Async
 //
 // Misuse rules and what they return (one code per rule; this table is the documentation):
 //
@@ -254,10 +259,8 @@ struct State {
     std::map<uintptr_t, size_t> reservations;           // base -> size
     std::map<uintptr_t, Mapping> mappings;              // base -> mapping
     std::array<long, kMaxDevices> ctx_retains{};        // primary context retain counts
-    std::set<uintptr_t> streams;                        // live stream handle values
     uint64_t next_handle = kFirstHandle;
     uint64_t next_alloc_id = 1;
-    uintptr_t next_stream = kFirstStream;
     long long memfds = 0;                               // fds held open by the driver
 };
 
@@ -308,6 +311,13 @@ int prot_of(const Access& a);
 
 // True when [p, p+n) is covered by mappings on which `slot` has at least `need`.
 bool accessible(State& st, uintptr_t p, size_t n, int slot, unsigned need);
+
+// The argument checks of every copy (copies.cpp), shared by the async ones: a host range
+// the CPU can touch with `need` without faulting (outside every reservation, or mapped
+// with that CPU access), and a device range mapped with `need` for device `dev`. Caller
+// holds the mutex (shared is enough).
+bool host_range_ok(State& st, const void* p, size_t n, unsigned need);
+bool device_range_ok(State& st, CUdeviceptr p, size_t n, int dev, unsigned need);
 
 // Copies and memset on device ranges that accessible() has just checked (shared lock held
 // across them): DEVICE-located memory is reached through its allocation's private view,
@@ -405,6 +415,10 @@ void split_at(Mapping& m, size_t off);
 // Merges adjacent runs with equal access.
 void coalesce(Mapping& m);
 
+// cuCtxSynchronize: waits for every stream of the current device; INVALID_CONTEXT without
+// one, else the device's sticky error (stream_queue.cpp). Takes no lock the caller holds.
+CUresult synchronize_current_device();
+
 // A current context whose primary context is still retained; its device via *dev.
 // Caller holds the mutex (any mode).
 bool current_device(State& st, int* dev);
@@ -419,9 +433,15 @@ CUVMM_DRIVER_ENTRY_POINTS(CUVMM_HOST_DECL)
 
 }  // namespace entry
 
+// True on a worker thread while it runs a host function (stream_queue.cpp): CUDA calls
+// made from there are refused, since cuda.h says a host function must not make any (the
+// real driver may deadlock; refusing is the strict answer).
+extern thread_local bool tl_in_host_function;
+
 #define CUVMM_REQUIRE_INIT()                                                \
     do {                                                                    \
         if (!::cuvmm::host::initialized()) return CUDA_ERROR_NOT_INITIALIZED; \
+        if (::cuvmm::host::tl_in_host_function) return CUDA_ERROR_NOT_PERMITTED; \
     } while (0)
 
 }  // namespace host
