@@ -160,6 +160,7 @@ void test_query_and_elapsed() {
     OK(T.cuEventElapsedTime(&ms, t0, t1));
     CHECK(ms >= 0.0f);
     EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuEventElapsedTime(&ms, nt, t1));
+    OK(T.cuEventSynchronize(nt));  // the stream's last op
     OK(T.cuStreamQuery(s));
     for (CUevent e : {t0, t1, nt, never}) OK(T.cuEventDestroy(e));
     OK(T.cuStreamDestroy(s));
