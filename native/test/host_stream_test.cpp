@@ -126,7 +126,7 @@ void test_per_thread_streams() {
     while (phase.load() == 0) std::this_thread::yield();
     Counter c;
     OK(T.cuLaunchHostFunc(CU_STREAM_PER_THREAD, Counter::fn, &c));
-    OK(T.cuStreamSynchronize(CU_STREAM_PER_THREAD));  // not held by thread a's gate
+    CHECK(wait_done(CU_STREAM_PER_THREAD));  // not held by thread a's gate
     CHECK(c.n.load() == 1);
     g.open();
     a.join();
