@@ -119,8 +119,9 @@ long long stream_delay_micros();
 StreamRef resolve_stream(Queues& q, CUstream s, int dev);
 
 // Queues `op` on `s`, adding the implicit legacy/blocking dependencies, and starts the
-// worker if needed. Returns the op's sequence number (complete when s->completed >= it).
-// Caller holds the queue mutex.
+// worker if needed. Returns the op's sequence number (complete when s->completed >= it),
+// or 0 when no worker thread or memory could be had (nothing queued; callers return
+// CUDA_ERROR_OUT_OF_MEMORY). Caller holds the queue mutex.
 uint64_t submit(Queues& q, const StreamRef& s, Op op);
 
 // The dependencies an op queued on `s` now would get implicitly (legacy / blocking rule),

@@ -276,6 +276,15 @@ int main() {
     test_pageable_and_pinned();
     test_sync_copy_is_legacy();
     run_more_tests();  // host_stream_test_more.cpp
+    // Exit with work still queued and workers running: no crash, no sanitizer report.
+    static Dev* left = new Dev(0);  // reachable from a static, never unmapped
+    CUstream s;
+    OK(T.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    host_set_stream_delay_micros(1000);
+    for (int i = 0; i < 200; ++i) OK(T.cuMemsetD8Async(left->p, static_cast<unsigned char>(i), 4096, s));
+    static Counter at_exit;  // trivially destructible: a late host function still finds it
+    OK(T.cuLaunchHostFunc(CU_STREAM_PER_THREAD, Counter::fn, &at_exit));
+    EXPECT_RC(CUDA_ERROR_NOT_READY, T.cuStreamQuery(s));
     std::printf("host_stream_test: %d passed, %d failed\n", g_passed.load(), g_failed.load());
     return g_failed.load() == 0 ? 0 : 1;
 }
