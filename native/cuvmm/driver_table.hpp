@@ -69,6 +69,25 @@ namespace cuvmm {
     X(cuStreamCreate, 2000, (CUstream * stream, unsigned int flags))                              \
     X(cuStreamDestroy, 4000, (CUstream stream))                                                   \
     X(cuStreamSynchronize, 2000, (CUstream stream))                                               \
+    X(cuStreamCreateWithPriority, 5050, (CUstream * phStream, unsigned int flags, int priority))  \
+    X(cuStreamQuery, 2000, (CUstream hStream))                                                    \
+    X(cuStreamWaitEvent, 3020, (CUstream hStream, CUevent hEvent, unsigned int Flags))            \
+    X(cuCtxGetStreamPriorityRange, 5050, (int* leastPriority, int* greatestPriority))             \
+    X(cuEventCreate, 2000, (CUevent * phEvent, unsigned int Flags))                               \
+    X(cuEventDestroy, 4000, (CUevent hEvent))                                                     \
+    X(cuEventRecord, 2000, (CUevent hEvent, CUstream hStream))                                    \
+    X(cuEventQuery, 2000, (CUevent hEvent))                                                       \
+    X(cuEventSynchronize, 2000, (CUevent hEvent))                                                 \
+    X(cuEventElapsedTime, 2000, (float* pMilliseconds, CUevent hStart, CUevent hEnd))             \
+    X(cuLaunchHostFunc, 10000, (CUstream hStream, CUhostFn fn, void* userData))                   \
+    X(cuMemcpyHtoDAsync, 3020, (CUdeviceptr dst, const void* src, size_t bytes, CUstream hStream)) \
+    X(cuMemcpyDtoHAsync, 3020, (void* dst, CUdeviceptr src, size_t bytes, CUstream hStream))      \
+    X(cuMemcpyDtoDAsync, 3020, (CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream hStream)) \
+    X(cuMemsetD8Async, 3020, (CUdeviceptr dst, unsigned char value, size_t count, CUstream hStream)) \
+    X(cuMemHostAlloc, 2020, (void** pp, size_t bytesize, unsigned int Flags))                     \
+    X(cuMemFreeHost, 2000, (void* p))                                                             \
+    X(cuMemHostRegister, 6050, (void* p, size_t bytesize, unsigned int Flags))                    \
+    X(cuMemHostUnregister, 4000, (void* p))                                                       \
     X(cuGetErrorName, 6000, (CUresult error, const char** str))                                   \
     X(cuGetErrorString, 6000, (CUresult error, const char** str))
 
@@ -98,6 +117,7 @@ struct DriverTable {
 struct HostDriverConfig {
     int device_count = 1;                             // CUVMM_HOST_DEVICES, 1..8
     size_t granularity = size_t(2) << 20;             // minimum == recommended, like a GPU's 2 MiB
+    long long stream_delay_micros = 0;                // CUVMM_HOST_STREAM_DELAY_MICROS: each queued op sleeps this first
 };
 
 // Live-object counters the host driver keeps (what is alive in the process right now).
@@ -111,6 +131,12 @@ struct HostLiveCounts {
 // Fills `table` with the host driver. Never fails. Calling it again re-installs the
 // same singleton state (config is taken from the first call).
 void install_host_driver(DriverTable& table, const HostDriverConfig& config);
+
+// Sets the delay every queued host-stream op sleeps before it runs (microseconds; <= 0: none),
+// overriding HostDriverConfig::stream_delay_micros from now on. Lets a test prove that a
+// missing synchronization reads stale data. Any thread, any time; ops already sleeping
+// keep their delay.
+void host_set_stream_delay_micros(long long micros);
 
 // Snapshot of the host driver's live counters (all zero before it is installed).
 HostLiveCounts host_live_counts();

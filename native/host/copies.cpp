@@ -1,7 +1,8 @@
 // Host driver entry points for copies and memset: synchronous memmove/memset under the
 // shared registry lock, after checking the current context and that the
-// current device may read the source and write the destination.
-#include "host/host_internal.hpp"
+// current device may read the source and write the destination. They are ordered as
+// legacy-stream operations (wait_legacy).
+#include "host/stream_queue.hpp"
 
 #include <cstring>
 
@@ -13,6 +14,24 @@ namespace {
 CUresult copy_context(State& st, int* dev) {
     return current_device(st, dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
 }
+
+// Synchronous copies are legacy-stream operations: before touching memory they wait for
+// what an op queued on the current device's legacy stream now would wait for (the legacy
+// queue and, through it, the blocking streams' queued work). They then run on the calling
+// thread rather than as a queued op: the caller waits for them either way, and work queued
+// later by this thread is ordered after them because they are done when they return.
+// No lock is held while waiting. Returns INVALID_CONTEXT or the device's sticky error.
+CUresult wait_legacy() {
+    int dev;
+    if (CUresult r = stream_context(&dev)) return r;
+    Queues& q = queues();
+    std::unique_lock<std::mutex> lock(q.mutex);
+    StreamRef legacy = resolve_stream(q, nullptr, dev);
+    wait_for(lock, barrier_of(q, legacy));
+    return sticky_error(dev);
+}
+
+}  // namespace
 
 // A host range for a copy that the CPU can touch with `need` without faulting: outside
 // every reservation (ordinary host memory), or, since the real driver resolves any
@@ -33,13 +52,12 @@ bool device_range_ok(State& st, CUdeviceptr p, size_t n, int dev, unsigned need)
     return range_ok(p, n) && accessible(st, p, n, dev, need);
 }
 
-}  // namespace
-
 namespace entry {
 
 CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
     CUVMM_REQUIRE_INIT();
     if (bytes == 0) return CUDA_SUCCESS;
+    if (CUresult r = wait_legacy()) return r;
     Shared lock(g_state->mutex);  // held across the memcpy: no unmap/mprotect underneath
     State& st = *g_state;
     int dev;
@@ -54,6 +72,7 @@ CUresult CUDAAPI cuMemcpyHtoD(CUdeviceptr dst, const void* src, size_t bytes) {
 CUresult CUDAAPI cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t bytes) {
     CUVMM_REQUIRE_INIT();
     if (bytes == 0) return CUDA_SUCCESS;
+    if (CUresult r = wait_legacy()) return r;
     Shared lock(g_state->mutex);
     State& st = *g_state;
     int dev;
@@ -67,6 +86,7 @@ CUresult CUDAAPI cuMemcpyDtoH(void* dst, CUdeviceptr src, size_t bytes) {
 CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
     CUVMM_REQUIRE_INIT();
     if (bytes == 0) return CUDA_SUCCESS;
+    if (CUresult r = wait_legacy()) return r;
     Shared lock(g_state->mutex);
     State& st = *g_state;
     int dev;
@@ -80,6 +100,7 @@ CUresult CUDAAPI cuMemcpyDtoD(CUdeviceptr dst, CUdeviceptr src, size_t bytes) {
 CUresult CUDAAPI cuMemsetD8(CUdeviceptr dst, unsigned char value, size_t count) {
     CUVMM_REQUIRE_INIT();
     if (count == 0) return CUDA_SUCCESS;
+    if (CUresult r = wait_legacy()) return r;
     Shared lock(g_state->mutex);
     State& st = *g_state;
     int dev;

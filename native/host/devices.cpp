@@ -145,9 +145,7 @@ CUresult CUDAAPI cuCtxGetCurrent(CUcontext* ctx) {
 
 CUresult CUDAAPI cuCtxSynchronize() {
     CUVMM_REQUIRE_INIT();
-    Shared lock(g_state->mutex);
-    int dev;
-    return current_device(*g_state, &dev) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_CONTEXT;
+    return synchronize_current_device();  // every stream of the current device (stream_queue.cpp)
 }
 
 CUresult CUDAAPI cuGetErrorName(CUresult error, const char** str) {

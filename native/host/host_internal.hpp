@@ -11,7 +11,8 @@
 // arguments (garbage handles, ranges outside any reservation, null out-pointers, foreign
 // fds), crashes the process. Device memory is a memfd; a reservation is a PROT_NONE
 // anonymous mapping; cuMemMap maps the memfd MAP_SHARED|MAP_FIXED over the reservation;
-// cuMemSetAccess mprotects. All operations are synchronous.
+// cuMemSetAccess mprotects. Stream work runs asynchronously on one worker thread per
+// stream (stream_queue.hpp); everything else is synchronous.
 //
 // Cross-process sharing: a memfd is named "cuvmm-host:d<device>:h<requestedHandleTypes>:
 // l<locationType>:n<locationId>" so an importer (another process, its own host driver)
@@ -29,7 +30,11 @@
 //   sharing.cpp   export / import of POSIX fds
 //   copies.cpp    copies and memset
 //   views.cpp     how copies reach the bytes (DEVICE memory through a private view, B40)
-//   streams.cpp   streams
+//   stream_queue.cpp  the stream FIFOs, worker threads, dependencies, sticky fault, delay
+//   streams.cpp   stream entry points, cuStreamWaitEvent, cuLaunchHostFunc, priorities
+//   events.cpp    events
+//   pinned.cpp    page-locked host memory (cuMemHostAlloc / Register) and its pending uses
+//   async_copies.cpp  cuMemcpy*Async / cuMemsetD8Async
 //
 // Misuse rules and what they return (one code per rule; this table is the documentation):
 //
@@ -109,9 +114,36 @@
 //     pointer into mapped, CPU-accessible memory is fine: unified addressing)
 //   copies/memset: device range not entirely covered by contiguous mappings,   CUDA_ERROR_INVALID_VALUE
 //     or the current device lacks READ on a source / READWRITE on a dest
-//   cuStreamCreate flags not DEFAULT / NON_BLOCKING                            CUDA_ERROR_INVALID_VALUE
-//   cuStreamDestroy / cuStreamSynchronize of a stream that is not live         CUDA_ERROR_INVALID_HANDLE
-//     (cuStreamDestroy of the null / legacy / per-thread stream included)
+//   cuStreamCreate[WithPriority] flags not DEFAULT / NON_BLOCKING              CUDA_ERROR_INVALID_VALUE
+//   cuStreamCreateWithPriority priority outside [-5, 0]                        (not an error: clamped)
+//   a stream argument that is not live (destroyed, junk) in any stream call,   CUDA_ERROR_INVALID_HANDLE
+//     async copy, event record or host function; cuStreamDestroy of the
+//     null / legacy / per-thread stream
+//   the null / legacy / per-thread stream, cuStreamCreate*, cuEventCreate,     CUDA_ERROR_INVALID_CONTEXT
+//     cuCtxGetStreamPriorityRange, async copies, cuMemHostAlloc/Register with
+//     no current context
+//   any CUDA call made from inside a host function (cuda.h: must not)          CUDA_ERROR_NOT_PERMITTED
+//   an event that is not live (destroyed, junk)                                CUDA_ERROR_INVALID_HANDLE
+//   cuEventCreate flags outside DEFAULT|BLOCKING_SYNC|DISABLE_TIMING|           CUDA_ERROR_INVALID_VALUE
+//     INTERPROCESS, or INTERPROCESS without DISABLE_TIMING
+//   cuEventRecord of an event and a stream of different devices (contexts)     CUDA_ERROR_INVALID_HANDLE
+//   cuStreamWaitEvent flags != 0 (WAIT_EXTERNAL: stream capture only)          CUDA_ERROR_INVALID_VALUE
+//   cuStreamQuery / cuEventQuery / cuEventElapsedTime: work not complete       CUDA_ERROR_NOT_READY
+//   cuEventElapsedTime: either event never recorded or DISABLE_TIMING          CUDA_ERROR_INVALID_HANDLE
+//   cuEventElapsedTime / cuLaunchHostFunc: null out-pointer / fn               CUDA_ERROR_INVALID_VALUE
+//   async copies/memset: same argument rules and codes as the synchronous ones (checked at the call)
+//   a queued copy/memset whose memory is no longer mapped / accessible when    CUDA_ERROR_ILLEGAL_ADDRESS,
+//     it runs: sticky for its device (stream/event sync, query, elapsed,         sticky; later ops skipped,
+//     create, record, wait, host func, copies needing that current context)      host functions not called
+//   cuMemHostAlloc: null pp, size 0, flags outside PORTABLE|DEVICEMAP|         CUDA_ERROR_INVALID_VALUE
+//     WRITECOMBINED
+//   cuMemHostAlloc: mmap failed                                                CUDA_ERROR_OUT_OF_MEMORY
+//   cuMemFreeHost of a pointer that is not a live cuMemHostAlloc base          CUDA_ERROR_INVALID_VALUE
+//   cuMemHostRegister: null, size 0, wrapping, flags outside PORTABLE|         CUDA_ERROR_INVALID_VALUE
+//     DEVICEMAP|IOMEMORY|READ_ONLY, or a range touching a reservation
+//   cuMemHostRegister overlapping a pinned range (allocated or registered)     CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+//   cuMemHostUnregister of a pointer that is not a registered range's base     CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
+//   cuMemFreeHost / cuMemHostUnregister while queued copies target the range   (waits for them: undocumented)
 //   cuMemAddressReserve addr hint not a multiple of max(alignment, granularity) CUDA_ERROR_INVALID_VALUE
 //     (B22; a well-aligned hint that cannot be honoured is still placed elsewhere)
 //   cuMemMap size other than the allocation's whole size (B23)                 CUDA_ERROR_INVALID_VALUE
@@ -262,10 +294,8 @@ struct State {
     std::map<uintptr_t, size_t> reservations;           // base -> size
     std::map<uintptr_t, Mapping> mappings;              // base -> mapping
     std::array<long, kMaxDevices> ctx_retains{};        // primary context retain counts
-    std::set<uintptr_t> streams;                        // live stream handle values
     uint64_t next_handle = kFirstHandle;
     uint64_t next_alloc_id = 1;
-    uintptr_t next_stream = kFirstStream;
     long long memfds = 0;                               // fds held open by the driver
 };
 
@@ -317,11 +347,22 @@ int prot_of(const Access& a);
 // True when [p, p+n) is covered by mappings on which `slot` has at least `need`.
 bool accessible(State& st, uintptr_t p, size_t n, int slot, unsigned need);
 
+// The argument checks of every copy (copies.cpp), shared by the async ones: a host range
+// the CPU can touch with `need` without faulting (outside every reservation, or mapped
+// with that CPU access), and a device range mapped with `need` for device `dev`. Caller
+// holds the mutex (shared is enough).
+bool host_range_ok(State& st, const void* p, size_t n, unsigned need);
+bool device_range_ok(State& st, CUdeviceptr p, size_t n, int dev, unsigned need);
+
 // Copies and memset on device ranges that accessible() has just checked (shared lock held
 // across them): DEVICE-located memory is reached through its allocation's private view,
 // other memory at its address. memmove semantics, also across chunks (views.cpp).
 // CUDA_ERROR_OUT_OF_MEMORY, having copied nothing, when a view cannot be mapped.
 CUresult device_write(State& st, uintptr_t dst, const void* src, size_t n);
+// Maps the views [p, p+n) will need, copying nothing: a stream-ordered copy calls it when it
+// is queued, so a view that cannot be mapped is the caller's CUDA_ERROR_OUT_OF_MEMORY rather
+// than a fault of the op later.
+CUresult device_prepare(State& st, uintptr_t p, size_t n);
 CUresult device_read(State& st, void* dst, uintptr_t src, size_t n);
 CUresult device_copy(State& st, uintptr_t dst, uintptr_t src, size_t n);
 CUresult device_fill(State& st, uintptr_t dst, unsigned char value, size_t n);
@@ -415,6 +456,10 @@ void split_at(Mapping& m, size_t off);
 // Merges adjacent runs with equal access.
 void coalesce(Mapping& m);
 
+// cuCtxSynchronize: waits for every stream of the current device; INVALID_CONTEXT without
+// one, else the device's sticky error (stream_queue.cpp). Takes no lock the caller holds.
+CUresult synchronize_current_device();
+
 // A current context whose primary context is still retained; its device via *dev.
 // Caller holds the mutex (any mode).
 bool current_device(State& st, int* dev);
@@ -429,9 +474,15 @@ CUVMM_DRIVER_ENTRY_POINTS(CUVMM_HOST_DECL)
 
 }  // namespace entry
 
+// True on a worker thread while it runs a host function (stream_queue.cpp): CUDA calls
+// made from there are refused, since cuda.h says a host function must not make any (the
+// real driver may deadlock; refusing is the strict answer).
+extern thread_local bool tl_in_host_function;
+
 #define CUVMM_REQUIRE_INIT()                                                \
     do {                                                                    \
         if (!::cuvmm::host::initialized()) return CUDA_ERROR_NOT_INITIALIZED; \
+        if (::cuvmm::host::tl_in_host_function) return CUDA_ERROR_NOT_PERMITTED; \
     } while (0)
 
 }  // namespace host

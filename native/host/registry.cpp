@@ -1,5 +1,5 @@
 // The host driver's registry: the one State (allocations, handles, reservations,
-// mappings, context retains, streams), lookups over it, and install_host_driver /
+// mappings, context retains), lookups over it, and install_host_driver /
 // host_live_counts, the host driver's face to the rest of native/.
 #include "host/host_internal.hpp"
 
@@ -186,6 +186,7 @@ void install_host_driver(DriverTable& table, const HostDriverConfig& config) {
             st->page_size = page > 0 ? static_cast<size_t>(page) : 4096;
             st->config = host::sanitise(config, st->page_size);
             host::g_state.publish(st);
+            host_set_stream_delay_micros(st->config.stream_delay_micros);
         }
     }
     // The X-macro assigns every member, so none can stay null. Each is the entry point

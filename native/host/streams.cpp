@@ -1,40 +1,147 @@
-// Host driver entry points for streams: handle values in the registry and nothing else,
-// because all host work is synchronous.
-#include "host/host_internal.hpp"
+// Host driver entry points for streams: create / destroy / synchronize / query,
+// cuStreamWaitEvent, cuLaunchHostFunc and the priority range. The machinery (queues,
+// workers, dependencies) is stream_queue.cpp.
+#include "host/stream_queue.hpp"
 
 namespace cuvmm {
 namespace host {
+namespace {
+
+// What "the stream is done" waits for: the legacy stream also waits for the blocking
+// streams' queued work (as an op queued on it now would), any other stream for itself.
+std::vector<std::pair<StreamRef, uint64_t>> done_deps(Queues& q, const StreamRef& s) {
+    if (s->kind == HostStream::Kind::legacy) return barrier_of(q, s);
+    return {{s, s->submitted}};
+}
+
+CUresult create(CUstream* stream, unsigned int flags, int priority) {
+    if (stream == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    if (flags != CU_STREAM_DEFAULT && flags != CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;
+    int dev;
+    if (CUresult r = stream_context(&dev)) return r;
+    Queues& q = queues();
+    std::lock_guard<std::mutex> lock(q.mutex);
+    auto s = std::make_shared<HostStream>();
+    s->device = dev;
+    s->flags = flags;
+    s->priority = priority > kLeastPriority ? kLeastPriority : priority < kGreatestPriority ? kGreatestPriority : priority;
+    s->handle = q.next_stream;
+    q.next_stream += 16;
+    q.streams.emplace(s->handle, s);
+    q.all[dev].push_back(s);
+    *stream = reinterpret_cast<CUstream>(s->handle);
+    return CUDA_SUCCESS;
+}
+
+}  // namespace
 
 namespace entry {
 
 CUresult CUDAAPI cuStreamCreate(CUstream* stream, unsigned int flags) {
     CUVMM_REQUIRE_INIT();
-    if (stream == nullptr) return CUDA_ERROR_INVALID_VALUE;
-    if (flags != CU_STREAM_DEFAULT && flags != CU_STREAM_NON_BLOCKING) return CUDA_ERROR_INVALID_VALUE;
-    Exclusive lock(g_state->mutex);
-    State& st = *g_state;
+    return create(stream, flags, 0);
+}
+
+CUresult CUDAAPI cuStreamCreateWithPriority(CUstream* phStream, unsigned int flags, int priority) {
+    CUVMM_REQUIRE_INIT();
+    return create(phStream, flags, priority);  // clamped (cuda.h); the host ignores it when scheduling
+}
+
+CUresult CUDAAPI cuCtxGetStreamPriorityRange(int* leastPriority, int* greatestPriority) {
+    CUVMM_REQUIRE_INIT();
     int dev;
-    if (!current_device(st, &dev)) return CUDA_ERROR_INVALID_CONTEXT;
-    uintptr_t v = st.next_stream;
-    st.next_stream += 16;
-    st.streams.insert(v);
-    *stream = reinterpret_cast<CUstream>(v);
+    if (CUresult r = stream_context(&dev)) return r;
+    if (leastPriority != nullptr) *leastPriority = kLeastPriority;  // either may be NULL (cuda.h)
+    if (greatestPriority != nullptr) *greatestPriority = kGreatestPriority;
     return CUDA_SUCCESS;
 }
 
+// Returns at once: the handle is invalid from now on, queued work still runs, and the
+// worker exits once it has drained the queue (cuda.h: resources released at completion).
 CUresult CUDAAPI cuStreamDestroy(CUstream stream) {
     CUVMM_REQUIRE_INIT();
-    Exclusive lock(g_state->mutex);
-    if (g_state->streams.erase(reinterpret_cast<uintptr_t>(stream)) == 0) return CUDA_ERROR_INVALID_HANDLE;
+    Queues& q = queues();
+    std::lock_guard<std::mutex> lock(q.mutex);
+    auto it = q.streams.find(reinterpret_cast<uintptr_t>(stream));
+    if (it == q.streams.end()) return CUDA_ERROR_INVALID_HANDLE;
+    StreamRef s = it->second;
+    q.streams.erase(it);
+    s->destroyed = true;
+    if (!s->worker) {  // never ran anything: nobody else will take it off the device list
+        auto& list = q.all[s->device];
+        for (auto l = list.begin(); l != list.end(); ++l) {
+            if (l->get() == s.get()) {
+                list.erase(l);
+                break;
+            }
+        }
+    }
+    q.changed.notify_all();
     return CUDA_SUCCESS;
 }
 
 CUresult CUDAAPI cuStreamSynchronize(CUstream stream) {
     CUVMM_REQUIRE_INIT();
-    if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) return CUDA_SUCCESS;
-    Shared lock(g_state->mutex);
-    if (g_state->streams.count(reinterpret_cast<uintptr_t>(stream)) == 0) return CUDA_ERROR_INVALID_HANDLE;
-    return CUDA_SUCCESS;  // all host work is synchronous
+    StreamRef s;
+    if (CUresult r = lookup_stream(stream, &s)) return r;
+    Queues& q = queues();
+    {
+        std::unique_lock<std::mutex> lock(q.mutex);
+        wait_for(lock, done_deps(q, s));
+    }
+    return sticky_error(s->device);
+}
+
+CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
+    CUVMM_REQUIRE_INIT();
+    StreamRef s;
+    if (CUresult r = lookup_stream(hStream, &s)) return r;
+    if (CUresult r = sticky_error(s->device)) return r;
+    Queues& q = queues();
+    std::lock_guard<std::mutex> lock(q.mutex);
+    return satisfied(done_deps(q, s)) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+}
+
+// Later work on hStream waits for the work the event captured AT THIS CALL: a no-op op
+// depending on the event's last record. Never recorded: nothing to wait for.
+// CU_EVENT_WAIT_EXTERNAL is only valid during stream capture (cuda.h), which the host
+// driver does not have: INVALID_VALUE like any other flag.
+CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned int Flags) {
+    CUVMM_REQUIRE_INIT();
+    StreamRef s;
+    if (CUresult r = lookup_stream(hStream, &s)) return r;
+    Queues& q = queues();
+    std::lock_guard<std::mutex> lock(q.mutex);
+    auto e = q.events.find(reinterpret_cast<uintptr_t>(hEvent));
+    if (e == q.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+    if (Flags != CU_EVENT_WAIT_DEFAULT) return CUDA_ERROR_INVALID_VALUE;
+    if (CUresult r = sticky_error(s->device)) return r;
+    const HostEvent& ev = *e->second;
+    if (!ev.stream) return CUDA_SUCCESS;
+    Op op;
+    op.run = [] {};
+    op.deps.emplace_back(ev.stream, ev.seq);
+    op.skip_on_fault = false;
+    return submit(q, s, std::move(op)) == 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
+}
+
+// fn runs on the stream's worker in stream order, with CUDA calls refused while it runs;
+// it is not called once the device's context has faulted (cuda.h, cuLaunchHostFunc).
+CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void* userData) {
+    CUVMM_REQUIRE_INIT();
+    if (fn == nullptr) return CUDA_ERROR_INVALID_VALUE;
+    StreamRef s;
+    if (CUresult r = lookup_stream(hStream, &s)) return r;
+    if (CUresult r = sticky_error(s->device)) return r;
+    Op op;
+    op.run = [fn, userData] {
+        tl_in_host_function = true;
+        fn(userData);
+        tl_in_host_function = false;
+    };
+    Queues& q = queues();
+    std::lock_guard<std::mutex> lock(q.mutex);
+    return submit(q, s, std::move(op)) == 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
 }  // namespace entry

@@ -74,6 +74,11 @@ CUresult pieces(State& st, uintptr_t p, size_t n, std::vector<Piece>& out) {
 
 }  // namespace
 
+CUresult device_prepare(State& st, uintptr_t p, size_t n) {
+    std::vector<Piece> unused;
+    return pieces(st, p, n, unused);
+}
+
 CUresult device_write(State& st, uintptr_t dst, const void* src, size_t n) {
     std::vector<Piece> ds;
     if (CUresult r = pieces(st, dst, n, ds)) return r;

@@ -1,0 +1,170 @@
+// Host driver entry points for the stream-ordered copies and memset. Arguments are checked
+// at the call exactly as the synchronous ones (same rules, same codes), for the stream's
+// device; the op checks again when it runs, under the shared registry lock held across the
+// memcpy (an unmap waits for a running op, never crashes it). If the memory is no longer
+// mapped or accessible by then, the op faults: CUDA_ERROR_ILLEGAL_ADDRESS becomes the
+// device's sticky error (stream_queue.hpp).
+//
+// Host memory (CUDA "API synchronization behavior"): a host range inside one pinned range
+// (pinned.cpp) is fully asynchronous. From pageable memory, HtoD waits for the stream,
+// stages the source into driver-owned memory and returns once queued (the caller may reuse
+// its buffer at once); DtoH to pageable memory returns only when the copy is done. DtoD and
+// memset are fully asynchronous.
+#include "host/stream_queue.hpp"
+
+#include <cstring>
+
+namespace cuvmm {
+namespace host {
+namespace {
+
+enum class Kind { htod, dtoh, dtod, memset };
+
+struct CopyArgs {
+    Kind kind;
+    uintptr_t dst;
+    uintptr_t src;
+    size_t n;
+    unsigned char value;
+};
+
+// The synchronous copies' checks, for device `dev`. `check_host` false: the host side is
+// driver-owned staging (nothing to check). Registry mutex held (shared).
+bool args_ok(State& st, const CopyArgs& a, int dev, bool check_host) {
+    switch (a.kind) {
+        case Kind::htod:
+            return (!check_host || host_range_ok(st, reinterpret_cast<const void*>(a.src), a.n, kReadBit)) &&
+                   device_range_ok(st, a.dst, a.n, dev, kReadWrite);
+        case Kind::dtoh:
+            return (!check_host || host_range_ok(st, reinterpret_cast<const void*>(a.dst), a.n, kReadWrite)) &&
+                   device_range_ok(st, a.src, a.n, dev, kReadBit);
+        case Kind::dtod:
+            return device_range_ok(st, a.src, a.n, dev, kReadBit) && device_range_ok(st, a.dst, a.n, dev, kReadWrite);
+        case Kind::memset:
+            return device_range_ok(st, a.dst, a.n, dev, kReadWrite);
+    }
+    return false;
+}
+
+// Runs on the worker: re-check, then copy; a failed re-check faults the device.
+void execute(const CopyArgs& a, int dev, const unsigned char* staged) {
+    if (sticky_error(dev) != CUDA_SUCCESS) return;  // the context is dead: skipped
+    Shared lock(g_state->mutex);
+    State& st = *g_state;
+    if (!args_ok(st, a, dev, staged == nullptr)) {
+        set_sticky_error(dev, CUDA_ERROR_ILLEGAL_ADDRESS);
+        return;
+    }
+    CUresult rc = CUDA_SUCCESS;
+    switch (a.kind) {
+        case Kind::htod:
+            rc = device_write(st, a.dst, staged ? staged : reinterpret_cast<const void*>(a.src), a.n);
+            break;
+        case Kind::dtoh: rc = device_read(st, reinterpret_cast<void*>(a.dst), a.src, a.n); break;
+        case Kind::dtod: rc = device_copy(st, a.dst, a.src, a.n); break;
+        case Kind::memset: rc = device_fill(st, a.dst, a.value, a.n); break;
+    }
+    // The views were mapped when the op was queued (views_ready); only memory mapped anew at
+    // these addresses since then can still lack one. The op cannot report to its caller any
+    // more: like any failure of queued work, it becomes the device's sticky error.
+    if (rc != CUDA_SUCCESS) set_sticky_error(dev, rc);
+}
+
+// The private views of the device ranges `a` touches (views.cpp), mapped at the call.
+CUresult views_ready(State& st, const CopyArgs& a) {
+    switch (a.kind) {
+        case Kind::htod:
+        case Kind::memset: return device_prepare(st, a.dst, a.n);
+        case Kind::dtoh: return device_prepare(st, a.src, a.n);
+        case Kind::dtod:
+            if (CUresult r = device_prepare(st, a.dst, a.n)) return r;
+            return device_prepare(st, a.src, a.n);
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+CUresult enqueue(CUstream hStream, const CopyArgs& a) {
+    StreamRef s;
+    if (CUresult r = lookup_stream(hStream, &s)) return r;
+    int cur;
+    if (CUresult r = stream_context(&cur)) return r;  // copies need a current context
+    const int dev = s->device;
+    if (CUresult r = sticky_error(dev)) return r;
+    if (a.n == 0) return CUDA_SUCCESS;
+    {
+        Shared lock(g_state->mutex);
+        if (!args_ok(*g_state, a, dev, true)) return CUDA_ERROR_INVALID_VALUE;
+        if (CUresult r = views_ready(*g_state, a)) return r;
+    }
+    const void* host = a.kind == Kind::htod   ? reinterpret_cast<const void*>(a.src)
+                       : a.kind == Kind::dtoh ? reinterpret_cast<const void*>(a.dst)
+                                              : nullptr;
+    Queues& q = queues();
+    std::unique_lock<std::mutex> lock(q.mutex);
+    const bool pinned = host != nullptr && pinned_use(q, host, a.n, true);
+    std::shared_ptr<std::vector<unsigned char>> staging;
+    if (host != nullptr && !pinned && a.kind == Kind::htod) {
+        wait_for(lock, barrier_of(q, s));  // pageable HtoD: the stream first
+        lock.unlock();
+        {
+            Shared reg(g_state->mutex);  // the source may be CPU-accessible device VA: no unmap meanwhile
+            if (!host_range_ok(*g_state, host, a.n, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
+            auto* p = static_cast<const unsigned char*>(host);
+            try {
+                staging = std::make_shared<std::vector<unsigned char>>(p, p + a.n);
+            } catch (const std::bad_alloc&) {
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+        }
+        lock.lock();
+    }
+    Op op;
+    op.skip_on_fault = false;  // execute() skips itself; the pinned use must be released either way
+    op.run = [a, dev, staging, pinned, host] {
+        execute(a, dev, staging ? staging->data() : nullptr);
+        if (pinned) {
+            Queues& qq = queues();
+            std::lock_guard<std::mutex> release(qq.mutex);
+            pinned_release(qq, host);
+        }
+    };
+    uint64_t seq = submit(q, s, std::move(op));
+    if (seq == 0) {
+        if (pinned) pinned_release(q, host);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
+    if (host != nullptr && !pinned && a.kind == Kind::dtoh) {
+        wait_for(lock, {{s, seq}});  // pageable DtoH: done when it returns
+        return sticky_error(dev);
+    }
+    return CUDA_SUCCESS;
+}
+
+}  // namespace
+
+namespace entry {
+
+CUresult CUDAAPI cuMemcpyHtoDAsync(CUdeviceptr dst, const void* src, size_t bytes, CUstream hStream) {
+    CUVMM_REQUIRE_INIT();
+    return enqueue(hStream, {Kind::htod, static_cast<uintptr_t>(dst), reinterpret_cast<uintptr_t>(src), bytes, 0});
+}
+
+CUresult CUDAAPI cuMemcpyDtoHAsync(void* dst, CUdeviceptr src, size_t bytes, CUstream hStream) {
+    CUVMM_REQUIRE_INIT();
+    return enqueue(hStream, {Kind::dtoh, reinterpret_cast<uintptr_t>(dst), static_cast<uintptr_t>(src), bytes, 0});
+}
+
+CUresult CUDAAPI cuMemcpyDtoDAsync(CUdeviceptr dst, CUdeviceptr src, size_t bytes, CUstream hStream) {
+    CUVMM_REQUIRE_INIT();
+    return enqueue(hStream, {Kind::dtod, static_cast<uintptr_t>(dst), static_cast<uintptr_t>(src), bytes, 0});
+}
+
+CUresult CUDAAPI cuMemsetD8Async(CUdeviceptr dst, unsigned char value, size_t count, CUstream hStream) {
+    CUVMM_REQUIRE_INIT();
+    return enqueue(hStream, {Kind::memset, static_cast<uintptr_t>(dst), 0, count, value});
+}
+
+}  // namespace entry
+
+}  // namespace host
+}  // namespace cuvmm

@@ -1,0 +1,130 @@
+// Host driver entry points for page-locked host memory: cuMemHostAlloc / cuMemFreeHost
+// (an anonymous mapping the driver owns) and cuMemHostRegister / cuMemHostUnregister (a
+// range of the caller's memory, which stays the caller's). A copy whose host side lies
+// entirely inside one such range is fully asynchronous (async_copies.cpp) and counts as a
+// pending use of it until it has run. cuda.h does not say what freeing or unregistering
+// memory that queued copies still target does; the host driver waits for those copies
+// (never a use-after-free), which a host function must not do anyway (NOT_PERMITTED).
+#include "host/stream_queue.hpp"
+
+#include <sys/mman.h>
+
+namespace cuvmm {
+namespace host {
+namespace {
+
+constexpr unsigned kAllocFlags = CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED;
+constexpr unsigned kRegisterFlags = CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP |
+                                    CU_MEMHOSTREGISTER_IOMEMORY | CU_MEMHOSTREGISTER_READ_ONLY;
+
+// The range containing all of [p, p+n), or end(). Queue mutex held.
+std::map<uintptr_t, PinnedRange>::iterator containing(Queues& q, uintptr_t p, size_t n) {
+    auto it = q.pinned.upper_bound(p);
+    if (it == q.pinned.begin()) return q.pinned.end();
+    --it;
+    if (p - it->first >= it->second.size || n > it->second.size - (p - it->first)) return q.pinned.end();
+    return it;
+}
+
+bool overlaps(Queues& q, uintptr_t p, size_t n) {
+    auto it = q.pinned.upper_bound(p);
+    if (it != q.pinned.begin()) {
+        auto prev = std::prev(it);
+        if (p - prev->first < prev->second.size) return true;
+    }
+    return it != q.pinned.end() && it->first < p + n;
+}
+
+// Removes the range at exactly `base` of the given kind once no queued op uses it.
+// Returns false (nothing removed) when there is none. Size via *size.
+bool remove_when_idle(uintptr_t base, bool allocated, size_t* size) {
+    Queues& q = queues();
+    std::unique_lock<std::mutex> lock(q.mutex);
+    auto it = q.pinned.find(base);
+    if (it == q.pinned.end() || it->second.allocated != allocated) return false;
+    q.changed.wait(lock, [&] {
+        auto cur = q.pinned.find(base);
+        return cur == q.pinned.end() || cur->second.pending == 0;
+    });
+    it = q.pinned.find(base);  // a concurrent free of the same pointer may have won
+    if (it == q.pinned.end() || it->second.allocated != allocated) return false;
+    *size = it->second.size;
+    q.pinned.erase(it);
+    return true;
+}
+
+}  // namespace
+
+bool pinned_use(Queues& q, const void* p, size_t n, bool use) {
+    auto it = containing(q, reinterpret_cast<uintptr_t>(p), n);
+    if (it == q.pinned.end()) return false;
+    if (use) ++it->second.pending;
+    return true;
+}
+
+void pinned_release(Queues& q, const void* p) {
+    auto it = containing(q, reinterpret_cast<uintptr_t>(p), 1);
+    if (it == q.pinned.end()) return;
+    --it->second.pending;
+    q.changed.notify_all();
+}
+
+namespace entry {
+
+CUresult CUDAAPI cuMemHostAlloc(void** pp, size_t bytesize, unsigned int Flags) {
+    CUVMM_REQUIRE_INIT();
+    if (pp == nullptr || bytesize == 0 || (Flags & ~kAllocFlags) != 0) return CUDA_ERROR_INVALID_VALUE;
+    int dev;
+    if (CUresult r = stream_context(&dev)) return r;
+    void* p = ::mmap(nullptr, bytesize, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    if (p == MAP_FAILED) return CUDA_ERROR_OUT_OF_MEMORY;
+    Queues& q = queues();
+    std::lock_guard<std::mutex> lock(q.mutex);
+    PinnedRange r;
+    r.size = bytesize;
+    r.allocated = true;
+    q.pinned.emplace(reinterpret_cast<uintptr_t>(p), r);
+    *pp = p;
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemFreeHost(void* p) {
+    CUVMM_REQUIRE_INIT();
+    size_t size = 0;
+    if (!remove_when_idle(reinterpret_cast<uintptr_t>(p), true, &size)) return CUDA_ERROR_INVALID_VALUE;
+    ::munmap(p, size);
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemHostRegister(void* p, size_t bytesize, unsigned int Flags) {
+    CUVMM_REQUIRE_INIT();
+    auto v = reinterpret_cast<uintptr_t>(p);
+    if (p == nullptr || bytesize == 0 || !range_ok(v, bytesize) || (Flags & ~kRegisterFlags) != 0) {
+        return CUDA_ERROR_INVALID_VALUE;
+    }
+    int dev;
+    if (CUresult r = stream_context(&dev)) return r;
+    {
+        Shared lock(g_state->mutex);
+        if (overlaps_reservation(*g_state, v, bytesize)) return CUDA_ERROR_INVALID_VALUE;  // device VA, not host memory
+    }
+    Queues& q = queues();
+    std::lock_guard<std::mutex> lock(q.mutex);
+    if (overlaps(q, v, bytesize)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;
+    PinnedRange r;
+    r.size = bytesize;
+    q.pinned.emplace(v, r);
+    return CUDA_SUCCESS;
+}
+
+CUresult CUDAAPI cuMemHostUnregister(void* p) {
+    CUVMM_REQUIRE_INIT();
+    size_t size = 0;
+    if (!remove_when_idle(reinterpret_cast<uintptr_t>(p), false, &size)) return CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED;
+    return CUDA_SUCCESS;
+}
+
+}  // namespace entry
+
+}  // namespace host
+}  // namespace cuvmm

@@ -1,0 +1,216 @@
+// The host driver's stream machinery (see stream_queue.hpp): the registry, submission
+// with the implicit legacy/blocking dependencies, the per-stream worker threads, the
+// per-thread default streams, the sticky per-device fault and the op delay.
+#include "host/stream_queue.hpp"
+
+#include <pthread.h>
+
+#include <chrono>
+#include <new>
+#include <thread>
+
+namespace cuvmm {
+namespace host {
+namespace {
+
+std::array<std::atomic<int>, kMaxDevices> g_sticky{};
+std::atomic<long long> g_delay_micros{0};
+
+// Queues is leaked on purpose: detached workers may still run while the process exits.
+Queues* make_queues();
+Queues* const g_queues = make_queues();
+
+// fork(): the child has none of the parent's threads. The mutex and condition variable
+// are re-made (a waiter that only existed in the parent must not be waited for), and no
+// stream has a worker any more: the next submit starts one.
+void before_fork() { g_queues->mutex.lock(); }
+void parent_after_fork() { g_queues->mutex.unlock(); }
+void child_after_fork() {
+    Queues& q = *g_queues;
+    new (&q.mutex) std::mutex();
+    new (&q.changed) std::condition_variable();
+    for (auto& list : q.all) {
+        for (auto& s : list) s->worker = false;
+    }
+}
+
+Queues* make_queues() {
+    auto* q = new Queues();
+    pthread_atfork(before_fork, parent_after_fork, child_after_fork);
+    return q;
+}
+
+// Each thread's default streams, one per device, made on first use. When the thread ends
+// they are destroyed like a created stream: queued work drains, then the worker exits.
+struct PerThreadStreams {
+    std::array<StreamRef, kMaxDevices> s{};
+    ~PerThreadStreams() {
+        std::lock_guard<std::mutex> lock(g_queues->mutex);
+        for (auto& p : s) {
+            if (p) p->destroyed = true;
+        }
+        g_queues->changed.notify_all();
+    }
+};
+thread_local PerThreadStreams tl_per_thread;
+
+StreamRef new_stream(Queues& q, HostStream::Kind kind, int dev, unsigned flags) {
+    auto s = std::make_shared<HostStream>();
+    s->kind = kind;
+    s->device = dev;
+    s->flags = flags;
+    q.all[dev].push_back(s);
+    return s;
+}
+
+// The worker of one stream: runs its ops in order, each once its dependencies are
+// satisfied and the delay has passed, with no lock held while it runs or sleeps. Exits
+// when the stream was destroyed and its queue is empty.
+void worker_loop(StreamRef s) {
+    Queues& q = *g_queues;
+    std::unique_lock<std::mutex> lock(q.mutex);
+    for (;;) {
+        q.changed.wait(lock, [&] { return !s->queue.empty() || s->destroyed; });
+        if (s->queue.empty()) break;  // destroyed and drained
+        wait_for(lock, s->queue.front().deps);
+        Op op = std::move(s->queue.front());
+        s->queue.pop_front();
+        lock.unlock();
+        long long delay = g_delay_micros.load(std::memory_order_relaxed);
+        if (delay > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay));
+        if (!(op.skip_on_fault && sticky_error(s->device) != CUDA_SUCCESS)) op.run();
+        op = Op();  // drop what the op captured (staging, event references) outside the lock
+        lock.lock();
+        ++s->completed;
+        q.changed.notify_all();
+    }
+    auto& list = q.all[s->device];
+    for (auto it = list.begin(); it != list.end(); ++it) {
+        if (it->get() == s.get()) {
+            list.erase(it);
+            break;
+        }
+    }
+    s->worker = false;
+}
+
+}  // namespace
+
+thread_local bool tl_in_host_function = false;
+
+Queues& queues() { return *g_queues; }
+
+CUresult sticky_error(int device) {
+    if (device < 0 || device >= kMaxDevices) return CUDA_SUCCESS;
+    return static_cast<CUresult>(g_sticky[device].load(std::memory_order_acquire));
+}
+
+void set_sticky_error(int device, CUresult rc) {
+    int expected = CUDA_SUCCESS;
+    g_sticky[device].compare_exchange_strong(expected, static_cast<int>(rc), std::memory_order_acq_rel);
+}
+
+long long stream_delay_micros() { return g_delay_micros.load(std::memory_order_relaxed); }
+
+StreamRef resolve_stream(Queues& q, CUstream s, int dev) {
+    if (s == nullptr || s == CU_STREAM_LEGACY) {
+        if (!q.legacy[dev]) q.legacy[dev] = new_stream(q, HostStream::Kind::legacy, dev, CU_STREAM_DEFAULT);
+        return q.legacy[dev];
+    }
+    if (s == CU_STREAM_PER_THREAD) {
+        StreamRef& p = tl_per_thread.s[dev];
+        if (!p) p = new_stream(q, HostStream::Kind::per_thread, dev, CU_STREAM_DEFAULT);
+        return p;
+    }
+    auto it = q.streams.find(reinterpret_cast<uintptr_t>(s));
+    return it == q.streams.end() ? nullptr : it->second;
+}
+
+std::vector<std::pair<StreamRef, uint64_t>> barrier_of(Queues& q, const StreamRef& s) {
+    std::vector<std::pair<StreamRef, uint64_t>> deps;
+    deps.emplace_back(s, s->submitted);
+    if (s->kind == HostStream::Kind::legacy) {
+        for (auto& other : q.all[s->device]) {
+            if (other != s && other->blocking() && other->submitted > other->completed) {
+                deps.emplace_back(other, other->submitted);
+            }
+        }
+    } else if (s->blocking()) {
+        const StreamRef& legacy = q.legacy[s->device];
+        if (legacy && legacy->submitted > legacy->completed) deps.emplace_back(legacy, legacy->submitted);
+    }
+    return deps;
+}
+
+uint64_t submit(Queues& q, const StreamRef& s, Op op) {
+    try {
+        if (!s->worker) {  // started first: a thread that cannot start leaves nothing queued
+            std::thread(worker_loop, s).detach();
+            s->worker = true;  // the worker needs the queue mutex, which the caller holds
+        }
+        auto implicit = barrier_of(q, s);
+        for (size_t i = 1; i < implicit.size(); ++i) op.deps.push_back(std::move(implicit[i]));  // [0] is s: FIFO
+        s->queue.push_back(std::move(op));
+    } catch (...) {  // std::system_error (no thread), std::bad_alloc: never across the C ABI
+        return 0;
+    }
+    uint64_t seq = ++s->submitted;
+    q.changed.notify_all();
+    return seq;
+}
+
+bool satisfied(const std::vector<std::pair<StreamRef, uint64_t>>& deps) {
+    for (auto& d : deps) {
+        if (d.first->completed < d.second) return false;
+    }
+    return true;
+}
+
+void wait_for(std::unique_lock<std::mutex>& lock, const std::vector<std::pair<StreamRef, uint64_t>>& deps) {
+    queues().changed.wait(lock, [&] { return satisfied(deps); });
+}
+
+std::vector<std::pair<StreamRef, uint64_t>> device_barrier(Queues& q, int dev) {
+    std::vector<std::pair<StreamRef, uint64_t>> deps;
+    for (auto& s : q.all[dev]) deps.emplace_back(s, s->submitted);
+    return deps;
+}
+
+CUresult stream_context(int* dev) {
+    {
+        Shared lock(g_state->mutex);
+        if (!current_device(*g_state, dev)) return CUDA_ERROR_INVALID_CONTEXT;
+    }
+    return sticky_error(*dev);
+}
+
+CUresult lookup_stream(CUstream stream, StreamRef* out) {
+    Queues& q = queues();
+    if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) {
+        int dev;
+        if (CUresult r = stream_context(&dev)) return r;
+        std::lock_guard<std::mutex> lock(q.mutex);
+        *out = resolve_stream(q, stream, dev);
+        return CUDA_SUCCESS;
+    }
+    std::lock_guard<std::mutex> lock(q.mutex);
+    *out = resolve_stream(q, stream, 0);
+    return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult synchronize_current_device() {
+    int dev;
+    if (CUresult r = stream_context(&dev)) return r;
+    Queues& q = queues();
+    std::unique_lock<std::mutex> lock(q.mutex);
+    wait_for(lock, device_barrier(q, dev));
+    return sticky_error(dev);
+}
+
+}  // namespace host
+
+void host_set_stream_delay_micros(long long micros) {
+    host::g_delay_micros.store(micros > 0 ? micros : 0, std::memory_order_relaxed);
+}
+
+}  // namespace cuvmm

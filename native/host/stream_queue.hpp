@@ -1,0 +1,155 @@
+// The host driver's stream machinery: every stream (created, the legacy stream of each
+// device, the per-thread default stream of each (thread, device)) is a FIFO of ops run in
+// order by one worker thread of its own. Included only by native/host/*.cpp.
+//
+// Ordering. An op carries dependencies (stream, count): it starts only when each named
+// stream has completed that many ops. Counts only grow, so one mutex and one condition
+// variable (notify_all on every change) serve every waiter. Dependencies only ever name
+// ops already queued, in the total order of submissions under the queue mutex, so they
+// never form a cycle.
+//   - legacy stream: an op depends on everything already queued on the device's blocking
+//     streams (flag DEFAULT, per-thread default streams included);
+//   - blocking stream: an op depends on everything already queued on the legacy stream;
+//   - NON_BLOCKING streams do neither; cuStreamWaitEvent queues a no-op that depends on
+//     the event's last record.
+//
+// Faults. An op that finds its memory no longer mapped or accessible when it runs sets the
+// device's sticky error (CUDA_ERROR_ILLEGAL_ADDRESS), as an illegal access kills a GPU
+// context: later ops on that device are skipped (host functions are not called), and the
+// sync / query / event calls and the calls needing the current context on that device
+// return it for the rest of the process.
+//
+// Locks. The queue mutex guards every stream's queue and counts, the handle maps, events
+// and pinned ranges. It is never held across an op, a host function, a sleep or a registry
+// lock acquisition: ops run with no queue lock (a copy takes the registry lock shared
+// itself, as the synchronous copies do). Everything here is allocated once and never
+// destroyed, so detached workers still running at process exit touch no destroyed object.
+#pragma once
+
+#include "host/host_internal.hpp"
+
+#include <condition_variable>
+#include <deque>
+#include <functional>
+#include <utility>
+#include <vector>
+
+namespace cuvmm {
+namespace host {
+
+struct HostStream;
+using StreamRef = std::shared_ptr<HostStream>;
+
+// One queued operation. `run` executes it on the worker with no lock held; `skip_on_fault`
+// ops (copies, memset, host functions) are not run once the device's sticky error is set.
+struct Op {
+    std::function<void()> run;
+    std::vector<std::pair<StreamRef, uint64_t>> deps;  // (stream, completed count needed)
+    bool skip_on_fault = true;
+};
+
+struct HostStream {
+    enum class Kind { created, legacy, per_thread };
+    Kind kind = Kind::created;
+    int device = 0;
+    unsigned flags = 0;       // CU_STREAM_DEFAULT or CU_STREAM_NON_BLOCKING
+    int priority = 0;         // clamped to [kGreatestPriority, kLeastPriority]; not used to schedule
+    uintptr_t handle = 0;     // public value (created streams); 0 for legacy / per-thread
+    // Guarded by the queue mutex:
+    std::deque<Op> queue;     // ops not yet started, in order
+    uint64_t submitted = 0;   // ops ever queued
+    uint64_t completed = 0;   // ops finished (run, skipped or a no-op)
+    bool destroyed = false;   // handle gone; the worker drains the queue and exits
+    bool worker = false;      // a worker thread serves this stream
+
+    bool blocking() const { return flags == CU_STREAM_DEFAULT; }
+};
+
+constexpr int kLeastPriority = 0;
+constexpr int kGreatestPriority = -5;
+constexpr uintptr_t kFirstEvent = 0x5e000000;
+
+// One event (events.cpp). The last record is (stream, seq): complete when the stream's
+// completed count reaches seq. A record op stamps `time_ns` when it runs, for its own
+// generation only (a re-record before the old op ran must not be timed by the old op).
+struct HostEvent {
+    int device = 0;
+    unsigned flags = 0;
+    // Guarded by the queue mutex:
+    StreamRef stream;         // null: never recorded (empty set of work)
+    uint64_t seq = 0;
+    uint64_t generation = 0;  // records so far
+    uint64_t stamped = 0;     // generation whose run stamped time_ns
+    long long time_ns = 0;
+};
+
+// One page-locked range (pinned.cpp): from cuMemHostAlloc (`allocated`) or registered.
+struct PinnedRange {
+    size_t size = 0;
+    bool allocated = false;
+    long pending = 0;         // queued ops reading or writing it; free/unregister wait for 0
+};
+
+// The stream registry (never destroyed). All members guarded by `mutex`.
+struct Queues {
+    std::mutex mutex;
+    std::condition_variable changed;                        // any count, queue or flag changed
+    std::unordered_map<uintptr_t, StreamRef> streams;       // created streams by handle
+    std::array<StreamRef, kMaxDevices> legacy{};            // made on first use
+    std::array<std::vector<StreamRef>, kMaxDevices> all{};  // every live stream of a device
+    std::unordered_map<uintptr_t, std::shared_ptr<HostEvent>> events;
+    std::map<uintptr_t, PinnedRange> pinned;                // base -> range
+    uintptr_t next_stream = kFirstStream;
+    uintptr_t next_event = kFirstEvent;
+};
+
+Queues& queues();
+
+// Per-device sticky error: CUDA_SUCCESS until an op faults.
+CUresult sticky_error(int device);
+void set_sticky_error(int device, CUresult rc);
+
+// The delay every queued op sleeps before it runs (host_set_stream_delay_micros).
+long long stream_delay_micros();
+
+// Resolves a public stream value for the current device `dev`: nullptr / CU_STREAM_LEGACY
+// -> the device's legacy stream, CU_STREAM_PER_THREAD -> this thread's default stream,
+// else a live created stream (any device). Null when the handle is not a live stream.
+// Caller holds the queue mutex.
+StreamRef resolve_stream(Queues& q, CUstream s, int dev);
+
+// Queues `op` on `s`, adding the implicit legacy/blocking dependencies, and starts the
+// worker if needed. Returns the op's sequence number (complete when s->completed >= it),
+// or 0 when no worker thread or memory could be had (nothing queued; callers return
+// CUDA_ERROR_OUT_OF_MEMORY). Caller holds the queue mutex.
+uint64_t submit(Queues& q, const StreamRef& s, Op op);
+
+// The dependencies an op queued on `s` now would get implicitly (legacy / blocking rule),
+// plus s itself: an op that waits for them has "waited for the stream". Queue mutex held.
+std::vector<std::pair<StreamRef, uint64_t>> barrier_of(Queues& q, const StreamRef& s);
+
+// Waits (releasing the queue mutex while blocked) until every dependency is satisfied.
+void wait_for(std::unique_lock<std::mutex>& lock, const std::vector<std::pair<StreamRef, uint64_t>>& deps);
+
+bool satisfied(const std::vector<std::pair<StreamRef, uint64_t>>& deps);
+
+// Every live stream of `dev` (for cuCtxSynchronize), as a barrier. Queue mutex held.
+std::vector<std::pair<StreamRef, uint64_t>> device_barrier(Queues& q, int dev);
+
+// The common prologue of the stream/event/copy entry points: the current device, or
+// INVALID_CONTEXT; the device's sticky error when set. Takes the registry lock shared.
+CUresult stream_context(int* dev);
+
+// Resolves `stream` for the calling thread: the special values (nullptr, CU_STREAM_LEGACY,
+// CU_STREAM_PER_THREAD) need a current context (INVALID_CONTEXT, or the device's sticky
+// error); a created stream does not (its own device counts); anything else
+// INVALID_HANDLE. Takes the queue mutex itself.
+CUresult lookup_stream(CUstream stream, StreamRef* out);
+
+// The pinned range containing all of [p, p+n) (and counts one pending use when `use`),
+// or false. Queue mutex held.
+bool pinned_use(Queues& q, const void* p, size_t n, bool use);
+void pinned_release(Queues& q, const void* p);
+
+}  // namespace host
+}  // namespace cuvmm
