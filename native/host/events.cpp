@@ -73,10 +73,7 @@ CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
     op.run = [ev, generation] {
         long long t = now_ns();
         std::lock_guard<std::mutex> stamp_lock(queues().mutex);
-        if (ev->generation == generation) {  // re-recorded since: the newer op stamps
-            ev->time_ns = t;
-            ev->stamped = generation;
-        }
+        if (ev->generation == generation) ev->time_ns = t;  // else re-recorded since: the newer op stamps
     };
     uint64_t seq = submit(q, s, std::move(op));
     if (seq == 0) return CUDA_ERROR_OUT_OF_MEMORY;  // the previous record stays the event's state

@@ -163,6 +163,9 @@
 // never disagree to another thread. Copies and memset take it shared for the whole
 // memcpy, so a concurrent unmap or mprotect waits until the copy is done and a copy can
 // never fault. Nothing but bookkeeping and those syscalls happens under the lock.
+// Streams, events and pinned ranges sit behind a separate queue mutex (stream_queue.hpp),
+// never held together with this lock nor across an op, a host function or a sleep; a
+// queued copy takes this lock shared when it runs, as the synchronous copies do.
 //
 // Ownership: the driver owns exactly one fd per live allocation record (created memfd
 // or its own dup of an imported fd) and closes it once, when the handle is fully

@@ -79,7 +79,6 @@ struct HostEvent {
     StreamRef stream;         // null: never recorded (empty set of work)
     uint64_t seq = 0;
     uint64_t generation = 0;  // records so far
-    uint64_t stamped = 0;     // generation whose run stamped time_ns
     long long time_ns = 0;
 };
 
