@@ -68,6 +68,15 @@ CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
     if (ev->device != s->device) return CUDA_ERROR_INVALID_HANDLE;  // cuda.h: must share a context
     if (CUresult r = sticky_error(s->device)) return r;
     const uint64_t generation = ev->generation + 1;  // published below, under the mutex the stamp takes
+    if (idle(q, s)) {
+        // Everything the record would wait for is done: it is complete now (no op, no wakeup).
+        // The steady state of a stream-ordered pool records on idle streams all the time.
+        ev->generation = generation;
+        ev->stream = s;
+        ev->seq = s->submitted;
+        ev->time_ns = now_ns();
+        return CUDA_SUCCESS;
+    }
     Op op;
     op.skip_on_fault = false;  // a record completes even after a fault (its stamp is never read)
     op.run = [ev, generation] {

@@ -166,6 +166,11 @@ bool satisfied(const std::vector<std::pair<StreamRef, uint64_t>>& deps) {
     return true;
 }
 
+bool idle(Queues& q, const StreamRef& s) {
+    return g_delay_micros.load(std::memory_order_relaxed) == 0 && s->queue.empty() &&
+           s->completed == s->submitted && satisfied(barrier_of(q, s));
+}
+
 void wait_for(std::unique_lock<std::mutex>& lock, const std::vector<std::pair<StreamRef, uint64_t>>& deps) {
     queues().changed.wait(lock, [&] { return satisfied(deps); });
 }

@@ -132,6 +132,12 @@ void wait_for(std::unique_lock<std::mutex>& lock, const std::vector<std::pair<St
 
 bool satisfied(const std::vector<std::pair<StreamRef, uint64_t>>& deps);
 
+// True when an op queued on `s` now would run at once and do nothing that takes time: no
+// delay is set, `s` has nothing queued or running, and its implicit dependencies (legacy /
+// blocking rule) are complete. A record or a wait on such a stream is complete at the call,
+// so it needs no op and wakes no worker. Queue mutex held.
+bool idle(Queues& q, const StreamRef& s);
+
 // Every live stream of `dev` (for cuCtxSynchronize), as a barrier. Queue mutex held.
 std::vector<std::pair<StreamRef, uint64_t>> device_barrier(Queues& q, int dev);
 

@@ -118,6 +118,7 @@ CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned in
     if (CUresult r = sticky_error(s->device)) return r;
     const HostEvent& ev = *e->second;
     if (!ev.stream) return CUDA_SUCCESS;
+    if (ev.stream->completed >= ev.seq) return CUDA_SUCCESS;  // complete already: nothing to wait for
     Op op;
     op.run = [] {};
     op.deps.emplace_back(ev.stream, ev.seq);
