@@ -77,6 +77,16 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             public void reportLeak(long address, long size, Throwable site) {
                 LeakDetection.report(describe(address, size), site);
             }
+
+            @Override
+            public Object streamKey(Stream stream) {
+                return stream.useKey();
+            }
+
+            @Override
+            public void afterEvents(String what, java.util.List<Event> events, Runnable action) {
+                StreamOrderedRelease.later(what, events, action);
+            }
         });
     }
 
@@ -145,6 +155,9 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         // The buffer's stream uses (set when the first is recorded): a leaked buffer's release
         // waits for them; every release destroys their events after the memory is dropped.
         volatile StreamUses uses;
+        // Set by close(Stream) of a buffer whose recycler orders the return itself (a pool
+        // slot): the recycler gets the range with this stream instead of a plain recycle.
+        volatile Stream closeStream;
 
         Release(NativeRangeHandle range, long address, long size, BufferRecycler recycler, Throwable site,
                 ImportHold hold) {
@@ -170,7 +183,9 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
                 if (!explicit && u != null) u.awaitAll(description()); // explicit closes waited already
             } finally {
                 try {
-                    if (recycler != null) recycler.recycle(range, !explicit);
+                    Stream s = closeStream;
+                    if (s != null) ((org.cuvmm.internal.StreamOrderedRecycler) recycler).recycle(range, s);
+                    else if (recycler != null) recycler.recycle(range, !explicit);
                     else range.deallocate();
                 } catch (RuntimeException | Error e) {
                     // The memory may still be mapped: keep the import's hold (a sharing lease
@@ -526,11 +541,38 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         stream.acquire();
         try {
             if (state.tryClose(release, holders()) == AcquireState.CloseResult.CLOSED_NOW) {
-                StreamOrderedRelease.closeOn(this, stream, streamUses);
+                if (release.recycler instanceof org.cuvmm.internal.StreamOrderedRecycler) closeIntoPool(stream);
+                else StreamOrderedRelease.closeOn(this, stream, streamUses);
             }
         } finally {
             stream.release();
         }
+    }
+
+    /**
+     * close(stream) of a pooled buffer: {@code stream} waits for the uses recorded on other
+     * streams, then the pool takes the range back in {@code stream}'s order (it records its own
+     * event there; see {@link org.cuvmm.pool.VirtualMemoryPool}, "Streams"). Never blocks, except
+     * when the driver refuses the waits: then it waits here for the recorded uses (late, never
+     * early) and the pool takes the memory back as after close(), and why is logged.
+     */
+    private void closeIntoPool(Stream stream) {
+        StreamUses u = streamUses;
+        if (u != null && !u.isEmpty()) {
+            try {
+                u.makeWait(stream);
+            } catch (RuntimeException | Error e) {
+                System.getLogger("org.cuvmm").log(System.Logger.Level.WARNING, "close(" + stream + ") of " + this
+                        + " could not order the stream after the buffer's other streams (" + e.getMessage()
+                        + "); waiting for them here instead", e);
+                u.awaitAll(release.description());
+                NativeApi.stream_synchronize(stream.nativeHandle(), NativeCalls.status()); // best effort, as closeOn
+                finishClose();
+                return;
+            }
+        }
+        release.closeStream = stream;
+        finishClose();
     }
 
     /** The native range; the caller holds a use. */

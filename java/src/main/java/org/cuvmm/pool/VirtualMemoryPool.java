@@ -17,6 +17,7 @@ import javax.management.StandardMBean;
 
 import org.cuvmm.BufferOrigin;
 import org.cuvmm.CudaException;
+import org.cuvmm.Stream;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.internal.Checks;
@@ -158,7 +159,29 @@ public final class VirtualMemoryPool implements AutoCloseable {
      *     {@code CUDA_ERROR_OUT_OF_MEMORY} the pool first trims its idle memory and retries once)
      */
     public VirtualMemoryBuffer allocate(long reqSize) {
-        return allocate(local, reqSize);
+        return allocate(local, reqSize, null);
+    }
+
+    /**
+     * {@link #allocate(long)} in {@code stream}'s order: the buffer may be used by work queued on
+     * {@code stream} from now on (and, on the host, once that stream has reached this point).
+     * Reused memory freed with {@link VirtualMemoryBuffer#close(Stream)} on the same stream is
+     * handed out with no driver call; memory whose stream-ordered free on another stream may
+     * still be pending makes {@code stream} wait for that free's event first (one
+     * {@code cuStreamWaitEvent}; the caller never blocks). Close the buffer with
+     * {@code close(stream)} to give the memory back in stream order. See "Streams".
+     *
+     * @param reqSize the size in bytes ({@code size()} of the result)
+     * @param stream the stream the buffer is first used on
+     * @return an open buffer whose {@code mappedSize()} is its size class
+     * @throws NullPointerException when {@code stream} is null
+     * @throws IllegalArgumentException as {@link #allocate(long)}
+     * @throws IllegalStateException when {@code stream} is closed, or as {@link #allocate(long)}
+     * @throws CudaException when the driver refuses the wait (the memory stays in the pool), or
+     *     as {@link #allocate(long)}
+     */
+    public VirtualMemoryBuffer allocate(long reqSize, Stream stream) {
+        return allocate(local, reqSize, requireOpen(stream));
     }
 
     /**
@@ -180,22 +203,52 @@ public final class VirtualMemoryPool implements AutoCloseable {
      *     {@code CUDA_ERROR_OUT_OF_MEMORY} the pool first trims its idle memory and retries once)
      */
     public VirtualMemoryBuffer allocateExported(long reqSize) {
+        checkExportable();
+        return allocate(exported, reqSize, null);
+    }
+
+    /**
+     * {@link #allocateExported(long)} in {@code stream}'s order, with the reuse rules of
+     * {@link #allocate(long, Stream)}. Its memory returns to the pool as after
+     * {@link #allocateExported(long)}: with {@link VirtualMemoryBuffer#close(Stream)} (in stream
+     * order) when no lease holds it, else with {@link VirtualMemoryBuffer#closeWhenUnused()}
+     * (host order, once the last lease is gone and the recorded stream work completed). Before a
+     * consumer in another process uses the memory, the owner must have waited for its own stream
+     * work (as for any exported buffer): the consumer's streams are not ordered with ours.
+     *
+     * @throws NullPointerException when {@code stream} is null
+     * @throws IllegalStateException when {@code stream} is closed, or as {@link #allocateExported(long)}
+     * @throws CudaException as {@link #allocate(long, Stream)}
+     */
+    public VirtualMemoryBuffer allocateExported(long reqSize, Stream stream) {
+        checkExportable();
+        return allocate(exported, reqSize, requireOpen(stream));
+    }
+
+    private void checkExportable() {
         if (!resource.isIpcEnabled()) {
             throw new IllegalStateException("allocateExported: pool " + name + " allocates from a resource with handle "
                     + "type " + resource.options().handleType() + " (expected: POSIX_FD; build the pool over a resource "
                     + "created with VirtualMemoryResourceOptions.builder().handleType(HandleType.POSIX_FD))");
         }
-        return allocate(exported, reqSize);
     }
 
-    private VirtualMemoryBuffer allocate(LifetimePool lifetimePool, long reqSize) {
+    private static Stream requireOpen(Stream stream) {
+        Checks.notNull("stream", stream);
+        if (stream.isClosed()) {
+            throw new IllegalStateException("stream: " + stream + " is closed (expected: an open stream to allocate on)");
+        }
+        return stream;
+    }
+
+    private VirtualMemoryBuffer allocate(LifetimePool lifetimePool, long reqSize, Stream stream) {
         Checks.nonNegative("reqSize", reqSize);
         if (closed) {
             throw new IllegalStateException("pool " + name + " is closed; allocate from an open pool, or from the "
                     + "resource directly");
         }
         if (reqSize == 0) return resource.allocate(0);
-        return lifetimePool.allocate(reqSize, sampleForAllocationSite());
+        return lifetimePool.allocate(reqSize, stream, sampleForAllocationSite());
     }
 
     /** One allocation in leakSampleRate records its site (when sites are captured at all). */
@@ -263,6 +316,19 @@ public final class VirtualMemoryPool implements AutoCloseable {
         LifetimePool p = of(lifetime);
         drainLeaks();
         return p.snapshot();
+    }
+
+    /**
+     * Returns when every release this pool handed to cuvmm's release thread so far has run (the
+     * thread runs them in order); for tests. Bounded: throws after {@code seconds}.
+     */
+    void awaitDeferredReleases(long seconds) throws InterruptedException {
+        java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
+        org.cuvmm.internal.BufferAccess.get().afterEvents("pool " + name + ": a test's marker", List.of(),
+                done::countDown);
+        if (!done.await(seconds, java.util.concurrent.TimeUnit.SECONDS)) {
+            throw new IllegalStateException("the release thread did not drain in " + seconds + " s");
+        }
     }
 
     /** The queue every {@link LeakWatch} of this pool is registered with. */
