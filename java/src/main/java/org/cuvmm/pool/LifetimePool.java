@@ -55,6 +55,13 @@ import org.cuvmm.internal.jni.NativeRangeHandle;
  *
  * <p>Expensive work ({@code cuMemCreate} and friends on a miss, unmap/release/free when a
  * range is released) always runs with no lock of the pool held.
+ *
+ * <h2>Streams</h2>
+ * A stream-ordered free ({@link #recycleOnStream}) records the slot's own event on the stream
+ * and tags the slot ({@code pending}, {@code recordedOn}, {@code waitedBy} in
+ * {@link PoolSlotFields}); a taker not ordered after the tag waits for the event
+ * ({@link #orderAfterFree}); {@link #release} hands a slot whose event has not completed to
+ * cuvmm's release thread. The rules and their reasons: {@link VirtualMemoryPool}, "Streams".
  */
 final class LifetimePool {
     private static final System.Logger LOG = System.getLogger("org.cuvmm.pool");

@@ -101,6 +101,58 @@ import org.cuvmm.internal.Checks;
  * (64 by default) also records where it was allocated, when allocation sites are captured
  * ({@value org.cuvmm.LeakDetection#CAPTURE_PROPERTY}).
  *
+ * <p><b>Streams.</b> {@link #allocate(long, Stream)} and {@link #allocateExported(long, Stream)}
+ * allocate in a stream's order, and {@link VirtualMemoryBuffer#close(Stream)} of a pooled buffer
+ * frees in a stream's order (as {@code cudaMallocAsync}/{@code cudaFreeAsync}, RMM's pool and
+ * cuda.core's {@code allocate(size, stream)}/{@code deallocate(stream)} do):
+ * <ul>
+ * <li><em>Free.</em> {@code close(stream)} never blocks and returns the memory to the pool at
+ *     once, tagged with an event the pool records on {@code stream} ({@code cuEventRecord}):
+ *     the memory is free from that point of the stream on. The stream first waits
+ *     ({@code cuStreamWaitEvent}) for the work the buffer recorded on other streams (its
+ *     {@code *Async} operations, {@link VirtualMemoryBuffer#recordUse(Stream)}); work the
+ *     buffer did not record, on another stream than {@code stream}, must be ordered before
+ *     the free by the caller, as for {@code cudaFreeAsync}. From then on the memory counts as
+ *     <em>retained</em>, not live.</li>
+ * <li><em>Reuse on the same stream</em> (or on a stream already made to wait for the free):
+ *     at once, with no driver call; stream order makes it safe. An allocation looks at up to 8
+ *     idle buffers of its class (newest first, in its own free list) for one it can take
+ *     without a call before it takes the newest.</li>
+ * <li><em>Reuse on another stream</em>: the allocating stream is made to wait for the free's
+ *     event ({@code cuStreamWaitEvent}), counted in {@link PoolStats#streamWaits()}. Chosen
+ *     over polling the event ({@code cuEventQuery}) because it is always exactly one call that
+ *     never blocks the caller and never depends on timing: polling costs a call too, and when
+ *     the free has not completed it would either add the wait anyway (two calls) or skip the
+ *     memory and allocate new memory (a driver allocation for work that only had to be
+ *     ordered). A wait on an event that already completed costs the stream nothing. The
+ *     price: the allocating stream may start its work later than it could, when the freeing
+ *     stream lags behind.</li>
+ * <li><em>Reuse without a stream</em> ({@link #allocate(long)}, {@link #allocateExported(long)}):
+ *     the caller may use the memory from the host at once, so the calling thread waits for a
+ *     pending free's event ({@code cuEventSynchronize}), counted in {@link PoolStats#hostWaits()}.</li>
+ * <li><em>{@code close()} without a stream</em> of a buffer with recorded stream work waits
+ *     for that work before the memory returns (see {@link VirtualMemoryBuffer#close()}); an
+ *     earlier stream-ordered free of the same memory that may still be pending keeps its tag,
+ *     so the rules above still apply to it.</li>
+ * <li><em>Events.</em> Each pooled range gets one event (timing disabled) on its first
+ *     stream-ordered free and re-records it on every later one, so steady state creates none
+ *     ({@link PoolStats#eventsCreated()} is at most the number of ranges); it is destroyed when
+ *     the range is released. A free on a stream not yet ordered after an earlier pending free
+ *     of the same memory first makes that stream wait for it (counted in
+ *     {@code streamWaits}), so one event always covers all the memory's pending work.</li>
+ * <li><em>Release.</em> Eviction, {@link #trim()}, {@link #setRetentionCap} and
+ *     {@link #close()} never release memory a pending stream-ordered free still covers: memory
+ *     whose event has not completed ({@code cuEventQuery}) is handed to cuvmm's release thread
+ *     ("cuvmm-stream-release"), which releases it once the event completed
+ *     ({@link PoolStats#deferredReleases()}); it is no longer counted as retained, and
+ *     {@code trim()} counts it as released. None of these calls blocks on a stream.</li>
+ * </ul>
+ * Steady state, counted on the host driver: a same-stream allocate+free makes one driver call
+ * ({@code cuEventRecord}), a cross-stream one two ({@code cuStreamWaitEvent}, {@code cuEventRecord});
+ * each also checks that the device's context is current ({@code cuCtxGetCurrent}, as every
+ * cuvmm operation does). No event is created. An allocation on a stream of another device than
+ * the memory's is allowed (the event lives on the stream's device).
+ *
  * <p>Thread-safe, with no lock shared by all threads on the allocate and release paths (see
  * the design document, "The pool"). Closing a pool releases its idle memory and stops
  * allocation; buffers still live stay valid, and their memory is released when they are
