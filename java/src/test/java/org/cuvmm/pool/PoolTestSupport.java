@@ -47,11 +47,6 @@ final class PoolTestSupport {
     }
 
     /**
-     * Minor page faults of the calling thread so far: field 10 (minflt) of
-     * /proc/thread-self/stat. The command name (field 2) may hold spaces, so fields are
-     * counted from the last ')'.
-     */
-    /**
      * Minor page faults of the whole process (/proc/self/stat, field 10): a fill runs on a
      * stream of the driver (on the host driver, a stream's worker thread), not on the calling
      * thread, so the faults a fill takes are not the caller's.
