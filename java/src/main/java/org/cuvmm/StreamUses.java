@@ -44,11 +44,11 @@ final class StreamUses {
         Object key = stream.useKey();
         Use use = uses.get(key);
         if (use == null) {
-            Event e = Event.internal(stream.device());
+            Event e = EventCache.take(stream.device()); // reused: no cuEventCreate once the cache is warm
             Use mine = new Use(stream, e);
             Use prior = uses.putIfAbsent(key, mine);
             if (prior != null) {
-                e.closeQuietly();
+                EventCache.give(e);
                 use = prior;
             } else {
                 use = mine;
@@ -90,9 +90,12 @@ final class StreamUses {
         for (Use u : uses.values()) u.event.synchronizeQuietly(what);
     }
 
-    /** Destroys the events (the owner is closed and its work waited for). Never throws. */
+    /**
+     * Gives the events back to {@link EventCache} (the owner is closed, and its work waited
+     * for or ordered before a later record by {@code cuStreamWaitEvent}). Never throws.
+     */
     void destroy() {
-        for (Use u : uses.values()) u.event.closeQuietly();
+        for (Use u : uses.values()) EventCache.give(u.event);
         uses.clear();
     }
 

@@ -202,6 +202,7 @@ final class LifetimePool {
             }
         } catch (RuntimeException | Error e) {
             push(slot, probe & stripeMask);
+            if (pool.isClosed()) trim(); // as in keep(): a trim of a closing pool may have missed it
             throw e;
         }
     }

@@ -222,6 +222,33 @@ class StreamOrderedPoolTest {
         }
     }
 
+    /**
+     * With an async op on each buffer (a use the buffer records: one bookkeeping event per
+     * buffer and stream), steady state still creates no event: the buffer's use event comes
+     * from the per-device cache and goes back at close.
+     */
+    @Test
+    void steadyStateWithAUseCreatesNoEvent() {
+        final int rounds = 1000;
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             VirtualMemoryPool pool = pool(r);
+             Stream a = Stream.builder(0).nonBlocking(true).build()) {
+            for (int i = 0; i < 50; i++) useOnce(pool, a);
+            Map<String, Long> before = PoolTestSupport.counters().calls();
+            for (int i = 0; i < rounds; i++) useOnce(pool, a);
+            assertEquals(Map.of("cuMemsetD8Async", (long) rounds, "cuEventRecord", 2L * rounds,
+                    "cuCtxGetCurrent", 3L * rounds), callsSince(before),
+                    rounds + " rounds of allocate(a), fillAsync(a), close(a): the fill, its use record, the free's record");
+            a.synchronize();
+        }
+    }
+
+    private static void useOnce(VirtualMemoryPool pool, Stream s) {
+        VirtualMemoryBuffer b = pool.allocate(SIZE, s);
+        b.fillAsync(0, 4096, (byte) 1, s);
+        b.close(s);
+    }
+
     /** A plain allocate of memory freed in stream order waits on the host for the free's work. */
     @Test
     void plainAllocateAfterStreamFreeWaitsForTheFreesWork() {

@@ -5,6 +5,7 @@ import java.util.Map;
 import java.util.concurrent.TimeUnit;
 
 import org.cuvmm.Driver;
+import org.cuvmm.Event;
 import org.cuvmm.Stream;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
@@ -46,6 +47,7 @@ public class StreamPoolBenchmark {
     private VirtualMemoryPool pool;
     private Stream a;
     private Stream b;
+    private Event event;
     private boolean turn;
 
     @Setup(Level.Trial)
@@ -55,6 +57,7 @@ public class StreamPoolBenchmark {
         pool = VirtualMemoryPool.builder().resource(resource).name("bench-stream-pool").build();
         a = Stream.builder(0).nonBlocking(true).build();
         b = Stream.builder(0).nonBlocking(true).build();
+        event = Event.builder(0).timing(false).build();
     }
 
     @TearDown(Level.Trial)
@@ -62,6 +65,7 @@ public class StreamPoolBenchmark {
         a.synchronize();
         b.synchronize();
         pool.close(); // the frees' events have completed: released now, not deferred
+        event.close();
         a.close();
         b.close();
         resource.close();
@@ -74,6 +78,18 @@ public class StreamPoolBenchmark {
         long address = buf.address();
         buf.close();
         return address;
+    }
+
+    /** The driver call a stream-ordered free needs, alone: one cuEventRecord of a reused event on stream a. */
+    @Benchmark
+    public void eventRecordOnly() {
+        event.record(a);
+    }
+
+    /** The driver call a cross-stream reuse adds, alone: stream b waits for the event. */
+    @Benchmark
+    public void streamWaitOnly() {
+        b.waitFor(event);
     }
 
     @Benchmark
@@ -111,9 +127,18 @@ public class StreamPoolBenchmark {
         try {
             Map<String, Runnable> ops = new LinkedHashMap<>();
             ops.put("hostOrdered", bench::hostOrdered);
+            ops.put("eventRecordOnly", bench::eventRecordOnly);
+            ops.put("streamWaitOnly", bench::streamWaitOnly);
             ops.put("oneStream", bench::oneStream);
             ops.put("twoStreamsTakingTurns", bench::twoStreamsTakingTurns);
             ops.put("allocateOnAFreeOnB", bench::allocateOnAFreeOnB);
+            // Not a JMH benchmark: what a use recorded on the buffer adds (the buffer's own use
+            // event, org.cuvmm.StreamUses, is per buffer object, so per op).
+            ops.put("oneStream + fillAsync(4 KiB)", () -> {
+                VirtualMemoryBuffer buf = bench.pool.allocate(SIZE, bench.a);
+                buf.fillAsync(0, 4096, (byte) 1, bench.a);
+                buf.close(bench.a);
+            });
             System.out.println("| op | driver calls per op (1000 ops counted) |");
             System.out.println("|---|---|");
             for (var op : ops.entrySet()) {
