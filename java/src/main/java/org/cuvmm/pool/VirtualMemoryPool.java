@@ -150,7 +150,8 @@ import org.cuvmm.internal.Checks;
  * Steady state, counted on the host driver: a same-stream allocate+free makes one driver call
  * ({@code cuEventRecord}), a cross-stream one two ({@code cuStreamWaitEvent}, {@code cuEventRecord});
  * each also checks that the device's context is current ({@code cuCtxGetCurrent}, as every
- * cuvmm operation does). No event is created. An allocation on a stream of another device than
+ * cuvmm operation does). No event is created, also when the buffer records uses of its own
+ * (its {@code *Async} operations): those events come from a per-device cache. An allocation on a stream of another device than
  * the memory's is allowed (the event lives on the stream's device).
  *
  * <p>Thread-safe, with no lock shared by all threads on the allocate and release paths (see
