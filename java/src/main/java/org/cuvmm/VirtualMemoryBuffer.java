@@ -153,7 +153,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         private final ImportHold hold;
         volatile boolean explicit;
         // The buffer's stream uses (set when the first is recorded): a leaked buffer's release
-        // waits for them; every release destroys their events after the memory is dropped.
+        // waits for them; every release gives their events back (EventCache) after the memory is dropped.
         volatile StreamUses uses;
         // Set by close(Stream) of a buffer whose recycler orders the return itself (a pool
         // slot): the recycler gets the range with this stream instead of a plain recycle.
