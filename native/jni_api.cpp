@@ -113,8 +113,8 @@ bool RangeHandle::chunk_imported(int index) const {
     return range->mappings()[index]->allocation()->imported();
 }
 
-int select_driver(int mode, int host_devices, long long host_granularity, const std::string& cuda_library,
-                  Status& status) {
+int select_driver(int mode, int host_devices, long long host_granularity, long long host_stream_delay_micros,
+                  const std::string& cuda_library, Status& status) {
     int kind = 0;
     guarded(status, "select_driver", [&] {
         if (mode < 0 || mode > 2) throw invalid("select_driver", "mode: " + std::to_string(mode) + " (expected: 0 auto, 1 cuda, 2 host)");
@@ -125,10 +125,15 @@ int select_driver(int mode, int host_devices, long long host_granularity, const 
             throw invalid("select_driver", "host granularity: " + std::to_string(host_granularity) +
                                                " (expected: a power of two >= 4096)");
         }
+        if (host_stream_delay_micros < 0) {
+            throw invalid("select_driver", "host stream delay: " + std::to_string(host_stream_delay_micros) +
+                                               " microseconds (expected: 0 or more)");
+        }
         DriverSelection selection;
         selection.mode = static_cast<DriverMode>(mode);
         selection.host.device_count = host_devices;
         selection.host.granularity = static_cast<size_t>(host_granularity);
+        selection.host.stream_delay_micros = host_stream_delay_micros;
         selection.cuda_library = cuda_library;
         kind = static_cast<int>(cuvmm::select_driver(selection));
     });

@@ -134,8 +134,9 @@ struct DeviceInfo {
 
 // ---- driver ----
 // mode: 0 auto, 1 cuda, 2 host. Returns the kind installed (1 cuda, 2 host), 0 on error.
-int select_driver(int mode, int host_devices, long long host_granularity, const std::string& cuda_library,
-                  Status& status);
+// host_stream_delay_micros: HostDriverConfig::stream_delay_micros (0 or more).
+int select_driver(int mode, int host_devices, long long host_granularity, long long host_stream_delay_micros,
+                  const std::string& cuda_library, Status& status);
 std::string driver_kind_name();  // "cuda", "host" or "none"
 std::string driver_reason();
 int driver_version();

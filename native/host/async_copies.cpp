@@ -91,7 +91,11 @@ CUresult enqueue(CUstream hStream, const CopyArgs& a) {
             Shared reg(g_state->mutex);  // the source may be CPU-accessible device VA: no unmap meanwhile
             if (!host_range_ok(*g_state, host, a.n, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
             auto* p = static_cast<const unsigned char*>(host);
-            staging = std::make_shared<std::vector<unsigned char>>(p, p + a.n);
+            try {
+                staging = std::make_shared<std::vector<unsigned char>>(p, p + a.n);
+            } catch (const std::bad_alloc&) {
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
         }
         lock.lock();
     }
@@ -106,6 +110,10 @@ CUresult enqueue(CUstream hStream, const CopyArgs& a) {
         }
     };
     uint64_t seq = submit(q, s, std::move(op));
+    if (seq == 0) {
+        if (pinned) pinned_release(q, host);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (host != nullptr && !pinned && a.kind == Kind::dtoh) {
         wait_for(lock, {{s, seq}});  // pageable DtoH: done when it returns
         return sticky_error(dev);

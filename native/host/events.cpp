@@ -67,19 +67,19 @@ CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
     if (!ev) return CUDA_ERROR_INVALID_HANDLE;
     if (ev->device != s->device) return CUDA_ERROR_INVALID_HANDLE;  // cuda.h: must share a context
     if (CUresult r = sticky_error(s->device)) return r;
-    uint64_t generation = ++ev->generation;
+    const uint64_t generation = ev->generation + 1;  // published below, under the mutex the stamp takes
     Op op;
     op.skip_on_fault = false;  // a record completes even after a fault (its stamp is never read)
     op.run = [ev, generation] {
         long long t = now_ns();
         std::lock_guard<std::mutex> stamp_lock(queues().mutex);
-        if (ev->generation == generation) {  // re-recorded since: the newer op stamps
-            ev->time_ns = t;
-            ev->stamped = generation;
-        }
+        if (ev->generation == generation) ev->time_ns = t;  // else re-recorded since: the newer op stamps
     };
+    uint64_t seq = submit(q, s, std::move(op));
+    if (seq == 0) return CUDA_ERROR_OUT_OF_MEMORY;  // the previous record stays the event's state
+    ev->generation = generation;
     ev->stream = s;
-    ev->seq = submit(q, s, std::move(op));
+    ev->seq = seq;
     return CUDA_SUCCESS;
 }
 

@@ -112,9 +112,36 @@
 //     pointer into mapped, CPU-accessible memory is fine: unified addressing)
 //   copies/memset: device range not entirely covered by contiguous mappings,   CUDA_ERROR_INVALID_VALUE
 //     or the current device lacks READ on a source / READWRITE on a dest
-//   cuStreamCreate flags not DEFAULT / NON_BLOCKING                            CUDA_ERROR_INVALID_VALUE
-//   cuStreamDestroy / cuStreamSynchronize of a stream that is not live         CUDA_ERROR_INVALID_HANDLE
-//     (cuStreamDestroy of the null / legacy / per-thread stream included)
+//   cuStreamCreate[WithPriority] flags not DEFAULT / NON_BLOCKING              CUDA_ERROR_INVALID_VALUE
+//   cuStreamCreateWithPriority priority outside [-5, 0]                        (not an error: clamped)
+//   a stream argument that is not live (destroyed, junk) in any stream call,   CUDA_ERROR_INVALID_HANDLE
+//     async copy, event record or host function; cuStreamDestroy of the
+//     null / legacy / per-thread stream
+//   the null / legacy / per-thread stream, cuStreamCreate*, cuEventCreate,     CUDA_ERROR_INVALID_CONTEXT
+//     cuCtxGetStreamPriorityRange, async copies, cuMemHostAlloc/Register with
+//     no current context
+//   any CUDA call made from inside a host function (cuda.h: must not)          CUDA_ERROR_NOT_PERMITTED
+//   an event that is not live (destroyed, junk)                                CUDA_ERROR_INVALID_HANDLE
+//   cuEventCreate flags outside DEFAULT|BLOCKING_SYNC|DISABLE_TIMING|           CUDA_ERROR_INVALID_VALUE
+//     INTERPROCESS, or INTERPROCESS without DISABLE_TIMING
+//   cuEventRecord of an event and a stream of different devices (contexts)     CUDA_ERROR_INVALID_HANDLE
+//   cuStreamWaitEvent flags != 0 (WAIT_EXTERNAL: stream capture only)          CUDA_ERROR_INVALID_VALUE
+//   cuStreamQuery / cuEventQuery / cuEventElapsedTime: work not complete       CUDA_ERROR_NOT_READY
+//   cuEventElapsedTime: either event never recorded or DISABLE_TIMING          CUDA_ERROR_INVALID_HANDLE
+//   cuEventElapsedTime / cuLaunchHostFunc: null out-pointer / fn               CUDA_ERROR_INVALID_VALUE
+//   async copies/memset: same argument rules and codes as the synchronous ones (checked at the call)
+//   a queued copy/memset whose memory is no longer mapped / accessible when    CUDA_ERROR_ILLEGAL_ADDRESS,
+//     it runs: sticky for its device (stream/event sync, query, elapsed,         sticky; later ops skipped,
+//     create, record, wait, host func, copies needing that current context)      host functions not called
+//   cuMemHostAlloc: null pp, size 0, flags outside PORTABLE|DEVICEMAP|         CUDA_ERROR_INVALID_VALUE
+//     WRITECOMBINED
+//   cuMemHostAlloc: mmap failed                                                CUDA_ERROR_OUT_OF_MEMORY
+//   cuMemFreeHost of a pointer that is not a live cuMemHostAlloc base          CUDA_ERROR_INVALID_VALUE
+//   cuMemHostRegister: null, size 0, wrapping, flags outside PORTABLE|         CUDA_ERROR_INVALID_VALUE
+//     DEVICEMAP|IOMEMORY|READ_ONLY, or a range touching a reservation
+//   cuMemHostRegister overlapping a pinned range (allocated or registered)     CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+//   cuMemHostUnregister of a pointer that is not a registered range's base     CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
+//   cuMemFreeHost / cuMemHostUnregister while queued copies target the range   (waits for them: undocumented)
 //   cuMemAddressReserve addr hint not a multiple of max(alignment, granularity) CUDA_ERROR_INVALID_VALUE
 //     (B22; a well-aligned hint that cannot be honoured is still placed elsewhere)
 //   cuMemMap size other than the allocation's whole size (B23)                 CUDA_ERROR_INVALID_VALUE
@@ -133,6 +160,9 @@
 // never disagree to another thread. Copies and memset take it shared for the whole
 // memcpy, so a concurrent unmap or mprotect waits until the copy is done and a copy can
 // never fault. Nothing but bookkeeping and those syscalls happens under the lock.
+// Streams, events and pinned ranges sit behind a separate queue mutex (stream_queue.hpp),
+// never held together with this lock nor across an op, a host function or a sleep; a
+// queued copy takes this lock shared when it runs, as the synchronous copies do.
 //
 // Ownership: the driver owns exactly one fd per live allocation record (created memfd
 // or its own dup of an imported fd) and closes it once, when the handle is fully

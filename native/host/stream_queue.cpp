@@ -143,14 +143,18 @@ std::vector<std::pair<StreamRef, uint64_t>> barrier_of(Queues& q, const StreamRe
 }
 
 uint64_t submit(Queues& q, const StreamRef& s, Op op) {
-    auto implicit = barrier_of(q, s);
-    for (size_t i = 1; i < implicit.size(); ++i) op.deps.push_back(std::move(implicit[i]));  // [0] is s: FIFO
-    s->queue.push_back(std::move(op));
-    uint64_t seq = ++s->submitted;
-    if (!s->worker) {
-        s->worker = true;
-        std::thread(worker_loop, s).detach();
+    try {
+        if (!s->worker) {  // started first: a thread that cannot start leaves nothing queued
+            std::thread(worker_loop, s).detach();
+            s->worker = true;  // the worker needs the queue mutex, which the caller holds
+        }
+        auto implicit = barrier_of(q, s);
+        for (size_t i = 1; i < implicit.size(); ++i) op.deps.push_back(std::move(implicit[i]));  // [0] is s: FIFO
+        s->queue.push_back(std::move(op));
+    } catch (...) {  // std::system_error (no thread), std::bad_alloc: never across the C ABI
+        return 0;
     }
+    uint64_t seq = ++s->submitted;
     q.changed.notify_all();
     return seq;
 }

@@ -79,7 +79,6 @@ struct HostEvent {
     StreamRef stream;         // null: never recorded (empty set of work)
     uint64_t seq = 0;
     uint64_t generation = 0;  // records so far
-    uint64_t stamped = 0;     // generation whose run stamped time_ns
     long long time_ns = 0;
 };
 
@@ -119,8 +118,9 @@ long long stream_delay_micros();
 StreamRef resolve_stream(Queues& q, CUstream s, int dev);
 
 // Queues `op` on `s`, adding the implicit legacy/blocking dependencies, and starts the
-// worker if needed. Returns the op's sequence number (complete when s->completed >= it).
-// Caller holds the queue mutex.
+// worker if needed. Returns the op's sequence number (complete when s->completed >= it),
+// or 0 when no worker thread or memory could be had (nothing queued; callers return
+// CUDA_ERROR_OUT_OF_MEMORY). Caller holds the queue mutex.
 uint64_t submit(Queues& q, const StreamRef& s, Op op);
 
 // The dependencies an op queued on `s` now would get implicitly (legacy / blocking rule),

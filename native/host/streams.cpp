@@ -122,8 +122,7 @@ CUresult CUDAAPI cuStreamWaitEvent(CUstream hStream, CUevent hEvent, unsigned in
     op.run = [] {};
     op.deps.emplace_back(ev.stream, ev.seq);
     op.skip_on_fault = false;
-    submit(q, s, std::move(op));
-    return CUDA_SUCCESS;
+    return submit(q, s, std::move(op)) == 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
 // fn runs on the stream's worker in stream order, with CUDA calls refused while it runs;
@@ -142,8 +141,7 @@ CUresult CUDAAPI cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void* userData)
     };
     Queues& q = queues();
     std::lock_guard<std::mutex> lock(q.mutex);
-    submit(q, s, std::move(op));
-    return CUDA_SUCCESS;
+    return submit(q, s, std::move(op)) == 0 ? CUDA_ERROR_OUT_OF_MEMORY : CUDA_SUCCESS;
 }
 
 }  // namespace entry

@@ -2,9 +2,11 @@
 # Builds and runs the native tests, never linking libcuda:
 #   host_driver_test  the host driver (native/host/*.cpp) and native/cuda_errors.cpp;
 #   vmm_test          cuvmm's object model and copies (native/*.cpp but the JNI facade)
-#                     over the host driver, with a spy on some entry points.
+#                     over the host driver, with a spy on some entry points;
+#   host_stream_test  the host driver's streams, events, pinned memory and async copies,
+#                     also built with ThreadSanitizer when available.
 # Uses AddressSanitizer + UBSan when the toolchain supports them, else builds without.
-# Exit status: 0 when both tests passed, else the first failing test's.
+# Exit status: 0 when all tests passed, else the first failing test's.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -48,9 +50,34 @@ done
 host_objects=("$work"/host-*.o "$work/cuda_errors.o")
 "$cxx" "${flags[@]}" "$here/host_driver_test.cpp" "${host_objects[@]}" -o "$work/host_driver_test"
 "$cxx" "${flags[@]}" "$here/vmm_test.cpp" "${objects[@]}" -ldl -o "$work/vmm_test"
+"$cxx" "${flags[@]}" "$here/host_stream_test.cpp" "$here/host_stream_test_more.cpp" "${host_objects[@]}" \
+    -o "$work/host_stream_test"
 status=0
 "$work/host_driver_test" || status=$?
 vmm_status=0
 "$work/vmm_test" || vmm_status=$?
 if [[ $status -eq 0 ]]; then status=$vmm_status; fi
+stream_status=0
+"$work/host_stream_test" || stream_status=$?
+if [[ $status -eq 0 ]]; then status=$stream_status; fi
+
+# The stream workers are threads: host_stream_test again under ThreadSanitizer (data races
+# in the queues), when the toolchain has it. Its fork()ed tests are skipped there.
+tsan=(-fsanitize=thread)
+if echo 'int main(){return 0;}' | "$cxx" -x c++ "${tsan[@]}" - -o "$work/probe-tsan" >/dev/null 2>&1 \
+        && "$work/probe-tsan" >/dev/null 2>&1; then
+    tflags=(-std=c++17 -O1 -g -Wall -Wextra -I"$native" -I"$cuda_include" -pthread "${tsan[@]}")
+    mkdir -p "$work/tsan"
+    for src in "$native"/host/*.cpp "$native/cuda_errors.cpp"; do
+        "$cxx" "${tflags[@]}" -c "$src" -o "$work/tsan/$(basename "$src" .cpp).o"
+    done
+    "$cxx" "${tflags[@]}" "$here/host_stream_test.cpp" "$here/host_stream_test_more.cpp" "$work"/tsan/*.o \
+        -o "$work/host_stream_test_tsan"
+    tsan_status=0
+    CUVMM_TEST_NO_FORK=1 TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1}" "$work/host_stream_test_tsan" \
+        || tsan_status=$?
+    if [[ $status -eq 0 ]]; then status=$tsan_status; fi
+else
+    echo "ThreadSanitizer unavailable; host_stream_test runs under ASan only"
+fi
 exit "$status"

@@ -24,9 +24,9 @@ import org.cuvmm.internal.jni.NativeStatus;
  *     (default 1)</td></tr>
  * <tr><td>cuvmm.host.granularity</td><td>CUVMM_HOST_GRANULARITY</td><td>host driver granularity in bytes,
  *     a power of two (default 2097152, like a GPU)</td></tr>
- * <tr><td>cuvmm.host.streamDelayMicros</td><td>CUVMM_HOST_STREAM_DELAY_MICROS</td><td>host driver only:
- *     microseconds every queued stream op sleeps before it runs (default 0), so that a missing
- *     synchronization shows as stale data in tests</td></tr>
+ * <tr><td>cuvmm.host.streamDelayMicros</td><td>CUVMM_HOST_STREAM_DELAY_MICROS</td><td>microseconds the host
+ *     driver sleeps before each queued stream operation (default 0), so that a missing synchronization
+ *     reads stale data in tests</td></tr>
  * <tr><td>cuvmm.cuda.library</td><td>CUVMM_CUDA_LIBRARY</td><td>the library to dlopen (default
  *     libcuda.so.1)</td></tr>
  * </table>
@@ -84,21 +84,17 @@ public final class Driver {
         }
         int hostDevices = intSetting("cuvmm.host.devices", "CUVMM_HOST_DEVICES", 1);
         long hostGranularity = longSetting("cuvmm.host.granularity", "CUVMM_HOST_GRANULARITY", 2L << 20);
+        long hostStreamDelay = longSetting("cuvmm.host.streamDelayMicros", "CUVMM_HOST_STREAM_DELAY_MICROS", 0);
+        if (hostStreamDelay < 0) {
+            throw new IllegalArgumentException("cuvmm.host.streamDelayMicros / CUVMM_HOST_STREAM_DELAY_MICROS: "
+                    + hostStreamDelay + " (expected: 0 or more microseconds)");
+        }
         String library = setting("cuvmm.cuda.library", "CUVMM_CUDA_LIBRARY", "");
         NativeStatus st = NativeCalls.status();
-        int kindCode = NativeApi.select_driver(modeCode, hostDevices, hostGranularity, library, st);
+        int kindCode = NativeApi.select_driver(modeCode, hostDevices, hostGranularity, hostStreamDelay, library, st);
         NativeCalls.check(st);
         if (instance != null && instance.kind.ordinal() + 1 == kindCode) return instance;
         DriverKind kind = kindCode == 1 ? DriverKind.CUDA : DriverKind.HOST;
-        long delay = longSetting("cuvmm.host.streamDelayMicros", "CUVMM_HOST_STREAM_DELAY_MICROS", 0);
-        if (kind == DriverKind.HOST && delay != 0) {
-            if (delay < 0) {
-                throw new IllegalArgumentException("cuvmm.host.streamDelayMicros / CUVMM_HOST_STREAM_DELAY_MICROS: " + delay
-                        + " (expected: >= 0 microseconds)");
-            }
-            NativeApi.host_stream_delay(delay, st);
-            NativeCalls.check(st);
-        }
         int count = NativeApi.device_count(st);
         NativeCalls.check(st);
         List<Device> list = new ArrayList<>(count);

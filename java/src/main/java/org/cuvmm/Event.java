@@ -239,6 +239,35 @@ public final class Event implements AutoCloseable {
         }
     }
 
+    /**
+     * {@link #makeWait} for an event that pruning may have closed meanwhile (it was complete:
+     * no wait is needed then).
+     */
+    void makeWaitUnlessClosed(Stream stream) {
+        try {
+            makeWait(stream);
+        } catch (IllegalStateException e) {
+            if (!state.isClosed()) throw e;
+        }
+    }
+
+    /** {@link #isDone()} for bookkeeping: false when closed or on a driver error (logged at DEBUG). */
+    boolean isDoneQuietly() {
+        try {
+            return isDone();
+        } catch (RuntimeException e) {
+            System.getLogger("org.cuvmm").log(System.Logger.Level.DEBUG, "querying " + this + " failed: " + e);
+            return false;
+        }
+    }
+
+    /** Closes when no call is using the event; returns false (leaving it open) otherwise. */
+    boolean closeIfIdle() {
+        if (!state.tryCloseIfIdle()) return false;
+        handle.deallocate();
+        return true;
+    }
+
     /** {@link #synchronize()} that never throws: a failure is logged, returns false. For close paths. */
     boolean synchronizeQuietly(String what) {
         try {

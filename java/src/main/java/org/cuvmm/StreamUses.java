@@ -44,6 +44,7 @@ final class StreamUses {
         Object key = stream.useKey();
         Use use = uses.get(key);
         if (use == null) {
+            pruneClosedStreams();
             Event e = EventCache.take(stream.device()); // reused: no cuEventCreate once the cache is warm
             Use mine = new Use(stream, e);
             Use prior = uses.putIfAbsent(key, mine);
@@ -58,6 +59,23 @@ final class StreamUses {
     }
 
     /**
+     * Forgets the uses of closed streams whose work has completed (one {@code cuEventQuery}
+     * each), so that a buffer used with a new stream per task keeps a bounded record. Runs when
+     * a stream is used on this buffer for the first time; the caller holds a use of the owner.
+     * No use is recorded on a closed stream (recording needs the stream open), so only
+     * {@link #makeWait} can meet a pruned event at the same time: it skips a closed one (it was
+     * complete). An event another thread is using right now is not destroyed here but left to
+     * JavaCPP's deallocator, which destroys the native box when the handle is collected.
+     */
+    private void pruneClosedStreams() {
+        for (var entry : uses.entrySet()) {
+            Use u = entry.getValue();
+            if (!u.stream.isClosed() || !u.event.isDoneQuietly()) continue;
+            if (uses.remove(entry.getKey(), u)) u.event.closeIfIdle();
+        }
+    }
+
+    /**
      * Makes {@code stream} wait for every recorded use on other streams ({@code cuStreamWaitEvent},
      * one call per other stream; none for its own, which is ordered already). The caller holds a
      * use of the owner and of {@code stream}.
@@ -66,7 +84,7 @@ final class StreamUses {
         if (uses.isEmpty()) return;
         Object own = stream.useKey();
         for (var entry : uses.entrySet()) {
-            if (entry.getKey() != own) entry.getValue().event.makeWait(stream);
+            if (entry.getKey() != own) entry.getValue().event.makeWaitUnlessClosed(stream);
         }
     }
 

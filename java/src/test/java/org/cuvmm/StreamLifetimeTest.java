@@ -117,6 +117,29 @@ class StreamLifetimeTest {
     }
 
     @Test
+    void aBufferUsedWithManyShortLivedStreamsKeepsABoundedRecord() {
+        DriverCounters k = TestSupport.counters();
+        try (VirtualMemoryBuffer b = resource.allocate(MiB)) {
+            long created = k.calls("cuEventCreate");
+            long destroyed = k.calls("cuEventDestroy");
+            for (int i = 0; i < 50; i++) {
+                try (Stream s = Stream.create(0)) {
+                    b.fillAsync(0, 16, (byte) i, s);
+                    s.synchronize();
+                }
+            }
+            assertEquals(1, b.streamUsesIfAny().size(), "the uses of closed, finished streams are forgotten");
+            assertEquals(1, (k.calls("cuEventCreate") - created) - (k.calls("cuEventDestroy") - destroyed),
+                    "one event alive for the last stream");
+            long waits = k.calls("cuStreamWaitEvent");
+            byte[] back = new byte[16];
+            b.copyTo(0, back, 0, back.length);
+            assertEquals(49, back[0]);
+            assertEquals(1, k.calls("cuStreamWaitEvent") - waits, "a synchronous copy waits for one recorded stream");
+        }
+    }
+
+    @Test
     void closeOnAStreamReleasesLaterAndNeverEarly() {
         try (Stream s = Stream.create(0)) {
             VirtualMemoryBuffer b = resource.allocate(MiB);

@@ -21,6 +21,7 @@ public final class NativeApi {
     private NativeApi() {}
 
     public static native int select_driver(int mode, int hostDevices, @Cast("long long") long hostGranularity,
+                                           @Cast("long long") long hostStreamDelayMicros,
                                            @StdString String cudaLibrary, @ByRef NativeStatus status);
     public static native @StdString String driver_kind_name();
     public static native @StdString String driver_reason();

@@ -1,0 +1,251 @@
+// The second half of host_stream_test: destroy with queued work, the sticky fault, pinned
+// memory rules, 8 threads with their own streams, and every misuse code of the stream,
+// event, host function, async copy and pinned entry points.
+#include "host_stream_test_util.hpp"
+
+namespace {
+
+// cuStreamDestroy / cuEventDestroy with queued work return at once; the work still runs.
+void test_destroy_with_queued_work() {
+    Dev d(0);
+    Pinned out(16);
+    CUstream s;
+    CUevent done, pending;
+    OK(T.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    OK(T.cuEventCreate(&done, CU_EVENT_DISABLE_TIMING));
+    OK(T.cuEventCreate(&pending, 0));
+    Gate g;
+    OK(T.cuLaunchHostFunc(s, Gate::fn, &g));
+    OK(T.cuMemsetD8Async(d.p, 3, 16, s));
+    OK(T.cuMemcpyDtoHAsync(out.p, d.p, 16, s));
+    OK(T.cuEventRecord(pending, s));
+    OK(T.cuEventRecord(done, s));
+    OK(T.cuEventDestroy(pending));  // record still pending: returns at once (the gate is shut)
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuEventQuery(pending));
+    OK(T.cuStreamDestroy(s));  // queued work: returns at once, handle invalid at once
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuStreamQuery(s));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuStreamSynchronize(s));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuLaunchHostFunc(s, Counter::fn, nullptr));
+    EXPECT_RC(CUDA_ERROR_NOT_READY, T.cuEventQuery(done));
+    CHECK(out.p[0] == 0);
+    g.open();
+    bool drained = false;  // the destroyed stream drains its queue (bounded poll: a lost queue fails, not hangs)
+    for (int i = 0; i < 10000 && !drained; ++i) {
+        drained = T.cuEventQuery(done) == CUDA_SUCCESS;
+        if (!drained) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    CHECK(drained);
+    CHECK(out.p[0] == 3 && out.p[15] == 3);
+    OK(T.cuEventDestroy(done));
+}
+
+// An op whose memory was unmapped before it ran faults the device for good.
+void test_sticky_fault() {
+    in_child("sticky ILLEGAL_ADDRESS", [] {
+        Dev d(0);
+        Dev other(1);
+        CUstream s, s1;
+        OK(T.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        OK(T.cuCtxSetCurrent(g_ctx[1]));
+        OK(T.cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+        OK(T.cuCtxSetCurrent(g_ctx[0]));
+        Gate g;
+        Counter after;
+        OK(T.cuLaunchHostFunc(s, Gate::fn, &g));
+        OK(T.cuMemsetD8Async(d.p, 1, 64, s));  // valid now
+        OK(T.cuLaunchHostFunc(s, Counter::fn, &after));
+        d.unmap();  // does not wait for the queued memset
+        g.open();
+        EXPECT_RC(CUDA_ERROR_ILLEGAL_ADDRESS, T.cuStreamSynchronize(s));
+        CHECK(after.n.load() == 0);  // host functions are not called after the fault
+        EXPECT_RC(CUDA_ERROR_ILLEGAL_ADDRESS, T.cuStreamQuery(s));
+        EXPECT_RC(CUDA_ERROR_ILLEGAL_ADDRESS, T.cuCtxSynchronize());
+        CUstream t;
+        CUevent e;
+        EXPECT_RC(CUDA_ERROR_ILLEGAL_ADDRESS, T.cuStreamCreate(&t, 0));
+        EXPECT_RC(CUDA_ERROR_ILLEGAL_ADDRESS, T.cuEventCreate(&e, 0));
+        unsigned char b = 0;
+        EXPECT_RC(CUDA_ERROR_ILLEGAL_ADDRESS, T.cuMemcpyHtoD(other.p, &b, 1));
+        EXPECT_RC(CUDA_ERROR_ILLEGAL_ADDRESS, T.cuMemsetD8Async(other.p, 1, 1, nullptr));
+        // Device 1 is untouched.
+        OK(T.cuCtxSetCurrent(g_ctx[1]));
+        OK(T.cuMemsetD8Async(other.p, 2, 8, s1));
+        OK(T.cuStreamSynchronize(s1));
+        OK(T.cuMemcpyDtoH(&b, other.p + 7, 1));
+        CHECK(b == 2);
+        OK(T.cuCtxSetCurrent(g_ctx[0]));
+        std::fflush(stdout);
+        _exit(g_failed.load());  // device 0 is dead: skip the destructors' driver calls
+    });
+}
+
+// cuMemFreeHost of memory a queued copy targets waits for the copy (never a write into
+// unmapped memory, which would crash the child).
+void test_free_pinned_waits() {
+    in_child("cuMemFreeHost waits for queued copies", [] {
+        Dev d(0);
+        CUstream s;
+        OK(T.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+        void* v = nullptr;
+        OK(T.cuMemHostAlloc(&v, 1 << 20, 0));
+        Gate g;
+        OK(T.cuLaunchHostFunc(s, Gate::fn, &g));
+        OK(T.cuMemcpyDtoHAsync(v, d.p, 1 << 16, s));
+        std::atomic<bool> freed{false};
+        std::thread t([&] {
+            OK(T.cuMemFreeHost(v));
+            freed = true;
+        });
+        std::this_thread::sleep_for(std::chrono::milliseconds(30));  // gives a wrong free time to run
+        CHECK(!freed.load());
+        g.open();
+        t.join();
+        OK(T.cuStreamSynchronize(s));
+        OK(T.cuStreamDestroy(s));
+    });
+}
+
+void test_pinned_rules() {
+    void* p = nullptr;
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostAlloc(nullptr, 4096, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostAlloc(&p, 0, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostAlloc(&p, 4096, 0x10));
+    OK(T.cuMemHostAlloc(&p, 4096,
+                        CU_MEMHOSTALLOC_PORTABLE | CU_MEMHOSTALLOC_DEVICEMAP | CU_MEMHOSTALLOC_WRITECOMBINED));
+    CHECK(p != nullptr);
+    EXPECT_RC(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, T.cuMemHostUnregister(p));  // allocated, not registered
+    EXPECT_RC(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, T.cuMemHostRegister(p, 16, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemFreeHost(static_cast<char*>(p) + 1));
+    OK(T.cuMemFreeHost(p));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemFreeHost(p));
+    std::vector<char> mem(1 << 16);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemFreeHost(mem.data()));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostRegister(nullptr, 16, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostRegister(mem.data(), 0, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostRegister(mem.data(), 16, 0x10));
+    OK(T.cuMemHostRegister(mem.data() + 1024, 1024,
+                           CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_READ_ONLY));
+    EXPECT_RC(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, T.cuMemHostRegister(mem.data(), 1025, 0));
+    EXPECT_RC(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, T.cuMemHostRegister(mem.data() + 2047, 10, 0));
+    OK(T.cuMemHostRegister(mem.data() + 2048, 10, 0));  // adjacent is fine
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemFreeHost(mem.data() + 1024));  // registered, not allocated
+    EXPECT_RC(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, T.cuMemHostUnregister(mem.data() + 1025));
+    OK(T.cuMemHostUnregister(mem.data() + 1024));
+    OK(T.cuMemHostUnregister(mem.data() + 2048));
+    EXPECT_RC(CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED, T.cuMemHostUnregister(mem.data() + 1024));
+    Dev d(0);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostRegister(reinterpret_cast<void*>(d.p), 16, 0));  // device VA
+    std::thread([&] {  // no current context
+        void* q = nullptr;
+        EXPECT_RC(CUDA_ERROR_INVALID_CONTEXT, T.cuMemHostAlloc(&q, 4096, 0));
+        EXPECT_RC(CUDA_ERROR_INVALID_CONTEXT, T.cuMemHostRegister(mem.data(), 16, 0));
+    }).join();
+}
+
+// 8 threads, each with its own stream and slice, fill / copy out / count in a loop.
+void test_eight_threads() {
+    Dev d(0);
+    Pinned out(8 * 256);
+    Counter c;
+    std::vector<std::thread> threads;
+    std::atomic<int> bad{0};
+    for (int t = 0; t < 8; ++t) {
+        threads.emplace_back([&, t] {
+            OK(T.cuCtxSetCurrent(g_ctx[0]));
+            CUstream s;
+            OK(T.cuStreamCreate(&s, t % 2 ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT));
+            CUdeviceptr mine = d.p + static_cast<CUdeviceptr>(t) * 256;
+            for (int i = 1; i <= 40; ++i) {
+                OK(T.cuMemsetD8Async(mine, static_cast<unsigned char>(i), 256, s));
+                OK(T.cuMemcpyDtoHAsync(out.p + t * 256, mine, 256, s));
+                OK(T.cuLaunchHostFunc(s, Counter::fn, &c));
+                if (i % 10 == 0) {
+                    OK(T.cuStreamSynchronize(s));
+                    if (out.p[t * 256] != i || out.p[t * 256 + 255] != i) ++bad;
+                }
+            }
+            OK(T.cuStreamDestroy(s));
+        });
+    }
+    for (auto& th : threads) th.join();
+    CHECK(bad.load() == 0);
+    CHECK(c.n.load() == 8 * 40);
+}
+
+void test_misuse_codes() {
+    CUstream s = nullptr;
+    CUevent e = nullptr, e1 = nullptr;
+    auto junk_s = reinterpret_cast<CUstream>(uintptr_t(0x4242));
+    auto junk_e = reinterpret_cast<CUevent>(uintptr_t(0x4343));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuStreamCreateWithPriority(nullptr, 0, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuStreamCreateWithPriority(&s, 7, 0));
+    OK(T.cuStreamCreateWithPriority(&s, CU_STREAM_NON_BLOCKING, -100));  // clamped, not refused
+    OK(T.cuStreamDestroy(s));
+    OK(T.cuStreamCreateWithPriority(&s, 0, 100));
+    int least = 9, greatest = 9;
+    OK(T.cuCtxGetStreamPriorityRange(&least, &greatest));
+    CHECK(least == 0 && greatest == -5);
+    OK(T.cuCtxGetStreamPriorityRange(nullptr, nullptr));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuStreamQuery(junk_s));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuStreamDestroy(CU_STREAM_LEGACY));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuStreamDestroy(CU_STREAM_PER_THREAD));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuEventCreate(nullptr, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuEventCreate(&e, 0x10));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuEventCreate(&e, CU_EVENT_INTERPROCESS));
+    OK(T.cuEventCreate(&e, CU_EVENT_INTERPROCESS | CU_EVENT_DISABLE_TIMING));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuStreamWaitEvent(s, junk_e, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuStreamWaitEvent(junk_s, e, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuStreamWaitEvent(s, e, CU_EVENT_WAIT_EXTERNAL));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuEventRecord(junk_e, s));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuEventRecord(e, junk_s));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuEventQuery(junk_e));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuEventSynchronize(junk_e));
+    OK(T.cuEventSynchronize(e));  // never recorded
+    OK(T.cuCtxSetCurrent(g_ctx[1]));
+    OK(T.cuEventCreate(&e1, 0));
+    OK(T.cuCtxSetCurrent(g_ctx[0]));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuEventRecord(e1, s));  // event of another context
+    OK(T.cuEventRecord(e, s));
+    OK(T.cuEventDestroy(e));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuEventDestroy(e));
+    OK(T.cuEventDestroy(e1));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuLaunchHostFunc(s, nullptr, nullptr));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuLaunchHostFunc(junk_s, Counter::fn, nullptr));
+    // Async copies: the synchronous copies' rules, plus the stream handle.
+    Dev d(0);
+    unsigned char buf[64] = {};
+    OK(T.cuMemcpyHtoDAsync(d.p, buf, 0, s));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuMemcpyHtoDAsync(d.p, buf, 1, junk_s));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyHtoDAsync(d.p + d.size - 8, buf, 64, s));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyHtoDAsync(d.p, nullptr, 64, s));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoHAsync(buf, d.p + d.size, 1, s));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoHAsync(reinterpret_cast<void*>(d.p), d.p, 1, s));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoDAsync(d.p, d.p + d.size, 1, s));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemsetD8Async(d.p - 1, 0, 1, s));
+    Dev other(1);  // device 0 has no access to it
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemsetD8Async(other.p, 0, 1, s));
+    std::thread([&] {  // no current context
+        CUstream t = nullptr;
+        CUevent te = nullptr;
+        int l = 0;
+        EXPECT_RC(CUDA_ERROR_INVALID_CONTEXT, T.cuStreamCreateWithPriority(&t, 0, 0));
+        EXPECT_RC(CUDA_ERROR_INVALID_CONTEXT, T.cuEventCreate(&te, 0));
+        EXPECT_RC(CUDA_ERROR_INVALID_CONTEXT, T.cuCtxGetStreamPriorityRange(&l, nullptr));
+        EXPECT_RC(CUDA_ERROR_INVALID_CONTEXT, T.cuStreamQuery(nullptr));
+        EXPECT_RC(CUDA_ERROR_INVALID_CONTEXT, T.cuMemsetD8Async(d.p, 0, 1, s));
+        EXPECT_RC(CUDA_ERROR_INVALID_CONTEXT, T.cuLaunchHostFunc(CU_STREAM_PER_THREAD, Counter::fn, nullptr));
+    }).join();
+    OK(T.cuStreamSynchronize(s));
+    OK(T.cuStreamDestroy(s));
+}
+
+}  // namespace
+
+void run_more_tests() {
+    test_destroy_with_queued_work();
+    test_sticky_fault();
+    test_free_pinned_waits();
+    test_pinned_rules();
+    test_eight_threads();
+    test_misuse_codes();
+}
