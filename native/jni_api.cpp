@@ -53,6 +53,27 @@ const Range& require_range(const RangeHandle& handle, const char* call) {
     return *handle.range;
 }
 
+const Stream& require_stream(const StreamHandle& handle, const char* call) {
+    if (!handle.stream) throw invalid(call, "the stream handle is empty (closed)");
+    return *handle.stream;
+}
+
+const Event& require_event(const EventHandle& handle, const char* call) {
+    if (!handle.event) throw invalid(call, "the event handle is empty (closed)");
+    return *handle.event;
+}
+
+// The host memory [offset, offset + bytes) of `handle`, checked against its size.
+char* pinned_window(const PinnedHandle& handle, long long offset, long long bytes, const char* call) {
+    if (!handle.pinned) throw invalid(call, "the pinned memory handle is empty (closed)");
+    const long long size = static_cast<long long>(handle.pinned->size());
+    if (offset < 0 || bytes < 0 || offset > size || bytes > size - offset) {
+        throw invalid(call, "pinned window: offset " + std::to_string(offset) + ", length " + std::to_string(bytes) +
+                                " (expected: within the pinned memory of " + std::to_string(size) + " bytes)");
+    }
+    return static_cast<char*>(handle.pinned->address()) + offset;
+}
+
 size_t require_non_negative(long long value, const char* call, const char* name) {
     if (value < 0) throw invalid(call, std::string(name) + ": " + std::to_string(value) + " (expected: >= 0)");
     return static_cast<size_t>(value);
@@ -343,6 +364,225 @@ void fill(const RangeHandle& dst, long long offset, long long bytes, int value, 
     guarded(status, "fill", [&] {
         fill_range(require_range(dst, "fill"), require_non_negative(offset, "fill", "offset"),
                    require_non_negative(bytes, "fill", "length"), static_cast<uint8_t>(value));
+    });
+}
+
+// ---- streams, events, host functions, pinned memory ----
+
+void stream_create(StreamHandle& out, int device, int non_blocking, int priority, Status& status) {
+    guarded(status, "stream_create", [&] {
+        out.stream = Stream::create(device, non_blocking ? CU_STREAM_NON_BLOCKING : CU_STREAM_DEFAULT, priority);
+    });
+}
+
+void stream_default(StreamHandle& out, int device, int which, Status& status) {
+    guarded(status, "stream_default", [&] {
+        if (which != 0 && which != 1) {
+            throw invalid("stream_default", "which: " + std::to_string(which) + " (expected: 0 legacy, 1 per-thread)");
+        }
+        int count = 0;
+        CUVMM_CALL(cuDeviceGetCount, Step{"counting devices"}, &count);
+        if (device < 0 || device >= count) {
+            throw DriverError(CUDA_ERROR_INVALID_DEVICE, "stream_default", "checking the device",
+                              "device " + std::to_string(device) + " (expected: 0 to " + std::to_string(count - 1) + ")");
+        }
+        out.stream = which == 0 ? Stream::legacy(device) : Stream::per_thread(device);
+    });
+}
+
+void stream_priority_range(int device, int* out, Status& status) {
+    guarded(status, "stream_priority_range", [&] {
+        if (out == nullptr) throw invalid("stream_priority_range", "output array is null");
+        DeviceContextScope context(device);
+        CUVMM_CALL(cuCtxGetStreamPriorityRange, Step{"reading the stream priority range"}, &out[0], &out[1]);
+    });
+}
+
+void stream_synchronize(const StreamHandle& stream, Status& status) {
+    guarded(status, "stream_synchronize", [&] {
+        require_stream(stream, "cuStreamSynchronize").synchronize(Step{"waiting for the stream"});
+    });
+}
+
+int stream_query(const StreamHandle& stream, Status& status) {
+    int done = -1;
+    guarded(status, "stream_query", [&] {
+        done = require_stream(stream, "cuStreamQuery").query(Step{"asking whether the stream is done"}) ? 1 : 0;
+    });
+    return done;
+}
+
+void stream_wait_event(const StreamHandle& stream, const EventHandle& event, Status& status) {
+    guarded(status, "stream_wait_event", [&] {
+        const Stream& s = require_stream(stream, "cuStreamWaitEvent");
+        require_event(event, "cuStreamWaitEvent").make_wait(s, Step{"making the stream wait for the event"});
+    });
+}
+
+void event_create(EventHandle& out, int device, int timing, Status& status) {
+    guarded(status, "event_create", [&] {
+        out.event = Event::create(device, timing ? CU_EVENT_DEFAULT : CU_EVENT_DISABLE_TIMING);
+    });
+}
+
+void event_record(const EventHandle& event, const StreamHandle& stream, Status& status) {
+    guarded(status, "event_record", [&] {
+        const Stream& s = require_stream(stream, "cuEventRecord");
+        require_event(event, "cuEventRecord").record(s, Step{"recording the event"});
+    });
+}
+
+void event_synchronize(const EventHandle& event, Status& status) {
+    guarded(status, "event_synchronize", [&] {
+        require_event(event, "cuEventSynchronize").synchronize(Step{"waiting for the event"});
+    });
+}
+
+int event_query(const EventHandle& event, Status& status) {
+    int done = -1;
+    guarded(status, "event_query", [&] {
+        done = require_event(event, "cuEventQuery").query(Step{"asking whether the event completed"}) ? 1 : 0;
+    });
+    return done;
+}
+
+float event_elapsed(const EventHandle& start, const EventHandle& end, Status& status) {
+    float ms = 0;
+    guarded(status, "event_elapsed", [&] {
+        const Event& s = require_event(start, "cuEventElapsedTime");
+        ms = require_event(end, "cuEventElapsedTime").elapsed_since(s, Step{"reading the time between the events"});
+    });
+    return ms;
+}
+
+void launch_host_function(const StreamHandle& stream, long long token, Status& status) {
+    guarded(status, "launch_host_function", [&] {
+        if (token <= 0) throw invalid("cuLaunchHostFunc", "token: " + std::to_string(token) + " (expected: > 0)");
+        cuvmm::launch_host_function(require_stream(stream, "cuLaunchHostFunc"), token,
+                                    Step{"queueing the host function"});
+    });
+}
+
+long long next_host_function(long long timeout_ms) { return cuvmm::next_host_function(timeout_ms); }
+void host_function_done(long long token) { cuvmm::host_function_done(token); }
+long long host_functions_pending() { return cuvmm::host_functions_pending(); }
+
+void pinned_allocate(PinnedHandle& out, long long bytes, Status& status) {
+    guarded(status, "pinned_allocate", [&] {
+        if (bytes <= 0) throw invalid("cuMemHostAlloc", "size: " + std::to_string(bytes) + " (expected: > 0)");
+        out.pinned = PinnedHost::allocate(static_cast<size_t>(bytes));
+    });
+}
+
+void pinned_register(PinnedHandle& out, long long address, long long bytes, Status& status) {
+    guarded(status, "pinned_register", [&] {
+        if (address == 0) throw invalid("cuMemHostRegister", "address is null");
+        if (bytes <= 0) throw invalid("cuMemHostRegister", "size: " + std::to_string(bytes) + " (expected: > 0)");
+        out.pinned = PinnedHost::register_memory(reinterpret_cast<void*>(static_cast<uintptr_t>(address)),
+                                                 static_cast<size_t>(bytes));
+    });
+}
+
+// ---- stream-ordered data ----
+
+void write_pinned_async(const RangeHandle& dst, long long offset, const PinnedHandle& src, long long src_offset,
+                        long long bytes, const StreamHandle& stream, Status& status) {
+    guarded(status, "copyFromAsync", [&] {
+        const Range& r = require_range(dst, "cuMemcpyHtoDAsync");
+        const Stream& s = require_stream(stream, "cuMemcpyHtoDAsync");
+        const char* host = pinned_window(src, src_offset, bytes, "cuMemcpyHtoDAsync");
+        copy_host_to_range_async(r, require_non_negative(offset, "cuMemcpyHtoDAsync", "offset"), host,
+                                 static_cast<size_t>(bytes), s);
+    });
+}
+
+void read_pinned_async(const RangeHandle& src, long long offset, const PinnedHandle& dst, long long dst_offset,
+                       long long bytes, const StreamHandle& stream, Status& status) {
+    guarded(status, "copyToAsync", [&] {
+        const Range& r = require_range(src, "cuMemcpyDtoHAsync");
+        const Stream& s = require_stream(stream, "cuMemcpyDtoHAsync");
+        char* host = pinned_window(dst, dst_offset, bytes, "cuMemcpyDtoHAsync");
+        copy_range_to_host_async(r, require_non_negative(offset, "cuMemcpyDtoHAsync", "offset"), host,
+                                 static_cast<size_t>(bytes), s);
+    });
+}
+
+void copy_range_async(const RangeHandle& dst, long long dst_offset, const RangeHandle& src, long long src_offset,
+                      long long bytes, const StreamHandle& stream, Status& status) {
+    guarded(status, "copyFromAsync", [&] {
+        copy_range_to_range_async(require_range(dst, "cuMemcpyDtoDAsync"),
+                                  require_non_negative(dst_offset, "cuMemcpyDtoDAsync", "destination offset"),
+                                  require_range(src, "cuMemcpyDtoDAsync"),
+                                  require_non_negative(src_offset, "cuMemcpyDtoDAsync", "source offset"),
+                                  require_non_negative(bytes, "cuMemcpyDtoDAsync", "length"),
+                                  require_stream(stream, "cuMemcpyDtoDAsync"));
+    });
+}
+
+void fill_async(const RangeHandle& dst, long long offset, long long bytes, int value, const StreamHandle& stream,
+                Status& status) {
+    guarded(status, "fillAsync", [&] {
+        fill_range_async(require_range(dst, "cuMemsetD8Async"), require_non_negative(offset, "cuMemsetD8Async", "offset"),
+                         require_non_negative(bytes, "cuMemsetD8Async", "length"), static_cast<uint8_t>(value),
+                         require_stream(stream, "cuMemsetD8Async"));
+    });
+}
+
+void write_address_on(const RangeHandle& dst, long long offset, long long address, long long bytes,
+                      const StreamHandle& stream, Status& status) {
+    guarded(status, "write", [&] {
+        const Range& r = require_range(dst, "write");
+        const Stream& s = require_stream(stream, "write");
+        if (address == 0) throw invalid("write", "source address is null");
+        copy_host_to_range_async(r, require_non_negative(offset, "write", "offset"),
+                                 reinterpret_cast<const void*>(static_cast<uintptr_t>(address)),
+                                 require_non_negative(bytes, "write", "length"), s);
+        s.synchronize(Step{"waiting for the copy from host memory"});
+    });
+}
+
+void read_address_on(const RangeHandle& src, long long offset, long long address, long long bytes,
+                     const StreamHandle& stream, Status& status) {
+    guarded(status, "read", [&] {
+        const Range& r = require_range(src, "read");
+        const Stream& s = require_stream(stream, "read");
+        if (address == 0) throw invalid("read", "destination address is null");
+        copy_range_to_host_async(r, require_non_negative(offset, "read", "offset"),
+                                 reinterpret_cast<void*>(static_cast<uintptr_t>(address)),
+                                 require_non_negative(bytes, "read", "length"), s);
+        s.synchronize(Step{"waiting for the copy to host memory"});
+    });
+}
+
+void copy_range_on(const RangeHandle& dst, long long dst_offset, const RangeHandle& src, long long src_offset,
+                   long long bytes, const StreamHandle& stream, Status& status) {
+    guarded(status, "copy", [&] {
+        const Stream& s = require_stream(stream, "copy");
+        copy_range_to_range_async(require_range(dst, "copy"), require_non_negative(dst_offset, "copy", "destination offset"),
+                                  require_range(src, "copy"), require_non_negative(src_offset, "copy", "source offset"),
+                                  require_non_negative(bytes, "copy", "length"), s);
+        s.synchronize(Step{"waiting for the copy between buffers"});
+    });
+}
+
+void fill_on(const RangeHandle& dst, long long offset, long long bytes, int value, const StreamHandle& stream,
+             Status& status) {
+    guarded(status, "fill", [&] {
+        const Stream& s = require_stream(stream, "fill");
+        fill_range_async(require_range(dst, "fill"), require_non_negative(offset, "fill", "offset"),
+                         require_non_negative(bytes, "fill", "length"), static_cast<uint8_t>(value), s);
+        s.synchronize(Step{"waiting for the fill"});
+    });
+}
+
+void host_stream_delay(long long micros, Status& status) {
+    guarded(status, "host_stream_delay", [&] {
+        if (driver_kind() != DriverKind::host) {
+            throw DriverError(CUDA_ERROR_NOT_SUPPORTED, "host_stream_delay", "setting the host stream delay",
+                              "only the host driver has a stream delay (the " + driver_kind_name() + " driver runs)");
+        }
+        if (micros < 0) throw invalid("host_stream_delay", "micros: " + std::to_string(micros) + " (expected: >= 0)");
+        host_set_stream_delay_micros(micros);
     });
 }
 

@@ -114,4 +114,42 @@ void fill_range(const Range& dst, size_t offset, size_t bytes, uint8_t value) {
     finish(Step{"waiting for the fill"});
 }
 
+void copy_host_to_range_async(const Range& dst, size_t offset, const void* src, size_t bytes, const Stream& stream) {
+    check_window(dst, offset, bytes, "cuMemcpyHtoDAsync", "destination");
+    if (bytes == 0) return;
+    check_access(dst, offset, bytes, stream.device(), true, "cuMemcpyHtoDAsync", "destination");
+    DeviceContextScope context(stream.device());
+    CUVMM_CALL(cuMemcpyHtoDAsync, Step{"queueing a copy from host memory"}, dst.address() + offset, src, bytes,
+               stream.handle());
+}
+
+void copy_range_to_host_async(const Range& src, size_t offset, void* dst, size_t bytes, const Stream& stream) {
+    check_window(src, offset, bytes, "cuMemcpyDtoHAsync", "source");
+    if (bytes == 0) return;
+    check_access(src, offset, bytes, stream.device(), false, "cuMemcpyDtoHAsync", "source");
+    DeviceContextScope context(stream.device());
+    CUVMM_CALL(cuMemcpyDtoHAsync, Step{"queueing a copy to host memory"}, dst, src.address() + offset, bytes,
+               stream.handle());
+}
+
+void copy_range_to_range_async(const Range& dst, size_t dst_offset, const Range& src, size_t src_offset, size_t bytes,
+                               const Stream& stream) {
+    check_window(dst, dst_offset, bytes, "cuMemcpyDtoDAsync", "destination");
+    check_window(src, src_offset, bytes, "cuMemcpyDtoDAsync", "source");
+    if (bytes == 0) return;
+    check_access(dst, dst_offset, bytes, stream.device(), true, "cuMemcpyDtoDAsync", "destination");
+    check_access(src, src_offset, bytes, stream.device(), false, "cuMemcpyDtoDAsync", "source");
+    DeviceContextScope context(stream.device());
+    CUVMM_CALL(cuMemcpyDtoDAsync, Step{"queueing a copy between buffers"}, dst.address() + dst_offset,
+               src.address() + src_offset, bytes, stream.handle());
+}
+
+void fill_range_async(const Range& dst, size_t offset, size_t bytes, uint8_t value, const Stream& stream) {
+    check_window(dst, offset, bytes, "cuMemsetD8Async", "fill");
+    if (bytes == 0) return;
+    check_access(dst, offset, bytes, stream.device(), true, "cuMemsetD8Async", "destination");
+    DeviceContextScope context(stream.device());
+    CUVMM_CALL(cuMemsetD8Async, Step{"queueing a fill"}, dst.address() + offset, value, bytes, stream.handle());
+}
+
 }  // namespace cuvmm

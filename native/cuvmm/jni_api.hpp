@@ -3,15 +3,18 @@
 // Rules at this boundary:
 //  - no C++ exception crosses it: every function catches, and reports through Status
 //    (code, call, step, message); Java turns a non-zero code into CudaException;
-//  - Java holds driver objects only through RangeHandle / SpecHandle, each a box around a
+//  - Java holds driver objects only through RangeHandle / SpecHandle / StreamHandle /
+//    EventHandle / PinnedHandle, each a box around a
 //    shared_ptr<const ...>: copying a handle makes an alias, deleting it drops one
 //    reference. JavaCPP passes a closed handle as a null reference and throws before the
 //    call, so a stale Java object never reaches this code;
 //  - plain integers cross as long long (jlong); CUdeviceptr values are only ever read.
 #pragma once
 
+#include "cuvmm/stream.hpp"
 #include "cuvmm/vmm.hpp"
 
+#include <cstdint>
 #include <string>
 
 namespace cuvmm {
@@ -82,6 +85,39 @@ public:
     bool same_range(const RangeHandle& other) const { return range == other.range; }
 };
 
+// One reference to a Stream (owned or a borrowed default). Deleting the last reference of an
+// owned stream destroys it (work already queued still completes).
+class StreamHandle {
+public:
+    StreamRef stream;
+    bool empty() const { return !stream; }
+    // The raw CUstream (CU_STREAM_LEGACY = 1, CU_STREAM_PER_THREAD = 2 for the defaults).
+    long long handle() const { return stream ? static_cast<long long>(reinterpret_cast<uintptr_t>(stream->handle())) : 0; }
+    int device() const { return stream ? stream->device() : -1; }
+};
+
+// One reference to an Event; the last reference destroys it.
+class EventHandle {
+public:
+    EventRef event;
+    bool empty() const { return !event; }
+    long long handle() const { return event ? static_cast<long long>(reinterpret_cast<uintptr_t>(event->handle())) : 0; }
+    int device() const { return event ? event->device() : -1; }
+};
+
+// One reference to pinned host memory. Copy-constructing makes another reference (a
+// ByteBuffer view holds one, so the memory outlives the PinnedHostBuffer while a view is
+// reachable); the last reference frees (or unregisters) it.
+class PinnedHandle {
+public:
+    PinnedHandle() = default;
+    PinnedHandle(const PinnedHandle& other) = default;
+    PinnedHostRef pinned;
+    bool empty() const { return !pinned; }
+    long long address() const { return pinned ? static_cast<long long>(reinterpret_cast<uintptr_t>(pinned->address())) : 0; }
+    long long size() const { return pinned ? static_cast<long long>(pinned->size()) : 0; }
+};
+
 struct DeviceInfo {
     int ordinal = 0;
     std::string name;
@@ -144,6 +180,61 @@ void read_address(const RangeHandle& src, long long offset, long long address, l
 void copy_range(const RangeHandle& dst, long long dst_offset, const RangeHandle& src, long long src_offset,
                 long long bytes, Status& status);
 void fill(const RangeHandle& dst, long long offset, long long bytes, int value, Status& status);
+
+// ---- streams, events, host functions, pinned memory (stream.hpp) ----
+// non_blocking: 1 CU_STREAM_NON_BLOCKING, 0 CU_STREAM_DEFAULT (blocking).
+void stream_create(StreamHandle& out, int device, int non_blocking, int priority, Status& status);
+// which: 0 the legacy stream, 1 the per-thread stream. No driver call.
+void stream_default(StreamHandle& out, int device, int which, Status& status);
+// cuCtxGetStreamPriorityRange of `device`: out[0] least (the default), out[1] greatest.
+void stream_priority_range(int device, int* out, Status& status);
+void stream_synchronize(const StreamHandle& stream, Status& status);
+// 1 when all queued work completed, 0 when not, -1 with status set on an error.
+int stream_query(const StreamHandle& stream, Status& status);
+void stream_wait_event(const StreamHandle& stream, const EventHandle& event, Status& status);
+// timing 0 adds CU_EVENT_DISABLE_TIMING.
+void event_create(EventHandle& out, int device, int timing, Status& status);
+void event_record(const EventHandle& event, const StreamHandle& stream, Status& status);
+void event_synchronize(const EventHandle& event, Status& status);
+// 1 completed (or never recorded), 0 not yet, -1 with status set on an error.
+int event_query(const EventHandle& event, Status& status);
+// Milliseconds from `start` to `end`; status set on an error.
+float event_elapsed(const EventHandle& start, const EventHandle& end, Status& status);
+// See stream.hpp, "host functions": Java's dispatcher takes tokens and reports them done.
+void launch_host_function(const StreamHandle& stream, long long token, Status& status);
+long long next_host_function(long long timeout_ms);
+void host_function_done(long long token);
+long long host_functions_pending();
+void pinned_allocate(PinnedHandle& out, long long bytes, Status& status);
+// Registers the caller's memory [address, address + bytes); the caller keeps it alive and
+// mapped until the last reference to `out` is gone.
+void pinned_register(PinnedHandle& out, long long address, long long bytes, Status& status);
+
+// ---- stream-ordered data ----
+// Queued on `stream`; they return when queued. Windows (the pinned memory's too) and access
+// are checked before any driver call.
+void write_pinned_async(const RangeHandle& dst, long long offset, const PinnedHandle& src, long long src_offset,
+                        long long bytes, const StreamHandle& stream, Status& status);
+void read_pinned_async(const RangeHandle& src, long long offset, const PinnedHandle& dst, long long dst_offset,
+                       long long bytes, const StreamHandle& stream, Status& status);
+void copy_range_async(const RangeHandle& dst, long long dst_offset, const RangeHandle& src, long long src_offset,
+                      long long bytes, const StreamHandle& stream, Status& status);
+void fill_async(const RangeHandle& dst, long long offset, long long bytes, int value, const StreamHandle& stream,
+                Status& status);
+// The synchronous copies' path: the op queued on `stream` (cuvmm's internal stream), then a
+// cuStreamSynchronize of that stream only; returns when the op completed. Host memory by
+// address, as write_address / read_address (Java checks its window).
+void write_address_on(const RangeHandle& dst, long long offset, long long address, long long bytes,
+                      const StreamHandle& stream, Status& status);
+void read_address_on(const RangeHandle& src, long long offset, long long address, long long bytes,
+                     const StreamHandle& stream, Status& status);
+void copy_range_on(const RangeHandle& dst, long long dst_offset, const RangeHandle& src, long long src_offset,
+                   long long bytes, const StreamHandle& stream, Status& status);
+void fill_on(const RangeHandle& dst, long long offset, long long bytes, int value, const StreamHandle& stream,
+             Status& status);
+// Host driver only (tests): every queued op sleeps `micros` before it runs. Status says
+// CUDA_ERROR_NOT_SUPPORTED on the cuda driver.
+void host_stream_delay(long long micros, Status& status);
 
 // ---- counters (tests, benchmarks, `cuvmm info`) ----
 int entry_count();

@@ -8,6 +8,7 @@
 // keeps the range alive.
 #pragma once
 
+#include "cuvmm/stream.hpp"
 #include "cuvmm/vmm.hpp"
 
 #include <cstdint>
@@ -18,5 +19,19 @@ void copy_host_to_range(const Range& dst, size_t offset, const void* src, size_t
 void copy_range_to_host(const Range& src, size_t offset, void* dst, size_t bytes);
 void copy_range_to_range(const Range& dst, size_t dst_offset, const Range& src, size_t src_offset, size_t bytes);
 void fill_range(const Range& dst, size_t offset, size_t bytes, uint8_t value);
+
+// The same four operations queued on `stream` (cuMemcpyHtoDAsync, cuMemcpyDtoHAsync,
+// cuMemcpyDtoDAsync, cuMemsetD8Async): the same window and access checks, made before any
+// driver call, but for the device of `stream` (the device that runs the op), in its context.
+// They return once the op is queued: the caller keeps the ranges mapped, and host memory
+// valid, until the op has completed (Java records the use and waits for it before a release).
+// Host memory should be pinned (PinnedHost) for the copy to be asynchronous; from pageable
+// memory the driver may stage the source, or wait, before it returns (cuda.h, "API
+// synchronization behavior").
+void copy_host_to_range_async(const Range& dst, size_t offset, const void* src, size_t bytes, const Stream& stream);
+void copy_range_to_host_async(const Range& src, size_t offset, void* dst, size_t bytes, const Stream& stream);
+void copy_range_to_range_async(const Range& dst, size_t dst_offset, const Range& src, size_t src_offset, size_t bytes,
+                               const Stream& stream);
+void fill_range_async(const Range& dst, size_t offset, size_t bytes, uint8_t value, const Stream& stream);
 
 }  // namespace cuvmm

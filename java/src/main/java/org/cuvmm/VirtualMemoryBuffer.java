@@ -16,6 +16,7 @@ import org.cuvmm.internal.jni.NativeApi;
 import org.cuvmm.internal.jni.NativeRangeHandle;
 import org.cuvmm.internal.jni.NativeSpecHandle;
 import org.cuvmm.internal.jni.NativeStatus;
+import org.cuvmm.internal.jni.NativeStreamHandle;
 
 /**
  * A contiguous range of virtual memory with physical allocations mapped into it, owned by
@@ -28,11 +29,28 @@ import org.cuvmm.internal.jni.NativeStatus;
  * and released exactly when its last holder is closed. Every method that touches memory
  * registers a use for its duration; {@link #close()} while a use is in progress on another
  * thread <em>refuses</em> with {@link IllegalStateException}, the buffer stays usable, and a
- * later close succeeds. {@code close()} is idempotent; any other use after close throws
+ * later close succeeds. Stream work recorded on the buffer (its asynchronous operations,
+ * {@link #recordUse(Stream)}) is waited for before the memory is released: {@link #close()}
+ * blocks until it completed, {@link #close(Stream)} releases later in stream order without
+ * blocking (see "Streams" below). {@code close()} is idempotent; any other use after close throws
  * {@link IllegalStateException}. A buffer that is never closed is released by a cleaner with
  * a warning ({@link LeakDetection}); a {@linkplain BufferOrigin#POOLED pooled} one is instead
  * taken back by its pool with the same warning (see {@link org.cuvmm.pool.VirtualMemoryPool},
  * "Leaks").
+ *
+ * <h2>Streams</h2>
+ * The {@code *Async} methods queue work on a {@link Stream} and return; the work runs in that
+ * stream's order, unordered with other streams unless the caller orders them with events.
+ * Each records its stream on this buffer: one event per (buffer, stream), re-recorded after
+ * each use. For a kernel launched through another binding on {@link Stream#handle()}, call
+ * {@link #recordUse(Stream)} after the launch, or launch inside
+ * {@link #withAddress(Stream, java.util.function.LongConsumer)}. Each buffer object (each
+ * alias) keeps its own record.
+ *
+ * <p>The synchronous methods (copies, fill) run on a non-blocking stream of cuvmm's own after
+ * waiting ({@code cuStreamWaitEvent}, no host block) for this buffer's recorded stream work, and
+ * return when their own work is done; they never synchronize the legacy stream, so work other
+ * threads queued there without recording it here is not waited for.
  *
  * <p>Thread-safe.
  */
@@ -59,6 +77,16 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             public void reportLeak(long address, long size, Throwable site) {
                 LeakDetection.report(describe(address, size), site);
             }
+
+            @Override
+            public Object streamKey(Stream stream) {
+                return stream.useKey();
+            }
+
+            @Override
+            public void afterEvents(String what, java.util.List<Event> events, Runnable action) {
+                StreamOrderedRelease.later(what, events, action);
+            }
         });
     }
 
@@ -78,6 +106,8 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     // Non-null when this buffer maps memory of an import made with a whenUnmapped callback:
     // the buffer owns one reference, dropped by its Release after the native unmap.
     private final ImportHold hold;
+    // The streams with work queued on this buffer; created on the first stream use.
+    private volatile StreamUses streamUses;
 
     VirtualMemoryBuffer(VirtualMemoryResource resource, NativeRangeHandle range, BufferOrigin origin) {
         this(resource, range, origin, range.size(), null, true);
@@ -122,6 +152,12 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         private final Throwable site;
         private final ImportHold hold;
         volatile boolean explicit;
+        // The buffer's stream uses (set when the first is recorded): a leaked buffer's release
+        // waits for them; every release gives their events back (EventCache) after the memory is dropped.
+        volatile StreamUses uses;
+        // Set by close(Stream) of a buffer whose recycler orders the return itself (a pool
+        // slot): the recycler gets the range with this stream instead of a plain recycle.
+        volatile Stream closeStream;
 
         Release(NativeRangeHandle range, long address, long size, BufferRecycler recycler, Throwable site,
                 ImportHold hold) {
@@ -141,11 +177,15 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
         @Override
         public void run() {
+            StreamUses u = uses;
             try {
                 if (!explicit) LeakDetection.report(description(), site);
+                if (!explicit && u != null) u.awaitAll(description()); // explicit closes waited already
             } finally {
                 try {
-                    if (recycler != null) recycler.recycle(range, !explicit);
+                    Stream s = closeStream;
+                    if (s != null) ((org.cuvmm.internal.StreamOrderedRecycler) recycler).recycle(range, s);
+                    else if (recycler != null) recycler.recycle(range, !explicit);
                     else range.deallocate();
                 } catch (RuntimeException | Error e) {
                     // The memory may still be mapped: keep the import's hold (a sharing lease
@@ -156,6 +196,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
                     }
                     throw e;
                 }
+                if (u != null) u.destroy();
                 // Only after a completed unmap: the import's callback runs once nothing maps it.
                 if (hold != null) hold.release();
             }
@@ -299,12 +340,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         Checks.notNull("src", src);
         Checks.arrayWindow("src", srcOffset, length, src.length);
         Checks.window("copyFrom", offset, length, size);
-        acquire();
-        try {
-            ArrayCopies.write(range, offset, src, srcOffset, length);
-        } finally {
-            releaseUse();
-        }
+        onOwnStream(null, length, s -> ArrayCopies.write(range, s, offset, src, srcOffset, length));
     }
 
     /** Copies the start of this buffer into all of {@code dst}. */
@@ -321,12 +357,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         Checks.notNull("dst", dst);
         Checks.arrayWindow("dst", dstOffset, length, dst.length);
         Checks.window("copyTo", offset, length, size);
-        acquire();
-        try {
-            ArrayCopies.read(range, offset, dst, dstOffset, length);
-        } finally {
-            releaseUse();
-        }
+        onOwnStream(null, length, s -> ArrayCopies.read(range, s, offset, dst, dstOffset, length));
     }
 
     /**
@@ -338,14 +369,11 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         int length = src.remaining();
         Checks.window("copyFrom", offset, length, size);
         if (src.isDirect()) {
-            callNative(st -> NativeApi.write_address(range, offset, directAddress(src), length, st));
+            long from = directAddress(src);
+            onOwnStream(null, length, s -> check(st -> NativeApi.write_address_on(range, offset, from, length, s, st)));
         } else { // heap, read-only or not: staged like an array
-            acquire();
-            try {
-                ArrayCopies.write(range, offset, src, src.position(), length);
-            } finally {
-                releaseUse();
-            }
+            int from = src.position();
+            onOwnStream(null, length, s -> ArrayCopies.write(range, s, offset, src, from, length));
         }
         src.position(src.position() + length);
     }
@@ -359,7 +387,8 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         if (dst.hasArray()) {
             copyTo(offset, dst.array(), dst.arrayOffset() + dst.position(), length);
         } else {
-            callNative(st -> NativeApi.read_address(range, offset, directAddress(dst), length, st));
+            long to = directAddress(dst);
+            onOwnStream(null, length, s -> check(st -> NativeApi.read_address_on(range, offset, to, length, s, st)));
         }
         dst.position(dst.position() + length);
     }
@@ -375,18 +404,11 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         Checks.notNull("src", src);
         Checks.window("copyFrom", offset, length, size);
         Checks.window("src", srcOffset, length, src.size);
-        acquire();
+        src.acquire();
         try {
-            src.acquire();
-            try {
-                NativeStatus st = NativeCalls.status();
-                NativeApi.copy_range(range, offset, src.range, srcOffset, length, st);
-                NativeCalls.check(st);
-            } finally {
-                src.releaseUse();
-            }
+            onOwnStream(src, length, s -> check(st -> NativeApi.copy_range_on(range, offset, src.range, srcOffset, length, s, st)));
         } finally {
-            releaseUse();
+            src.releaseUse();
         }
     }
 
@@ -396,7 +418,195 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     /** Sets {@code length} bytes from {@code offset} to {@code value}. */
     public void fill(long offset, long length, byte value) {
         Checks.window("fill", offset, length, size);
-        callNative(st -> NativeApi.fill(range, offset, length, value, st));
+        onOwnStream(null, length, s -> check(st -> NativeApi.fill_on(range, offset, length, value, s, st)));
+    }
+
+    // ---- stream-ordered operations (AsyncCopies does the work) ----
+
+    /**
+     * Queues a copy of {@code length} bytes from pinned host memory {@code src} at
+     * {@code srcOffset} into this buffer at {@code offset} on {@code stream}
+     * ({@code cuMemcpyHtoDAsync}) and returns. The copy runs on {@code stream}'s device, which
+     * needs write access to this buffer. Records {@code stream} on this buffer and on {@code src}:
+     * neither is released before the copy completed. {@code src} must not be written until then
+     * (wait for the stream or an event).
+     *
+     * @throws IndexOutOfBoundsException when either window is out of bounds
+     * @throws IllegalStateException when this buffer, {@code src} or {@code stream} is closed,
+     *     or when called from a host function
+     * @throws CudaException when the driver (or cuvmm's access check) refuses
+     */
+    public void copyFromAsync(long offset, PinnedHostBuffer src, long srcOffset, long length, Stream stream) {
+        AsyncCopies.fromPinned(this, offset, Checks.notNull("src", src), srcOffset, length, Checks.notNull("stream", stream));
+    }
+
+    /**
+     * Queues a copy of {@code length} bytes of this buffer at {@code offset} into pinned host
+     * memory {@code dst} at {@code dstOffset} on {@code stream} ({@code cuMemcpyDtoHAsync}) and
+     * returns; the bytes are in {@code dst} once the stream has passed this point. Records
+     * {@code stream} on both. Throws as {@link #copyFromAsync(long, PinnedHostBuffer, long, long, Stream)}.
+     */
+    public void copyToAsync(long offset, PinnedHostBuffer dst, long dstOffset, long length, Stream stream) {
+        AsyncCopies.toPinned(this, offset, Checks.notNull("dst", dst), dstOffset, length, Checks.notNull("stream", stream));
+    }
+
+    /**
+     * Queues a copy of {@code length} bytes of buffer {@code src} at {@code srcOffset} into this
+     * buffer at {@code offset} on {@code stream} ({@code cuMemcpyDtoDAsync}) and returns. The
+     * stream's device needs read access to {@code src} and write access to this buffer; the
+     * windows may not overlap within one memory. Records {@code stream} on both buffers. Throws
+     * as {@link #copyFromAsync(long, PinnedHostBuffer, long, long, Stream)}.
+     */
+    public void copyFromAsync(long offset, VirtualMemoryBuffer src, long srcOffset, long length, Stream stream) {
+        AsyncCopies.fromBuffer(this, offset, Checks.notNull("src", src), srcOffset, length, Checks.notNull("stream", stream));
+    }
+
+    /**
+     * Queues a copy of {@code src[srcOffset, srcOffset + length)} into this buffer at
+     * {@code offset} on {@code stream} and returns; {@code src} may be changed or reused as soon
+     * as this returns. The bytes go through pinned staging owned by cuvmm (1 MiB pieces, filled
+     * by this call without pinning the array; they return to cuvmm's pool when the stream has
+     * passed the copy). Records {@code stream} on this buffer. Throws as
+     * {@link #copyFromAsync(long, PinnedHostBuffer, long, long, Stream)}.
+     */
+    public void copyFromAsync(long offset, byte[] src, int srcOffset, int length, Stream stream) {
+        AsyncCopies.fromArray(this, offset, Checks.notNull("src", src), srcOffset, length, Checks.notNull("stream", stream));
+    }
+
+    /**
+     * Queues a fill of {@code length} bytes from {@code offset} with {@code value} on
+     * {@code stream} ({@code cuMemsetD8Async}) and returns. Records {@code stream} on this buffer.
+     * Throws as {@link #copyFromAsync(long, PinnedHostBuffer, long, long, Stream)}.
+     */
+    public void fillAsync(long offset, long length, byte value, Stream stream) {
+        AsyncCopies.fill(this, offset, length, value, Checks.notNull("stream", stream));
+    }
+
+    /**
+     * Records that work queued on {@code stream} so far (a kernel launched through another
+     * binding on {@link Stream#handle()}) uses this buffer: {@link #close()} waits for it,
+     * {@link #close(Stream)} orders after it, and the synchronous operations wait for it. One
+     * {@code cuEventRecord} (plus one {@code cuEventCreate} the first time for this stream).
+     *
+     * @throws IllegalStateException when this buffer or {@code stream} is closed
+     * @throws CudaException when the driver refuses
+     */
+    public void recordUse(Stream stream) {
+        AsyncCopies.recordUse(this, Checks.notNull("stream", stream));
+    }
+
+    /**
+     * Runs {@code action} with this buffer's address while holding a use (as
+     * {@link #withAddress(java.util.function.LongConsumer)}), then records {@code stream} on
+     * this buffer ({@link #recordUse(Stream)}), also when {@code action} throws: launch the
+     * kernel on {@code stream} inside {@code action}, and close waits for it.
+     *
+     * @throws IllegalStateException when this buffer or {@code stream} is closed
+     */
+    public void withAddress(Stream stream, java.util.function.LongConsumer action) {
+        AsyncCopies.withAddress(this, address, Checks.notNull("stream", stream), Checks.notNull("action", action));
+    }
+
+    /**
+     * Closes this reference in {@code stream}'s order, without blocking: {@code stream} is made
+     * to wait for the work recorded on this buffer from other streams, an event is recorded on
+     * it, and the memory is released (unmapped when this was its last holder; an import's
+     * {@code whenUnmapped} runs then) by cuvmm's reaper thread ("cuvmm-stream-release") once
+     * that event completed. Work queued on {@code stream} before this call may use the memory;
+     * work queued after may not. Like {@link #close()}: idempotent, refuses while calls or
+     * leases hold the buffer, and any use after it throws. If the stream cannot be ordered (a
+     * driver error), it falls back to waiting here and logs why.
+     *
+     * @throws IllegalStateException when another thread is inside a call on this buffer, or a
+     *     lease holds it (nothing is released), or when {@code stream} is closed
+     */
+    public void close(Stream stream) {
+        Checks.notNull("stream", stream);
+        stream.acquire();
+        try {
+            if (state.tryClose(release, holders()) == AcquireState.CloseResult.CLOSED_NOW) {
+                if (release.recycler instanceof org.cuvmm.internal.StreamOrderedRecycler) closeIntoPool(stream);
+                else StreamOrderedRelease.closeOn(this, stream, streamUses);
+            }
+        } finally {
+            stream.release();
+        }
+    }
+
+    /**
+     * close(stream) of a pooled buffer: {@code stream} waits for the uses recorded on other
+     * streams, then the pool takes the range back in {@code stream}'s order (it records its own
+     * event there; see {@link org.cuvmm.pool.VirtualMemoryPool}, "Streams"). Never blocks, except
+     * when the driver refuses the waits: then it waits here for the recorded uses (late, never
+     * early) and the pool takes the memory back as after close(), and why is logged.
+     */
+    private void closeIntoPool(Stream stream) {
+        StreamUses u = streamUses;
+        if (u != null && !u.isEmpty()) {
+            try {
+                u.makeWait(stream);
+            } catch (RuntimeException | Error e) {
+                System.getLogger("org.cuvmm").log(System.Logger.Level.WARNING, "close(" + stream + ") of " + this
+                        + " could not order the stream after the buffer's other streams (" + e.getMessage()
+                        + "); waiting for them here instead", e);
+                u.awaitAll(release.description());
+                NativeApi.stream_synchronize(stream.nativeHandle(), NativeCalls.status()); // best effort, as closeOn
+                finishClose();
+                return;
+            }
+        }
+        release.closeStream = stream;
+        finishClose();
+    }
+
+    /** The native range; the caller holds a use. */
+    NativeRangeHandle nativeRange() { return range; }
+
+    /** Registers a use (pair with {@link #endUse()}). */
+    void acquireUse() { acquire(); }
+
+    /** Ends a use registered by {@link #acquireUse()}. */
+    void endUse() { releaseUse(); }
+
+    /** This buffer's stream uses, created on the first; the caller holds a use. */
+    StreamUses streamUses() {
+        StreamUses u = streamUses;
+        if (u == null) {
+            synchronized (this) { // bookkeeping only, no driver call
+                u = streamUses;
+                if (u == null) {
+                    streamUses = u = new StreamUses();
+                    release.uses = u;
+                }
+            }
+        }
+        return u;
+    }
+
+    /** This buffer's stream uses, or null when none was ever recorded. */
+    StreamUses streamUsesIfAny() { return streamUses; }
+
+    /** Called by StreamOrderedRelease: the release of a closed buffer, once its stream work completed. */
+    void releaseAfterStreamWork() { finishClose(); }
+
+    /**
+     * A synchronous operation of {@code length} bytes on cuvmm's own stream, holding a use of this
+     * buffer ({@code other}'s use, when not null, is the caller's); a zero length makes no driver call.
+     */
+    private void onOwnStream(VirtualMemoryBuffer other, long length, java.util.function.Consumer<NativeStreamHandle> op) {
+        acquire();
+        try {
+            if (length == 0) return;
+            AsyncCopies.synchronous(resource.device(), this, other, op);
+        } finally {
+            releaseUse();
+        }
+    }
+
+    private static void check(java.util.function.Consumer<NativeStatus> call) {
+        NativeStatus st = NativeCalls.status();
+        call.accept(st);
+        NativeCalls.check(st);
     }
 
     /**
@@ -574,14 +784,30 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
     /**
      * Closes this reference. The memory is unmapped and released when its last holder
-     * (this buffer, its aliases, grown buffers, ByteBuffer views) is closed. Idempotent.
+     * (this buffer, its aliases, grown buffers, ByteBuffer views) is closed. First waits for
+     * the stream work recorded on this buffer ({@code cuEventSynchronize} per stream; see
+     * "Streams"); work not recorded is not waited for. To release without blocking, use
+     * {@link #close(Stream)}. Called from a host function ({@link Stream#launchHostFunction}),
+     * it never blocks and makes no driver call: cuvmm's reaper thread waits and releases.
+     * Idempotent.
      *
      * @throws IllegalStateException when another thread is inside a call on this buffer;
      *     nothing is released and the buffer stays usable
      */
     @Override
     public void close() {
-        if (state.tryClose(release, holders()) == AcquireState.CloseResult.CLOSED_NOW) finishClose();
+        if (state.tryClose(release, holders()) == AcquireState.CloseResult.CLOSED_NOW) {
+            StreamUses u = streamUses;
+            if (HostFunctions.insideHostFunction()) {
+                // No driver call (unmap, event wait) from a host function: CUDA forbids it, and
+                // waiting for work queued behind this host function would never end.
+                StreamOrderedRelease.later(release.description(), u == null ? java.util.List.of() : u.events(),
+                        this::finishClose);
+                return;
+            }
+            if (u != null) u.awaitAll(release.description()); // closed: no new use can be recorded
+            finishClose();
+        }
     }
 
     private void finishClose() {
@@ -596,7 +822,8 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     /**
      * Closes now if nothing holds the buffer; otherwise closes it when the last call in
      * progress or lease ends (a consumer releasing, a connection closing). Either way the
-     * caller gives the buffer up: it must not use it afterwards. Never throws, never blocks.
+     * caller gives the buffer up: it must not use it afterwards. Never throws, never blocks:
+     * with recorded stream work pending, cuvmm's reaper thread releases once it completed.
      * For a pooled buffer this is how a producer hands back memory that consumers still map:
      * it returns to the pool only once every lease is gone.
      */
@@ -609,7 +836,11 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     public boolean isClosePending() { return closePending && !state.isClosed(); }
 
     private void tryDeferredClose() {
-        if (state.tryCloseIfIdle()) finishClose();
+        if (!state.tryCloseIfIdle()) return;
+        StreamUses u = streamUses;
+        // Never blocks: with stream work pending, the reaper releases once it completed.
+        if (u == null || u.isEmpty()) finishClose();
+        else StreamOrderedRelease.later(release.description(), u.events(), this::finishClose);
     }
 
     /** Ends one use; the last one closes a buffer whose close is pending. */
@@ -651,18 +882,6 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     }
 
     private void acquire() { state.acquire(release); }
-
-    /** One native call on this buffer: registered as a use, its status checked. */
-    private void callNative(java.util.function.Consumer<NativeStatus> call) {
-        acquire();
-        try {
-            NativeStatus st = NativeCalls.status();
-            call.accept(st);
-            NativeCalls.check(st);
-        } finally {
-            releaseUse();
-        }
-    }
 
     /** A buffer owning {@code range}; if building it fails, the range is released at once. */
     static VirtualMemoryBuffer adopt(VirtualMemoryResource resource, NativeRangeHandle range, BufferOrigin origin) {

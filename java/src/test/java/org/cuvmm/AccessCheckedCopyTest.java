@@ -19,14 +19,14 @@ class AccessCheckedCopyTest {
         DriverCounters k = Driver.get().counters();
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0, readOnly);
              VirtualMemoryBuffer b = r.allocate(MiB)) {
-            long htod = k.calls("cuMemcpyHtoD"), memset = k.calls("cuMemsetD8");
+            long htod = k.calls("cuMemcpyHtoDAsync"), memset = k.calls("cuMemsetD8Async");
             CudaException e = assertThrows(CudaException.class, () -> b.copyFrom(new byte[16]));
-            assertEquals(htod, k.calls("cuMemcpyHtoD"), "no cuMemcpyHtoD for a refused copy");
+            assertEquals(htod, k.calls("cuMemcpyHtoDAsync"), "no cuMemcpyHtoDAsync for a refused copy");
             assertEquals("CUDA_ERROR_INVALID_VALUE", e.resultName());
             assertTrue(e.getMessage().contains("device 0 has READ access to the destination " + b), e.getMessage());
             assertTrue(e.getMessage().contains("needs READWRITE"), e.getMessage());
             CudaException f = assertThrows(CudaException.class, () -> b.fill((byte) 1));
-            assertEquals(memset, k.calls("cuMemsetD8"), "no cuMemsetD8 for a refused fill");
+            assertEquals(memset, k.calls("cuMemsetD8Async"), "no cuMemsetD8Async for a refused fill");
             assertTrue(f.getMessage().contains("device 0 has READ access"), f.getMessage());
             b.copyTo(0, new byte[16], 0, 16); // reading is allowed
         }
@@ -38,9 +38,9 @@ class AccessCheckedCopyTest {
         DriverCounters k = Driver.get().counters();
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0, noAccess);
              VirtualMemoryBuffer b = r.allocate(MiB)) {
-            long dtoh = k.calls("cuMemcpyDtoH");
+            long dtoh = k.calls("cuMemcpyDtoHAsync");
             CudaException e = assertThrows(CudaException.class, () -> b.copyTo(0, new byte[16], 0, 16));
-            assertEquals(dtoh, k.calls("cuMemcpyDtoH"), "no cuMemcpyDtoH for a refused copy");
+            assertEquals(dtoh, k.calls("cuMemcpyDtoHAsync"), "no cuMemcpyDtoHAsync for a refused copy");
             assertTrue(e.getMessage().contains("device 0 has no access to the source " + b), e.getMessage());
         }
     }

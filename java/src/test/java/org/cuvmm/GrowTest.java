@@ -88,12 +88,12 @@ class GrowTest {
             byte[] data = pattern((int) (2 * MiB), 4);
             a.copyFrom(data);
             DriverCounters c = TestSupport.counters();
-            long copies = c.calls("cuMemcpyDtoD"), creates = c.calls("cuMemCreate"), maps = c.calls("cuMemMap");
+            long copies = c.calls("cuMemcpyDtoDAsync"), creates = c.calls("cuMemCreate"), maps = c.calls("cuMemMap");
             try (VirtualMemoryBuffer b = r.modifyAllocation(a, 5 * MiB)) {
                 assertEquals(BufferOrigin.MOVED, b.origin());
                 assertNotEquals(a.address(), b.address());
                 assertEquals(2, b.chunkCount());
-                assertEquals(0, c.calls("cuMemcpyDtoD") - copies, "a move copies no byte");
+                assertEquals(0, c.calls("cuMemcpyDtoDAsync") - copies, "a move copies no byte");
                 assertEquals(1, c.calls("cuMemCreate") - creates, "only the new chunk is created");
                 assertEquals(2, c.calls("cuMemMap") - maps, "old chunk re-mapped + new chunk mapped");
                 assertContent(b, 0, data);

@@ -9,6 +9,7 @@ import org.bytedeco.javacpp.Pointer;
 import org.cuvmm.internal.jni.NativeApi;
 import org.cuvmm.internal.jni.NativeRangeHandle;
 import org.cuvmm.internal.jni.NativeStatus;
+import org.cuvmm.internal.jni.NativeStreamHandle;
 
 /**
  * Copies between Java heap memory ({@code byte[]}, heap {@code ByteBuffer}) and a buffer's
@@ -21,11 +22,15 @@ import org.cuvmm.internal.jni.NativeStatus;
  * allocations stall (the GC locker). So no array is ever handed to native code. Each piece is
  * moved between the array and a direct staging buffer by Java (a bounded bulk copy with
  * safepoint polls between pieces), and between the staging buffer and the range by one
- * driver call ({@code write_address} / {@code read_address}) that touches no Java object.
+ * driver call ({@code write_address_on} / {@code read_address_on}: queued on the caller's
+ * stream, cuvmm's own, which is then waited for) that touches no Java object.
  * A GC can therefore run between any two pieces and during every driver call.
  *
  * <p>Cost: one extra host memcpy per byte (array to staging or back), and one driver call
  * (plus its stream synchronize) per piece instead of per copy.
+ *
+ * <p>The stream is cuvmm's own non-blocking stream of the buffer's device, borrowed by the
+ * caller (the buffer), which has made it wait for the buffer's recorded stream uses first.
  *
  * <p>Failure contract: a driver error throws {@link org.cuvmm.CudaException} from the piece
  * that failed; the pieces before it have been copied (the window was checked first, so on
@@ -114,9 +119,13 @@ public final class ArrayCopies {
         piece.free();  // pool full
     }
 
-    /** Copies {@code src[srcOffset, srcOffset + length)} into {@code range} at {@code offset}. */
-    public static void write(NativeRangeHandle range, long offset, byte[] src, int srcOffset, int length) {
-        writeInPieces(range, offset, length, (piece, done, n) -> piece.put(0, src, srcOffset + done, n));
+    /**
+     * Copies {@code src[srcOffset, srcOffset + length)} into {@code range} at {@code offset}, each
+     * piece on {@code stream} and waited for.
+     */
+    public static void write(NativeRangeHandle range, NativeStreamHandle stream, long offset, byte[] src, int srcOffset,
+                             int length) {
+        writeInPieces(range, stream, offset, length, (piece, done, n) -> piece.put(0, src, srcOffset + done, n));
     }
 
     /**
@@ -124,8 +133,9 @@ public final class ArrayCopies {
      * {@code srcIndex} (read-only buffers included; its position is not touched) into
      * {@code range} at {@code offset}.
      */
-    public static void write(NativeRangeHandle range, long offset, ByteBuffer src, int srcIndex, int length) {
-        writeInPieces(range, offset, length, (piece, done, n) -> piece.put(0, src, srcIndex + done, n));
+    public static void write(NativeRangeHandle range, NativeStreamHandle stream, long offset, ByteBuffer src,
+                             int srcIndex, int length) {
+        writeInPieces(range, stream, offset, length, (piece, done, n) -> piece.put(0, src, srcIndex + done, n));
     }
 
     /** Fills the start of a staging piece with {@code n} bytes of the source, from {@code done} on. */
@@ -135,7 +145,8 @@ public final class ArrayCopies {
     }
 
     /** One staging piece at a time: fill it from the Java source, then one driver copy into the range. */
-    private static void writeInPieces(NativeRangeHandle range, long offset, int length, PieceFill source) {
+    private static void writeInPieces(NativeRangeHandle range, NativeStreamHandle stream, long offset, int length,
+                                      PieceFill source) {
         if (length == 0) return;
         Piece piece = take(length);
         try {
@@ -143,7 +154,7 @@ public final class ArrayCopies {
             for (int done = 0; done < length; ) {
                 int n = Math.min(PIECE_BYTES, length - done);
                 source.fill(piece.buffer, done, n);
-                NativeApi.write_address(range, offset + done, piece.address, n, st);
+                NativeApi.write_address_on(range, offset + done, piece.address, n, stream, st);
                 NativeCalls.check(st);
                 done += n;
             }
@@ -152,15 +163,19 @@ public final class ArrayCopies {
         }
     }
 
-    /** Copies {@code length} bytes of {@code range} at {@code offset} into {@code dst} from {@code dstOffset}. */
-    public static void read(NativeRangeHandle range, long offset, byte[] dst, int dstOffset, int length) {
+    /**
+     * Copies {@code length} bytes of {@code range} at {@code offset} into {@code dst} from
+     * {@code dstOffset}, each piece on {@code stream} and waited for.
+     */
+    public static void read(NativeRangeHandle range, NativeStreamHandle stream, long offset, byte[] dst, int dstOffset,
+                            int length) {
         if (length == 0) return;
         Piece piece = take(length);
         try {
             NativeStatus st = NativeCalls.status();
             for (int done = 0; done < length; ) {
                 int n = Math.min(PIECE_BYTES, length - done);
-                NativeApi.read_address(range, offset + done, piece.address, n, st);
+                NativeApi.read_address_on(range, offset + done, piece.address, n, stream, st);
                 NativeCalls.check(st);
                 piece.buffer.get(0, dst, dstOffset + done, n);
                 done += n;

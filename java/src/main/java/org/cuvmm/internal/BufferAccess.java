@@ -52,6 +52,25 @@ public final class BufferAccess {
          * or null).
          */
         void reportLeak(long address, long size, Throwable site);
+
+        /**
+         * What identifies {@code stream}'s queue: the stream itself, or for
+         * {@link org.cuvmm.Stream#perThread(int)} an object of the calling thread's (the
+         * per-thread stream is a different queue on every thread). Two keys are the same object
+         * exactly when work queued with them is ordered.
+         */
+        default Object streamKey(org.cuvmm.Stream stream) {
+            throw new UnsupportedOperationException("streamKey");
+        }
+
+        /**
+         * Runs {@code action} on cuvmm's release thread ("cuvmm-stream-release") once every event
+         * of {@code events} has completed (a failed wait is logged and the action runs anyway);
+         * never blocks the caller. The events stay open until then.
+         */
+        default void afterEvents(String what, java.util.List<org.cuvmm.Event> events, Runnable action) {
+            throw new UnsupportedOperationException("afterEvents");
+        }
     }
 
     private static final StackWalker WALKER = StackWalker.getInstance(StackWalker.Option.RETAIN_CLASS_REFERENCE);

@@ -124,6 +124,45 @@ final class FreeListStripe extends FreeListStripeFields {
         return s;
     }
 
+    /**
+     * The newest slot that an allocation ordered by {@code key} (a stream key, or null for a
+     * host-ordered allocation) can use without a driver call ({@link #readyFor}), looking at
+     * no more than {@code limit} slots from the newest; else the newest. Null when empty.
+     */
+    PoolSlot popPreferred(Object key, int limit) {
+        PoolSlot s = newest;
+        if (s == null || readyFor(s, key)) return popNewest();
+        int seen = 1;
+        for (PoolSlot c = s.older; c != null && seen < limit; c = c.older, seen++) {
+            if (readyFor(c, key)) {
+                unlinkInner(c);
+                return c;
+            }
+        }
+        return popNewest();
+    }
+
+    /** No stream work may still target the slot, or {@code key}'s stream is ordered after it. */
+    static boolean readyFor(PoolSlot s, Object key) {
+        return !s.pending || (key != null && (key == s.recordedOn || key == s.waitedBy));
+    }
+
+    /** Unlinks {@code c}, which is on this list and not its newest. */
+    private void unlinkInner(PoolSlot c) {
+        PoolSlot newerSlot = c.newer; // not null: c is not the newest
+        newerSlot.older = c.older;
+        if (c.older != null) {
+            c.older.newer = newerSlot;
+        } else {
+            oldest = newerSlot;
+            oldestFreedAtNanos = newerSlot.freedAtNanos;
+        }
+        c.newer = null;
+        c.older = null;
+        c.setState(PoolSlot.TAKEN);
+        count = count - 1;
+    }
+
     PoolSlot popOldest() {
         PoolSlot s = oldest;
         if (s == null) return null;

@@ -12,6 +12,8 @@ import java.util.concurrent.atomic.LongAdder;
 import java.util.concurrent.locks.ReentrantLock;
 
 import org.cuvmm.CudaException;
+import org.cuvmm.Event;
+import org.cuvmm.Stream;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.internal.BufferAccess;
 import org.cuvmm.internal.jni.NativeRangeHandle;
@@ -53,6 +55,13 @@ import org.cuvmm.internal.jni.NativeRangeHandle;
  *
  * <p>Expensive work ({@code cuMemCreate} and friends on a miss, unmap/release/free when a
  * range is released) always runs with no lock of the pool held.
+ *
+ * <h2>Streams</h2>
+ * A stream-ordered free ({@link #recycleOnStream}) records the slot's own event on the stream
+ * and tags the slot ({@code pending}, {@code recordedOn}, {@code waitedBy} in
+ * {@link PoolSlotFields}); a taker not ordered after the tag waits for the event
+ * ({@link #orderAfterFree}); {@link #release} hands a slot whose event has not completed to
+ * cuvmm's release thread. The rules and their reasons: {@link VirtualMemoryPool}, "Streams".
  */
 final class LifetimePool {
     private static final System.Logger LOG = System.getLogger("org.cuvmm.pool");
@@ -64,6 +73,8 @@ final class LifetimePool {
     private static final AtomicInteger NEXT_PROBE = new AtomicInteger();
     /** Each thread's stripe index (before masking), given round-robin on first use. */
     private static final ThreadLocal<Integer> PROBE = ThreadLocal.withInitial(NEXT_PROBE::getAndIncrement);
+    /** Slots of a stripe an allocation looks at for one it can use without a driver call. */
+    private static final int PREFERENCE_SCAN = 8;
 
     private final VirtualMemoryPool pool;
     private final PoolLifetime lifetime;
@@ -86,6 +97,10 @@ final class LifetimePool {
     private final LongAdder evictedBytes = new LongAdder();
     private final LongAdder trimmedBytes = new LongAdder();
     private final LongAdder leaks = new LongAdder();
+    private final LongAdder streamWaits = new LongAdder();
+    private final LongAdder hostWaits = new LongAdder();
+    private final LongAdder eventsCreated = new LongAdder();
+    private final LongAdder deferredReleases = new LongAdder();
     /**
      * Every slot not yet released (live, idle, or in between), added on a miss and removed
      * by {@link #forget}. It keeps each slot, its range and its buffer's {@link LeakWatch}
@@ -121,20 +136,21 @@ final class LifetimePool {
      * is watched for a leak; {@code recordSite}: also record where it was allocated (when
      * {@link org.cuvmm.LeakDetection} captures sites).
      */
-    VirtualMemoryBuffer allocate(long reqSize, boolean recordSite) {
+    VirtualMemoryBuffer allocate(long reqSize, Stream stream, boolean recordSite) {
         int sizeIdx = classes.sizeIdx(reqSize);
         int probe = PROBE.get();
+        Object key = stream == null ? null : BRIDGE.streamKey(stream);
         boolean hit = true;
         boolean largerClass = false;
-        PoolSlot slot = takeIdle(sizeIdx, probe);
+        PoolSlot slot = takeIdle(sizeIdx, probe, key);
         if (slot == null) {
-            slot = takeLarger(sizeIdx, probe);
+            slot = takeLarger(sizeIdx, probe, key);
             if (slot != null) {
                 largerClass = true;
             } else {
                 // Before making new memory, take back what leaked: a leaked slot of this class
                 // is reused instead (the slow path is the only place the leak queue is read).
-                if (pool.drainLeaks() > 0) slot = takeIdle(sizeIdx, probe);
+                if (pool.drainLeaks() > 0) slot = takeIdle(sizeIdx, probe, key);
                 if (slot == null) {
                     slot = newSlot(sizeIdx);
                     hit = false;
@@ -142,6 +158,7 @@ final class LifetimePool {
                 }
             }
         }
+        if (hit && !FreeListStripe.readyFor(slot, key)) orderAfterFree(slot, stream, key, probe);
         cells[probe & stripeMask].allocated(slot.classSize, reqSize, hit, largerClass);
         // live <= footprint, so no new peak is possible while the footprint is at most the peak.
         if (footprintBytes.get() > peakLiveBytes.get()) raisePeak(sumLiveBytes());
@@ -163,8 +180,39 @@ final class LifetimePool {
         return buffer;
     }
 
-    /** The newest idle slot of class {@code sizeIdx}, own stripe first; null when none. */
-    private PoolSlot takeIdle(int sizeIdx, int probe) {
+    /**
+     * A taken slot whose last stream-ordered free may still be pending, for an allocation that
+     * is not yet ordered after it: the allocating {@code stream} waits for the free's event
+     * ({@code cuStreamWaitEvent}: one call, the caller never blocks), or, for a host-ordered
+     * allocation ({@code stream} null), the calling thread does ({@code cuEventSynchronize}).
+     * On failure the slot goes back to the free list and the exception is thrown.
+     */
+    private void orderAfterFree(PoolSlot slot, Stream stream, Object key, int probe) {
+        try {
+            if (stream != null) {
+                stream.waitFor(slot.event);
+                slot.waitedBy = key;
+                streamWaits.increment();
+            } else {
+                slot.event.synchronize();
+                slot.pending = false;
+                slot.recordedOn = null;
+                slot.waitedBy = null;
+                hostWaits.increment();
+            }
+        } catch (RuntimeException | Error e) {
+            push(slot, probe & stripeMask);
+            if (pool.isClosed()) trim(); // as in keep(): a trim of a closing pool may have missed it
+            throw e;
+        }
+    }
+
+    /**
+     * An idle slot of class {@code sizeIdx}, own stripe first; null when none. Within a stripe,
+     * the newest slot that an allocation ordered by {@code key} can use without a driver call
+     * (see {@link FreeListStripe#popPreferred}), else the newest.
+     */
+    private PoolSlot takeIdle(int sizeIdx, int probe, Object key) {
         FreeListStripe[] stripes = freeLists.get(sizeIdx);
         if (stripes == null) return null;
         for (int i = 0; i < stripes.length; i++) {
@@ -173,7 +221,7 @@ final class LifetimePool {
             PoolSlot s;
             st.lock();
             try {
-                s = st.popNewest();
+                s = st.popPreferred(key, PREFERENCE_SCAN);
             } finally {
                 st.unlock();
             }
@@ -183,10 +231,10 @@ final class LifetimePool {
     }
 
     /** An idle slot of the smallest non-empty class above {@code sizeIdx} within the reuse limit. */
-    private PoolSlot takeLarger(int sizeIdx, int probe) {
+    private PoolSlot takeLarger(int sizeIdx, int probe, Object key) {
         int limitIdx = classes.reuseLimitIdx(sizeIdx);
         for (int idx = nextHinted(sizeIdx + 1, limitIdx); idx >= 0; idx = nextHinted(idx + 1, limitIdx)) {
-            PoolSlot s = takeIdle(idx, probe);
+            PoolSlot s = takeIdle(idx, probe, key);
             if (s != null) return s;
             clearHint(idx);
         }
@@ -251,39 +299,120 @@ final class LifetimePool {
                         + " was returned twice or with a foreign range; ignored");
                 return;
             }
-            int stripe = PROBE.get() & stripeMask; // one thread-local lookup for the cell and the free list
-            cells[stripe].released(slot.classSize, slot.reqSize);
-            if (leaked) leaks.increment();
-            // A leaked exported buffer is not reused: a consumer whose lease was lost with it
-            // may still map the memory (rule 5). Neither is memory that an alias, a grow or a
-            // ByteBuffer view of the closed buffer still maps: handing it out again would let
-            // two owners write the same bytes. Release our reference instead.
-            boolean closed = pool.isClosed();
-            if (closed || (leaked && lifetime == PoolLifetime.EXPORTED) || !returned.exclusive()) {
-                slot.setState(PoolSlot.DEAD);
-                if (closed) trimmedBytes.add(slot.classSize);
-                forget(slot);
-                release(slot);
-                return;
-            }
-            long cap = retentionCapBytes;
-            if (slot.classSize > cap) { // could never be retained: release now
-                slot.setState(PoolSlot.DEAD);
-                evictions.increment();
-                evictedBytes.add(slot.classSize);
-                forget(slot);
-                release(slot);
-                return;
-            }
-            push(slot, stripe);
-            // retained = footprint - live <= footprint: the sum is needed only when the footprint exceeds the cap.
-            long footprint = footprintBytes.get();
-            if (footprint > cap && footprint - sumLiveBytes() > cap) evictToCap();
-            if (pool.isClosed()) trim(); // the pool closed while we pushed: its trim may have missed this slot
+            keep(slot, returned, leaked);
         } catch (Throwable t) {
             LOG.log(System.Logger.Level.ERROR, "pool " + pool.name() + " (" + lifetime.key() + "): returning " + slot
                     + " failed", t);
         }
+    }
+
+    /**
+     * A buffer over {@code slot} was closed with {@code close(stream)}: record the slot's event on
+     * {@code stream} (the free's position in stream order), then keep the slot idle or release
+     * its range as {@link #recycle} does. Never throws, never blocks on the stream, except when
+     * the driver refuses to order the free: then this thread waits for the stream (late, never
+     * early) and says why in the log.
+     */
+    void recycleOnStream(PoolSlot slot, NativeRangeHandle returned, Stream stream) {
+        try {
+            if (returned != slot.range || !slot.beginReturn()) {
+                LOG.log(System.Logger.Level.ERROR, "pool " + pool.name() + " (" + lifetime.key() + "): " + slot
+                        + " was returned twice or with a foreign range; ignored");
+                return;
+            }
+            try {
+                markFreedOn(slot, stream);
+            } catch (RuntimeException | Error e) {
+                LOG.log(System.Logger.Level.WARNING, "pool " + pool.name() + " (" + lifetime.key() + "): the free of "
+                        + slot + " could not be ordered on " + stream + " (" + e.getMessage()
+                        + "); waiting for the stream here instead", e);
+                try {
+                    stream.synchronize();
+                } catch (RuntimeException x) {
+                    LOG.log(System.Logger.Level.WARNING, "pool " + pool.name() + ": waiting for " + stream + " failed ("
+                            + x.getMessage() + ")", x);
+                }
+            }
+            keep(slot, returned, false);
+        } catch (Throwable t) {
+            LOG.log(System.Logger.Level.ERROR, "pool " + pool.name() + " (" + lifetime.key() + "): returning " + slot
+                    + " failed", t);
+        }
+    }
+
+    /**
+     * Records the slot's event on {@code stream} (created on the slot's first stream-ordered
+     * free, then re-recorded: {@code cuEventRecord} is the one driver call of a steady-state
+     * free). When an earlier free's record may still be pending and {@code stream} is not ordered
+     * after it, {@code stream} first waits for it, so the new record covers the older work too.
+     */
+    private void markFreedOn(PoolSlot slot, Stream stream) {
+        Object key = BRIDGE.streamKey(stream);
+        Event e = slot.event;
+        if (e == null || e.device() != stream.device()) {
+            Event made = Event.builder(stream.device()).timing(false).build();
+            if (e != null) {
+                try {
+                    if (slot.pending) stream.waitFor(e);
+                } catch (RuntimeException | Error x) {
+                    closeQuietly(made);
+                    throw x;
+                }
+                closeQuietly(e);
+                slot.event = null;
+                slot.pending = false;
+            }
+            slot.event = e = made;
+            eventsCreated.increment();
+        } else if (slot.pending && key != slot.recordedOn && key != slot.waitedBy) {
+            stream.waitFor(e);
+            streamWaits.increment();
+        }
+        e.record(stream);
+        slot.pending = true;
+        slot.recordedOn = key;
+        slot.waitedBy = null;
+    }
+
+    private void closeQuietly(Event e) {
+        try {
+            e.close();
+        } catch (RuntimeException x) {
+            LOG.log(System.Logger.Level.WARNING, "pool " + pool.name() + ": closing " + e + " failed: " + x, x);
+        }
+    }
+
+    /** The rest of a return, after {@link PoolSlot#beginReturn()}: keep the slot idle or release it. */
+    private void keep(PoolSlot slot, NativeRangeHandle returned, boolean leaked) {
+        int stripe = PROBE.get() & stripeMask; // one thread-local lookup for the cell and the free list
+        cells[stripe].released(slot.classSize, slot.reqSize);
+        if (leaked) leaks.increment();
+        // A leaked exported buffer is not reused: a consumer whose lease was lost with it
+        // may still map the memory (rule 5). Neither is memory that an alias, a grow or a
+        // ByteBuffer view of the closed buffer still maps: handing it out again would let
+        // two owners write the same bytes. Release our reference instead.
+        boolean closed = pool.isClosed();
+        if (closed || (leaked && lifetime == PoolLifetime.EXPORTED) || !returned.exclusive()) {
+            slot.setState(PoolSlot.DEAD);
+            if (closed) trimmedBytes.add(slot.classSize);
+            forget(slot);
+            release(slot);
+            return;
+        }
+        long cap = retentionCapBytes;
+        if (slot.classSize > cap) { // could never be retained: release now
+            slot.setState(PoolSlot.DEAD);
+            evictions.increment();
+            evictedBytes.add(slot.classSize);
+            forget(slot);
+            release(slot);
+            return;
+        }
+        push(slot, stripe);
+        // retained = footprint - live <= footprint: the sum is needed only when the footprint exceeds the cap.
+        long footprint = footprintBytes.get();
+        if (footprint > cap && footprint - sumLiveBytes() > cap) evictToCap();
+        if (pool.isClosed()) trim(); // the pool closed while we pushed: its trim may have missed this slot
     }
 
     private void push(PoolSlot slot, int stripe) {
@@ -426,8 +555,46 @@ final class LifetimePool {
         allSlots.remove(slot);
     }
 
-    /** Drops the pool's reference to the range: unmap, release, free in the driver. Never throws. */
+    /**
+     * Drops the pool's reference to the range: unmap, release, free in the driver, then closes
+     * the slot's event. Never throws and never blocks: when a stream-ordered free's work may
+     * still be pending ({@code cuEventQuery} says not ready), the release is handed to cuvmm's
+     * release thread, which waits for the event first ({@link #deferredReleases}).
+     */
     private void release(PoolSlot slot) {
+        Event e = slot.event;
+        if (e != null && slot.pending && !isDone(e)) {
+            try {
+                deferredReleases.increment();
+                BRIDGE.afterEvents("pool " + pool.name() + ": " + slot, java.util.List.of(e), () -> {
+                    deallocate(slot);
+                    closeQuietly(e);
+                });
+                return;
+            } catch (Throwable t) {
+                LOG.log(System.Logger.Level.ERROR, "pool " + pool.name() + ": deferring the release of " + slot
+                        + " failed (" + t + "); waiting for its stream work here", t);
+                try {
+                    e.synchronize();
+                } catch (RuntimeException x) {
+                    LOG.log(System.Logger.Level.WARNING, "pool " + pool.name() + ": waiting for " + e + " failed", x);
+                }
+            }
+        }
+        deallocate(slot);
+        if (e != null) closeQuietly(e);
+    }
+
+    /** The event's last record completed; false when not, or when the query fails (then the release thread waits). */
+    private static boolean isDone(Event e) {
+        try {
+            return e.isDone();
+        } catch (RuntimeException x) {
+            return false;
+        }
+    }
+
+    private void deallocate(PoolSlot slot) {
         try {
             slot.range.deallocate();
         } catch (Throwable t) {
@@ -491,7 +658,7 @@ final class LifetimePool {
                 peakLiveBytes.get(), Math.max(0, slots.get() - live), Math.max(0, footprintBytes.get() - liveCapacity),
                 retentionCapBytes, hits(), largerClassHits(), misses.sum(), evictions.sum(), evictedBytes.sum(),
                 trimmedBytes.sum(),
-                leaks.sum());
+                leaks.sum(), streamWaits.sum(), hostWaits.sum(), eventsCreated.sum(), deferredReleases.sum());
     }
 
     private long sumLiveBytes() {
@@ -538,6 +705,10 @@ final class LifetimePool {
     long evictedBytes() { return evictedBytes.sum(); }
     long trimmedBytes() { return trimmedBytes.sum(); }
     long leaks() { return leaks.sum(); }
+    long streamWaits() { return streamWaits.sum(); }
+    long hostWaits() { return hostWaits.sum(); }
+    long eventsCreated() { return eventsCreated.sum(); }
+    long deferredReleases() { return deferredReleases.sum(); }
 
     /** Slots whose buffer is live; for tests. */
     List<PoolSlot> liveSlots() {

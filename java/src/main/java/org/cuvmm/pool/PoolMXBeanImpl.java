@@ -35,5 +35,7 @@ final class PoolMXBeanImpl implements VirtualMemoryPoolMXBean {
     @Override public long getEvictedBytes() { return lifetimePool.evictedBytes(); }
     @Override public long getTrimmedBytes() { return lifetimePool.trimmedBytes(); }
     @Override public long getLeaks() { pool.drainLeaks(); return lifetimePool.leaks(); }
+    @Override public long getStreamWaits() { return lifetimePool.streamWaits(); }
+    @Override public long getHostWaits() { return lifetimePool.hostWaits(); }
     @Override public long trim() { return pool.trim(lifetimePool.lifetime()); }
 }

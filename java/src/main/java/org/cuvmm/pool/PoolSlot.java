@@ -1,6 +1,8 @@
 package org.cuvmm.pool;
 
+import org.cuvmm.Stream;
 import org.cuvmm.internal.BufferRecycler;
+import org.cuvmm.internal.StreamOrderedRecycler;
 import org.cuvmm.internal.jni.NativeRangeHandle;
 
 /**
@@ -26,7 +28,7 @@ import org.cuvmm.internal.jni.NativeRangeHandle;
  * list's lock. {@code LIVE -> RETURNING} is a CAS, so a second recycle of the same range is
  * detected and ignored.
  */
-final class PoolSlot extends PoolSlotFields implements BufferRecycler {
+final class PoolSlot extends PoolSlotFields implements StreamOrderedRecycler {
     PoolSlot(LifetimePool home, NativeRangeHandle range, int sizeIdx, long classSize) {
         super(home, range, sizeIdx, classSize);
     }
@@ -36,6 +38,13 @@ final class PoolSlot extends PoolSlotFields implements BufferRecycler {
     public void recycle(NativeRangeHandle returned, boolean leaked) {
         dropWatch();
         home.recycle(this, returned, leaked);
+    }
+
+    /** The buffer was closed with {@code close(stream)}: the range comes back in that stream's order. */
+    @Override
+    public void recycle(NativeRangeHandle returned, Stream stream) {
+        dropWatch();
+        home.recycleOnStream(this, returned, stream);
     }
 
     // Padding after the fields (those of PoolSlotFields): slots sit side by side in the heap,

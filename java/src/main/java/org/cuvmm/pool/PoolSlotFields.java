@@ -48,6 +48,18 @@ abstract class PoolSlotFields extends CacheLinePadding {
     PoolSlot older;
     long freedAtNanos;
 
+    // Stream-ordered returns (see LifetimePool, "Streams"). Plain fields, touched only by the
+    // slot's owner of the moment (the thread closing its buffer, the thread that took it off a
+    // free list, the thread releasing it) and published by the stripe lock, like the links.
+    /** The slot's event: created on its first stream-ordered free, re-recorded on each, closed when the slot is released. */
+    org.cuvmm.Event event;
+    /** True while {@link #event}'s last record may not have completed: stream work may still target the memory. */
+    boolean pending;
+    /** The key (BufferAccess.Bridge#streamKey) of the stream {@link #event} was last recorded on. */
+    Object recordedOn;
+    /** The key of a stream made to wait for that record since, or null: it is ordered after it too. */
+    Object waitedBy;
+
     // Starts at 0, TAKEN, by default (no volatile store and fence in the constructor).
     @SuppressWarnings("unused") // accessed through STATE
     private volatile int state;

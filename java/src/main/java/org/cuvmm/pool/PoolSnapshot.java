@@ -4,5 +4,6 @@ package org.cuvmm.pool;
 record PoolSnapshot(String poolName, PoolLifetime lifetime, long liveCount, long liveBytes, long liveRequestedBytes,
                     long peakLiveBytes, long retainedCount, long retainedBytes, long retentionCapBytes, long hits,
                     long largerClassHits, long misses, long evictions, long evictedBytes, long trimmedBytes,
-                    long leaks) implements PoolStats {
+                    long leaks, long streamWaits, long hostWaits, long eventsCreated,
+                    long deferredReleases) implements PoolStats {
 }

@@ -66,4 +66,29 @@ public interface PoolStats {
      * back through this accounting (kept for reuse, or released for an exported buffer).
      */
     long leaks();
+
+    /**
+     * Allocations on a stream that reused memory freed on another stream whose free may not
+     * have completed, so the allocating stream was made to wait for the free's event
+     * ({@code cuStreamWaitEvent}), plus stream-ordered frees on a stream not yet ordered after
+     * an earlier pending free of the same memory (the same call). See
+     * {@link VirtualMemoryPool}, "Streams".
+     */
+    long streamWaits();
+
+    /**
+     * Allocations without a stream that reused memory freed in stream order, whose free was
+     * then waited for on the allocating thread ({@code cuEventSynchronize}).
+     */
+    long hostWaits();
+
+    /** Events the pool created for stream-ordered frees: at most one per pooled range (each is reused). */
+    long eventsCreated();
+
+    /**
+     * Releases (eviction, trim, pool close, a return to a closed pool) of memory whose
+     * stream-ordered free had not completed, handed to cuvmm's release thread
+     * ("cuvmm-stream-release"), which releases it once the free's event completed.
+     */
+    long deferredReleases();
 }

@@ -17,6 +17,7 @@ import javax.management.StandardMBean;
 
 import org.cuvmm.BufferOrigin;
 import org.cuvmm.CudaException;
+import org.cuvmm.Stream;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.internal.Checks;
@@ -100,6 +101,59 @@ import org.cuvmm.internal.Checks;
  * (64 by default) also records where it was allocated, when allocation sites are captured
  * ({@value org.cuvmm.LeakDetection#CAPTURE_PROPERTY}).
  *
+ * <p><b>Streams.</b> {@link #allocate(long, Stream)} and {@link #allocateExported(long, Stream)}
+ * allocate in a stream's order, and {@link VirtualMemoryBuffer#close(Stream)} of a pooled buffer
+ * frees in a stream's order (as {@code cudaMallocAsync}/{@code cudaFreeAsync}, RMM's pool and
+ * cuda.core's {@code allocate(size, stream)}/{@code deallocate(stream)} do):
+ * <ul>
+ * <li><em>Free.</em> {@code close(stream)} never blocks and returns the memory to the pool at
+ *     once, tagged with an event the pool records on {@code stream} ({@code cuEventRecord}):
+ *     the memory is free from that point of the stream on. The stream first waits
+ *     ({@code cuStreamWaitEvent}) for the work the buffer recorded on other streams (its
+ *     {@code *Async} operations, {@link VirtualMemoryBuffer#recordUse(Stream)}); work the
+ *     buffer did not record, on another stream than {@code stream}, must be ordered before
+ *     the free by the caller, as for {@code cudaFreeAsync}. From then on the memory counts as
+ *     <em>retained</em>, not live.</li>
+ * <li><em>Reuse on the same stream</em> (or on a stream already made to wait for the free):
+ *     at once, with no driver call; stream order makes it safe. An allocation looks at up to 8
+ *     idle buffers of its class (newest first, in its own free list) for one it can take
+ *     without a call before it takes the newest.</li>
+ * <li><em>Reuse on another stream</em>: the allocating stream is made to wait for the free's
+ *     event ({@code cuStreamWaitEvent}), counted in {@link PoolStats#streamWaits()}. Chosen
+ *     over polling the event ({@code cuEventQuery}) because it is always exactly one call that
+ *     never blocks the caller and never depends on timing: polling costs a call too, and when
+ *     the free has not completed it would either add the wait anyway (two calls) or skip the
+ *     memory and allocate new memory (a driver allocation for work that only had to be
+ *     ordered). A wait on an event that already completed costs the stream nothing. The
+ *     price: the allocating stream may start its work later than it could, when the freeing
+ *     stream lags behind.</li>
+ * <li><em>Reuse without a stream</em> ({@link #allocate(long)}, {@link #allocateExported(long)}):
+ *     the caller may use the memory from the host at once, so the calling thread waits for a
+ *     pending free's event ({@code cuEventSynchronize}), counted in {@link PoolStats#hostWaits()}.</li>
+ * <li><em>{@code close()} without a stream</em> of a buffer with recorded stream work waits
+ *     for that work before the memory returns (see {@link VirtualMemoryBuffer#close()}); an
+ *     earlier stream-ordered free of the same memory that may still be pending keeps its tag,
+ *     so the rules above still apply to it.</li>
+ * <li><em>Events.</em> Each pooled range gets one event (timing disabled) on its first
+ *     stream-ordered free and re-records it on every later one, so steady state creates none
+ *     ({@link PoolStats#eventsCreated()} is at most the number of ranges); it is destroyed when
+ *     the range is released. A free on a stream not yet ordered after an earlier pending free
+ *     of the same memory first makes that stream wait for it (counted in
+ *     {@code streamWaits}), so one event always covers all the memory's pending work.</li>
+ * <li><em>Release.</em> Eviction, {@link #trim()}, {@link #setRetentionCap} and
+ *     {@link #close()} never release memory a pending stream-ordered free still covers: memory
+ *     whose event has not completed ({@code cuEventQuery}) is handed to cuvmm's release thread
+ *     ("cuvmm-stream-release"), which releases it once the event completed
+ *     ({@link PoolStats#deferredReleases()}); it is no longer counted as retained, and
+ *     {@code trim()} counts it as released. None of these calls blocks on a stream.</li>
+ * </ul>
+ * Steady state, counted on the host driver: a same-stream allocate+free makes one driver call
+ * ({@code cuEventRecord}), a cross-stream one two ({@code cuStreamWaitEvent}, {@code cuEventRecord});
+ * each also checks that the device's context is current ({@code cuCtxGetCurrent}, as every
+ * cuvmm operation does). No event is created, also when the buffer records uses of its own
+ * (its {@code *Async} operations): those events come from a per-device cache. An allocation on a stream of another device than
+ * the memory's is allowed (the event lives on the stream's device).
+ *
  * <p>Thread-safe, with no lock shared by all threads on the allocate and release paths (see
  * the design document, "The pool"). Closing a pool releases its idle memory and stops
  * allocation; buffers still live stay valid, and their memory is released when they are
@@ -158,7 +212,29 @@ public final class VirtualMemoryPool implements AutoCloseable {
      *     {@code CUDA_ERROR_OUT_OF_MEMORY} the pool first trims its idle memory and retries once)
      */
     public VirtualMemoryBuffer allocate(long reqSize) {
-        return allocate(local, reqSize);
+        return allocate(local, reqSize, null);
+    }
+
+    /**
+     * {@link #allocate(long)} in {@code stream}'s order: the buffer may be used by work queued on
+     * {@code stream} from now on (and, on the host, once that stream has reached this point).
+     * Reused memory freed with {@link VirtualMemoryBuffer#close(Stream)} on the same stream is
+     * handed out with no driver call; memory whose stream-ordered free on another stream may
+     * still be pending makes {@code stream} wait for that free's event first (one
+     * {@code cuStreamWaitEvent}; the caller never blocks). Close the buffer with
+     * {@code close(stream)} to give the memory back in stream order. See "Streams".
+     *
+     * @param reqSize the size in bytes ({@code size()} of the result)
+     * @param stream the stream the buffer is first used on
+     * @return an open buffer whose {@code mappedSize()} is its size class
+     * @throws NullPointerException when {@code stream} is null
+     * @throws IllegalArgumentException as {@link #allocate(long)}
+     * @throws IllegalStateException when {@code stream} is closed, or as {@link #allocate(long)}
+     * @throws CudaException when the driver refuses the wait (the memory stays in the pool), or
+     *     as {@link #allocate(long)}
+     */
+    public VirtualMemoryBuffer allocate(long reqSize, Stream stream) {
+        return allocate(local, reqSize, requireOpen(stream));
     }
 
     /**
@@ -180,22 +256,52 @@ public final class VirtualMemoryPool implements AutoCloseable {
      *     {@code CUDA_ERROR_OUT_OF_MEMORY} the pool first trims its idle memory and retries once)
      */
     public VirtualMemoryBuffer allocateExported(long reqSize) {
+        checkExportable();
+        return allocate(exported, reqSize, null);
+    }
+
+    /**
+     * {@link #allocateExported(long)} in {@code stream}'s order, with the reuse rules of
+     * {@link #allocate(long, Stream)}. Its memory returns to the pool as after
+     * {@link #allocateExported(long)}: with {@link VirtualMemoryBuffer#close(Stream)} (in stream
+     * order) when no lease holds it, else with {@link VirtualMemoryBuffer#closeWhenUnused()}
+     * (host order, once the last lease is gone and the recorded stream work completed). Before a
+     * consumer in another process uses the memory, the owner must have waited for its own stream
+     * work (as for any exported buffer): the consumer's streams are not ordered with ours.
+     *
+     * @throws NullPointerException when {@code stream} is null
+     * @throws IllegalStateException when {@code stream} is closed, or as {@link #allocateExported(long)}
+     * @throws CudaException as {@link #allocate(long, Stream)}
+     */
+    public VirtualMemoryBuffer allocateExported(long reqSize, Stream stream) {
+        checkExportable();
+        return allocate(exported, reqSize, requireOpen(stream));
+    }
+
+    private void checkExportable() {
         if (!resource.isIpcEnabled()) {
             throw new IllegalStateException("allocateExported: pool " + name + " allocates from a resource with handle "
                     + "type " + resource.options().handleType() + " (expected: POSIX_FD; build the pool over a resource "
                     + "created with VirtualMemoryResourceOptions.builder().handleType(HandleType.POSIX_FD))");
         }
-        return allocate(exported, reqSize);
     }
 
-    private VirtualMemoryBuffer allocate(LifetimePool lifetimePool, long reqSize) {
+    private static Stream requireOpen(Stream stream) {
+        Checks.notNull("stream", stream);
+        if (stream.isClosed()) {
+            throw new IllegalStateException("stream: " + stream + " is closed (expected: an open stream to allocate on)");
+        }
+        return stream;
+    }
+
+    private VirtualMemoryBuffer allocate(LifetimePool lifetimePool, long reqSize, Stream stream) {
         Checks.nonNegative("reqSize", reqSize);
         if (closed) {
             throw new IllegalStateException("pool " + name + " is closed; allocate from an open pool, or from the "
                     + "resource directly");
         }
         if (reqSize == 0) return resource.allocate(0);
-        return lifetimePool.allocate(reqSize, sampleForAllocationSite());
+        return lifetimePool.allocate(reqSize, stream, sampleForAllocationSite());
     }
 
     /** One allocation in leakSampleRate records its site (when sites are captured at all). */
@@ -263,6 +369,19 @@ public final class VirtualMemoryPool implements AutoCloseable {
         LifetimePool p = of(lifetime);
         drainLeaks();
         return p.snapshot();
+    }
+
+    /**
+     * Returns when every release this pool handed to cuvmm's release thread so far has run (the
+     * thread runs them in order); for tests. Bounded: throws after {@code seconds}.
+     */
+    void awaitDeferredReleases(long seconds) throws InterruptedException {
+        java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
+        org.cuvmm.internal.BufferAccess.get().afterEvents("pool " + name + ": a test's marker", List.of(),
+                done::countDown);
+        if (!done.await(seconds, java.util.concurrent.TimeUnit.SECONDS)) {
+            throw new IllegalStateException("the release thread did not drain in " + seconds + " s");
+        }
     }
 
     /** The queue every {@link LeakWatch} of this pool is registered with. */

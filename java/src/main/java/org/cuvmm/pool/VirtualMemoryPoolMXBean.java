@@ -74,6 +74,12 @@ public interface VirtualMemoryPoolMXBean extends BufferPoolMXBean {
     /** Buffers found leaked (unreachable, never closed) and taken back ({@link PoolStats#leaks()}). */
     long getLeaks();
 
+    /** Cross-stream reuses that made a stream wait for a free's event ({@link PoolStats#streamWaits()}). */
+    long getStreamWaits();
+
+    /** Allocations without a stream that waited for a stream-ordered free ({@link PoolStats#hostWaits()}). */
+    long getHostWaits();
+
     /** Releases every idle buffer of this lifetime; returns the capacity released. */
     long trim();
 }

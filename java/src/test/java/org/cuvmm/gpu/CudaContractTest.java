@@ -136,9 +136,9 @@ class CudaContractTest {
             byte[] data = pattern((int) size, 13);
             a.copyFrom(data);
             b.fill((byte) 0x5A);
-            long dtod = driver.counters().calls("cuMemcpyDtoD");
+            long dtod = driver.counters().calls("cuMemcpyDtoDAsync");
             b.copyFrom(0, a, 0, size);
-            assertTrue(driver.counters().calls("cuMemcpyDtoD") > dtod, "buffer to buffer is a device copy");
+            assertTrue(driver.counters().calls("cuMemcpyDtoDAsync") > dtod, "buffer to buffer is a device copy");
             assertContent(b, 0, data);
             b.fill(g - 1, 2, (byte) 1);
             byte[] edge = new byte[4];
@@ -177,7 +177,7 @@ class CudaContractTest {
             byte[] data = pattern((int) (g + 1), 15);
             a.copyFrom(data);
             long reserves = c.calls("cuMemAddressReserve"), creates = c.calls("cuMemCreate"),
-                    maps = c.calls("cuMemMap"), dtod = c.calls("cuMemcpyDtoD");
+                    maps = c.calls("cuMemMap"), dtod = c.calls("cuMemcpyDtoDAsync");
             try (VirtualMemoryBuffer b = r.modifyAllocation(a, 5 * g)) {
                 assertEquals(BufferOrigin.GROWN_IN_PLACE, b.origin());
                 assertEquals(a.address(), b.address());
@@ -187,7 +187,7 @@ class CudaContractTest {
                 assertEquals(1, c.calls("cuMemAddressReserve") - reserves, "one reservation, right after the buffer");
                 assertEquals(1, c.calls("cuMemCreate") - creates, "one new chunk");
                 assertEquals(1, c.calls("cuMemMap") - maps, "only the new chunk is mapped");
-                assertEquals(0, c.calls("cuMemcpyDtoD") - dtod, "nothing is copied");
+                assertEquals(0, c.calls("cuMemcpyDtoDAsync") - dtod, "nothing is copied");
                 assertContent(b, 0, data);
                 byte[] tail = pattern((int) (4 * g - 1), 16);
                 b.copyFrom(g + 1, tail, 0, tail.length);
@@ -209,12 +209,12 @@ class CudaContractTest {
             assertEquals(hint + 2 * g, decoy.address(), "the decoy sits right after the buffer");
             byte[] data = pattern((int) (2 * g), 17);
             a.copyFrom(data);
-            long copies = c.calls("cuMemcpyDtoD"), creates = c.calls("cuMemCreate"), maps = c.calls("cuMemMap");
+            long copies = c.calls("cuMemcpyDtoDAsync"), creates = c.calls("cuMemCreate"), maps = c.calls("cuMemMap");
             try (VirtualMemoryBuffer b = r.modifyAllocation(a, 3 * g + 5)) {
                 assertEquals(BufferOrigin.MOVED, b.origin());
                 assertNotEquals(a.address(), b.address());
                 assertEquals(2, b.chunkCount());
-                assertEquals(0, c.calls("cuMemcpyDtoD") - copies, "a move copies no byte");
+                assertEquals(0, c.calls("cuMemcpyDtoDAsync") - copies, "a move copies no byte");
                 assertEquals(1, c.calls("cuMemCreate") - creates, "only the new chunk is created");
                 assertEquals(2, c.calls("cuMemMap") - maps, "old chunk re-mapped + new chunk mapped");
                 assertContent(b, 0, data);

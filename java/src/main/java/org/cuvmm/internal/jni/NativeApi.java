@@ -66,6 +66,69 @@ public final class NativeApi {
     public static native void fill(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long offset,
                                    @Cast("long long") long bytes, int value, @ByRef NativeStatus status);
 
+    // ---- streams, events, host functions, pinned memory (native/cuvmm/stream.hpp) ----
+    public static native void stream_create(@ByRef NativeStreamHandle out, int device, int nonBlocking, int priority,
+                                            @ByRef NativeStatus status);
+    public static native void stream_default(@ByRef NativeStreamHandle out, int device, int which,
+                                             @ByRef NativeStatus status);
+    public static native void stream_priority_range(int device, int[] out, @ByRef NativeStatus status);
+    public static native void stream_synchronize(@Const @ByRef NativeStreamHandle stream, @ByRef NativeStatus status);
+    public static native int stream_query(@Const @ByRef NativeStreamHandle stream, @ByRef NativeStatus status);
+    public static native void stream_wait_event(@Const @ByRef NativeStreamHandle stream,
+                                                @Const @ByRef NativeEventHandle event, @ByRef NativeStatus status);
+    public static native void event_create(@ByRef NativeEventHandle out, int device, int timing,
+                                           @ByRef NativeStatus status);
+    public static native void event_record(@Const @ByRef NativeEventHandle event,
+                                           @Const @ByRef NativeStreamHandle stream, @ByRef NativeStatus status);
+    public static native void event_synchronize(@Const @ByRef NativeEventHandle event, @ByRef NativeStatus status);
+    public static native int event_query(@Const @ByRef NativeEventHandle event, @ByRef NativeStatus status);
+    public static native float event_elapsed(@Const @ByRef NativeEventHandle start,
+                                             @Const @ByRef NativeEventHandle end, @ByRef NativeStatus status);
+    public static native void launch_host_function(@Const @ByRef NativeStreamHandle stream,
+                                                   @Cast("long long") long token, @ByRef NativeStatus status);
+    /** Blocks in native code up to {@code timeoutMillis}; 0 when no host function was posted. */
+    public static native @Cast("long long") long next_host_function(@Cast("long long") long timeoutMillis);
+    public static native void host_function_done(@Cast("long long") long token);
+    public static native @Cast("long long") long host_functions_pending();
+    public static native void pinned_allocate(@ByRef NativePinnedHandle out, @Cast("long long") long bytes,
+                                              @ByRef NativeStatus status);
+    public static native void pinned_register(@ByRef NativePinnedHandle out, @Cast("long long") long address,
+                                              @Cast("long long") long bytes, @ByRef NativeStatus status);
+
+    // ---- stream-ordered data: queued on the stream, returning when queued ----
+    public static native void write_pinned_async(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long offset,
+                                                 @Const @ByRef NativePinnedHandle src, @Cast("long long") long srcOffset,
+                                                 @Cast("long long") long bytes, @Const @ByRef NativeStreamHandle stream,
+                                                 @ByRef NativeStatus status);
+    public static native void read_pinned_async(@Const @ByRef NativeRangeHandle src, @Cast("long long") long offset,
+                                                @Const @ByRef NativePinnedHandle dst, @Cast("long long") long dstOffset,
+                                                @Cast("long long") long bytes, @Const @ByRef NativeStreamHandle stream,
+                                                @ByRef NativeStatus status);
+    public static native void copy_range_async(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long dstOffset,
+                                               @Const @ByRef NativeRangeHandle src, @Cast("long long") long srcOffset,
+                                               @Cast("long long") long bytes, @Const @ByRef NativeStreamHandle stream,
+                                               @ByRef NativeStatus status);
+    public static native void fill_async(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long offset,
+                                         @Cast("long long") long bytes, int value,
+                                         @Const @ByRef NativeStreamHandle stream, @ByRef NativeStatus status);
+
+    // ---- the synchronous copies' path: queued on cuvmm's internal stream, then that stream only is waited for ----
+    public static native void write_address_on(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long offset,
+                                               @Cast("long long") long address, @Cast("long long") long bytes,
+                                               @Const @ByRef NativeStreamHandle stream, @ByRef NativeStatus status);
+    public static native void read_address_on(@Const @ByRef NativeRangeHandle src, @Cast("long long") long offset,
+                                              @Cast("long long") long address, @Cast("long long") long bytes,
+                                              @Const @ByRef NativeStreamHandle stream, @ByRef NativeStatus status);
+    public static native void copy_range_on(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long dstOffset,
+                                            @Const @ByRef NativeRangeHandle src, @Cast("long long") long srcOffset,
+                                            @Cast("long long") long bytes, @Const @ByRef NativeStreamHandle stream,
+                                            @ByRef NativeStatus status);
+    public static native void fill_on(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long offset,
+                                      @Cast("long long") long bytes, int value,
+                                      @Const @ByRef NativeStreamHandle stream, @ByRef NativeStatus status);
+    /** Host driver only (tests): every queued op sleeps {@code micros} before it runs. */
+    public static native void host_stream_delay(@Cast("long long") long micros, @ByRef NativeStatus status);
+
     public static native int entry_count();
     public static native @StdString String entry_name(int index);
     public static native @Cast("long long") long call_count(int index);

@@ -1,0 +1,208 @@
+package org.cuvmm;
+
+import java.nio.ByteBuffer;
+
+import org.bytedeco.javacpp.BytePointer;
+import org.bytedeco.javacpp.Pointer;
+import org.cuvmm.internal.AcquireState;
+import org.cuvmm.internal.Checks;
+import org.cuvmm.internal.NativeCalls;
+import org.cuvmm.internal.jni.NativeApi;
+import org.cuvmm.internal.jni.NativePinnedHandle;
+import org.cuvmm.internal.jni.NativeStatus;
+
+/**
+ * Page-locked (pinned) host memory, the source or destination of truly asynchronous copies
+ * ({@link VirtualMemoryBuffer#copyFromAsync(long, PinnedHostBuffer, long, long, Stream)},
+ * {@link VirtualMemoryBuffer#copyToAsync(long, PinnedHostBuffer, long, long, Stream)}): the driver
+ * copies it by DMA while the caller goes on. From pageable memory the driver first stages or
+ * waits, so the copy is not asynchronous.
+ *
+ * <table class="striped">
+ * <caption>Two kinds</caption>
+ * <tr><th>made by</th><th>memory</th><th>{@link #close()}</th></tr>
+ * <tr><td>{@link #allocate(long)}</td><td>allocated by the driver ({@code cuMemHostAlloc}, portable)</td>
+ *     <td>frees it ({@code cuMemFreeHost}) once no {@link #asByteBuffer()} view is reachable</td></tr>
+ * <tr><td>{@link #register(ByteBuffer)}</td><td>the caller's direct buffer, page-locked in place
+ *     ({@code cuMemHostRegister})</td><td>unregisters it; the ByteBuffer stays the caller's</td></tr>
+ * </table>
+ *
+ * <p>Lifecycle: every asynchronous copy records its stream on this buffer, and {@link #close()}
+ * waits for that work before it frees or unregisters (freeing pinned memory a queued copy still
+ * reads is undefined on a GPU). Idempotent; other uses after close throw
+ * {@link IllegalStateException}; close while another thread is inside a call on it refuses.
+ * The memory is ordinary host memory: writing it while a queued copy reads it is a race the
+ * caller must avoid (wait for the stream or an event first). Thread-safe.
+ */
+public final class PinnedHostBuffer implements AutoCloseable {
+    private final NativePinnedHandle handle;
+    private final long address;
+    private final long size;
+    private final ByteBuffer registered; // a slice of the caller's buffer (keeps it reachable) while registered; null when allocated
+    private final AcquireState state = new AcquireState();
+    private volatile StreamUses uses;
+
+    private PinnedHostBuffer(NativePinnedHandle handle, ByteBuffer registered) {
+        this.handle = handle;
+        this.address = handle.address();
+        this.size = handle.size();
+        this.registered = registered;
+    }
+
+    /**
+     * Allocates {@code size} bytes of pinned host memory ({@code cuMemHostAlloc} with
+     * {@code CU_MEMHOSTALLOC_PORTABLE}: pinned for every device's context).
+     *
+     * @throws IllegalArgumentException when {@code size} is not positive
+     * @throws CudaException when the driver refuses (out of pinnable memory)
+     */
+    public static PinnedHostBuffer allocate(long size) {
+        if (size <= 0) throw new IllegalArgumentException("size: " + size + " (expected: > 0 bytes)");
+        Driver.get();
+        NativePinnedHandle h = new NativePinnedHandle();
+        NativeStatus st = NativeCalls.status();
+        NativeApi.pinned_allocate(h, size, st);
+        if (st.code() != 0) {
+            h.deallocate();
+            throw NativeCalls.toException(st);
+        }
+        return new PinnedHostBuffer(h, null);
+    }
+
+    /**
+     * Page-locks the bytes of {@code buffer} from its position to its limit in place
+     * ({@code cuMemHostRegister}, portable). The buffer stays the caller's: this object keeps it
+     * reachable until {@link #close()}, which unregisters it; offsets of this object count from
+     * the buffer's position at this call.
+     *
+     * @throws IllegalArgumentException when {@code buffer} is not direct or has no bytes remaining
+     * @throws CudaException when the driver refuses (for example the memory is registered already:
+     *     {@code CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED})
+     */
+    public static PinnedHostBuffer register(ByteBuffer buffer) {
+        Checks.notNull("buffer", buffer);
+        if (!buffer.isDirect()) {
+            throw new IllegalArgumentException("buffer: " + buffer + " (expected: a direct ByteBuffer; a heap buffer "
+                    + "can move in memory and cannot be registered, use allocate(size) and copy)");
+        }
+        if (!buffer.hasRemaining()) {
+            throw new IllegalArgumentException("buffer: " + buffer + " (expected: at least one byte between position and limit)");
+        }
+        Driver.get();
+        long base;
+        try (Pointer p = new Pointer(buffer)) {
+            base = p.address() + buffer.position();
+        }
+        NativePinnedHandle h = new NativePinnedHandle();
+        NativeStatus st = NativeCalls.status();
+        NativeApi.pinned_register(h, base, buffer.remaining(), st);
+        if (st.code() != 0) {
+            h.deallocate();
+            throw NativeCalls.toException(st);
+        }
+        return new PinnedHostBuffer(h, buffer.slice()); // the slice keeps the caller's buffer reachable
+    }
+
+    /**
+     * The host address of the first byte.
+     *
+     * @throws IllegalStateException when closed
+     */
+    public long address() {
+        if (state.isClosed()) throw new IllegalStateException(this + " is closed; it cannot be used after close()");
+        return address;
+    }
+
+    /** Size in bytes. */
+    public long size() { return size; }
+
+    /** True for memory made by {@link #register(ByteBuffer)}. */
+    public boolean isRegistered() { return registered != null; }
+
+    /** True once closed. */
+    public boolean isClosed() { return state.isClosed(); }
+
+    /**
+     * A direct {@link ByteBuffer} over this memory (position 0, capacity {@link #size()}), to fill
+     * or read it. For {@link #allocate(long) allocated} memory the view holds its own reference:
+     * the memory stays allocated until the view is unreachable, even after {@link #close()}. For
+     * {@link #register(ByteBuffer) registered} memory it is a duplicate of the caller's buffer.
+     *
+     * @throws IllegalStateException when closed, or when larger than 2 GiB - 1
+     */
+    public ByteBuffer asByteBuffer() {
+        if (size > Integer.MAX_VALUE) {
+            throw new IllegalStateException("asByteBuffer: size " + size + " (expected: at most " + Integer.MAX_VALUE
+                    + " bytes; a ByteBuffer cannot address more)");
+        }
+        acquire();
+        try {
+            if (registered != null) {
+                return registered.duplicate(); // the registered bytes, position 0
+            }
+            NativePinnedHandle viewRef = new NativePinnedHandle(handle);
+            ByteBuffer view;
+            try {
+                final long base = address;
+                BytePointer p = new BytePointer() {
+                    {
+                        address = base;
+                    }
+                };
+                view = p.capacity(size).asByteBuffer();
+                LeakDetection.CLEANER.register(view, viewRef::deallocate);
+            } catch (RuntimeException | Error e) {
+                viewRef.deallocate();
+                throw e;
+            }
+            return view;
+        } finally {
+            state.release();
+        }
+    }
+
+    /**
+     * Waits for the stream work recorded on this buffer (the asynchronous copies that read or
+     * write it), then frees or unregisters the memory. Idempotent. Never throws for a failed
+     * wait or release (logged).
+     *
+     * @throws IllegalStateException when another thread is inside a call on this buffer; it
+     *     stays open and usable
+     */
+    @Override
+    public void close() {
+        if (state.tryClose(this, "") != AcquireState.CloseResult.CLOSED_NOW) return;
+        StreamUses u = uses;
+        if (u != null) {
+            u.awaitAll(toString());
+            u.destroy();
+        }
+        handle.deallocate();
+    }
+
+    // ---- for cuvmm's own classes ----
+
+    void acquire() { state.acquire(this); }
+
+    void release() { state.release(); }
+
+    NativePinnedHandle nativeHandle() { return handle; }
+
+    /** The uses record, created on first use; the caller holds a use. */
+    StreamUses uses() {
+        StreamUses u = uses;
+        if (u == null) {
+            synchronized (this) { // bookkeeping only
+                u = uses;
+                if (u == null) uses = u = new StreamUses();
+            }
+        }
+        return u;
+    }
+
+    @Override
+    public String toString() {
+        return "PinnedHostBuffer[0x" + Long.toHexString(address) + ", " + size + " bytes"
+                + (registered != null ? ", registered" : "") + (state.isClosed() ? ", closed" : "") + "]";
+    }
+}

@@ -1,0 +1,29 @@
+package org.cuvmm.internal;
+
+import org.cuvmm.internal.jni.NativeApi;
+import org.cuvmm.internal.jni.NativeStatus;
+
+/**
+ * Settings of the host driver that tests change at run time. Not API (the package is not
+ * exported): the system property {@code cuvmm.host.streamDelayMicros} is the supported way to
+ * set the delay for a whole run.
+ */
+public final class HostDriverHooks {
+    private HostDriverHooks() {}
+
+    /**
+     * Every op queued on a host-driver stream from now on sleeps {@code micros} before it runs
+     * ({@code host_set_stream_delay_micros}; 0 turns it off), so that a missing synchronization
+     * reads stale data instead of winning the race by chance.
+     *
+     * @throws IllegalArgumentException when {@code micros} is negative
+     * @throws org.cuvmm.CudaException ({@code CUDA_ERROR_NOT_SUPPORTED}) on the cuda driver
+     */
+    public static void setStreamDelayMicros(long micros) {
+        Checks.nonNegative("micros", micros);
+        org.cuvmm.Driver.get();
+        NativeStatus st = NativeCalls.status();
+        NativeApi.host_stream_delay(micros, st);
+        NativeCalls.check(st);
+    }
+}
