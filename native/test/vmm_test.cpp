@@ -9,11 +9,14 @@
 //   A3  unmap, release and address-free run with the resource's context current, also on
 //       a thread that never had one (the cleaner's, a fresh thread)
 //   A4  a copy or fill on a range its device may not access is refused by cuvmm before any
-//       driver copy call
+//       driver copy call (the async ones too, for the device of their stream)
+//   S1  stream, event and pinned-memory boxes make exactly one undo call each (none for the
+//       borrowed default streams); a host function's trampoline waits for its token
 //
 // Plain main(): one line per failed check, then "N passed, M failed"; non-zero exit on failure.
 #include "cuvmm/cuda_errors.hpp"
 #include "cuvmm/driver.hpp"
+#include "cuvmm/stream.hpp"
 #include "cuvmm/transfer.hpp"
 #include "cuvmm/vmm.hpp"
 
@@ -287,6 +290,76 @@ void test_copies_checked_before_the_driver() {
     expect_refused([&] { copy_host_to_range(*grown, 2 * G, host.data(), 16); }, Entry::cuMemcpyHtoD,
                    {"chunk 2 of 2"}, __LINE__);
 }
+// ---- S1 ---------------------------------------------------------------------------------
+
+void test_stream_boxes() {
+    const long long creates = call_count(Entry::cuStreamCreateWithPriority);
+    const long long destroys = call_count(Entry::cuStreamDestroy);
+    {
+        StreamRef s = Stream::create(1, CU_STREAM_NON_BLOCKING, 0);
+        StreamRef legacy = Stream::legacy(0);
+        StreamRef per_thread = Stream::per_thread(0);
+        CHECK(s->owned() && !legacy->owned() && !per_thread->owned());
+        CHECK(legacy->handle() == CU_STREAM_LEGACY && per_thread->handle() == CU_STREAM_PER_THREAD);
+        std::thread dropper([&s] { s.reset(); });  // a thread with no current context
+        dropper.join();
+    }
+    CHECK(call_count(Entry::cuStreamCreateWithPriority) == creates + 1);
+    CHECK(call_count(Entry::cuStreamDestroy) == destroys + 1);
+
+    const long long event_destroys = call_count(Entry::cuEventDestroy);
+    {
+        StreamRef s = Stream::create(0, CU_STREAM_DEFAULT, 0);
+        EventRef e = Event::create(0, CU_EVENT_DISABLE_TIMING);
+        CHECK(e->query(Step{"query"}));  // never recorded: complete
+        e->record(*s, Step{"record"});
+        e->synchronize(Step{"sync"});
+        CHECK(e->query(Step{"query"}));
+    }
+    CHECK(call_count(Entry::cuEventDestroy) == event_destroys + 1);
+
+    const long long frees = call_count(Entry::cuMemFreeHost);
+    const long long unregisters = call_count(Entry::cuMemHostUnregister);
+    std::vector<unsigned char> mine(G);
+    {
+        PinnedHostRef p = PinnedHost::allocate(G);
+        PinnedHostRef r = PinnedHost::register_memory(mine.data(), mine.size());
+        CHECK(!p->registered() && r->registered() && r->address() == mine.data());
+    }
+    CHECK(call_count(Entry::cuMemFreeHost) == frees + 1);
+    CHECK(call_count(Entry::cuMemHostUnregister) == unregisters + 1);
+
+    // A4 for the async copies: checked for the stream's device, before the driver.
+    StreamRef on_zero = Stream::create(0, CU_STREAM_NON_BLOCKING, 0);
+    StreamRef on_one = Stream::create(1, CU_STREAM_NON_BLOCKING, 0);
+    RangeRef read_only = Range::allocate(make_spec(0, {self_access(0, CU_MEM_ACCESS_FLAGS_PROT_READ)}), G);
+    RangeRef zero_only = Range::allocate(rw_spec(0), G);
+    std::vector<unsigned char> host(G, 3);
+    expect_refused([&] { copy_host_to_range_async(*read_only, 0, host.data(), 16, *on_zero); }, Entry::cuMemcpyHtoDAsync,
+                   {"device 0 has READ access", "needs READWRITE"}, __LINE__);
+    expect_refused([&] { fill_range_async(*zero_only, 0, 16, 1, *on_one); }, Entry::cuMemsetD8Async,
+                   {"device 1 has no access to the destination"}, __LINE__);
+    expect_refused([&] { copy_range_to_host_async(*zero_only, 0, host.data(), 16, *on_one); }, Entry::cuMemcpyDtoHAsync,
+                   {"device 1 has no access to the source"}, __LINE__);
+    fill_range_async(*zero_only, 0, G, 9, *on_zero);
+    copy_range_to_host_async(*zero_only, 0, host.data(), G, *on_zero);
+    on_zero->synchronize(Step{"sync"});
+    CHECK(host[0] == 9 && host[G - 1] == 9);
+
+    // A host function: the stream waits until the dispatcher (here a plain thread) says done.
+    launch_host_function(*on_zero, 42, Step{"launch"});
+    const long long token = next_host_function(10000);
+    CHECK(token == 42);
+    CHECK(host_functions_pending() == 1);
+    CHECK(!on_zero->query(Step{"query"}));  // held by the trampoline
+    host_function_done(7);                   // an unknown token is ignored
+    CHECK(!on_zero->query(Step{"query"}));
+    host_function_done(token);
+    on_zero->synchronize(Step{"sync"});
+    CHECK(host_functions_pending() == 0);
+    CHECK(next_host_function(0) == 0);
+}
+
 }  // namespace
 
 void on_timeout(int) {
@@ -310,6 +383,7 @@ int main() {
     test_explicit_alignment();
     test_teardown_context();
     test_copies_checked_before_the_driver();
+    test_stream_boxes();
 
     ObjectCounts c = object_counts();
     CHECK(c.allocations == 0 && c.reservations == 0 && c.mappings == 0 && c.ranges == 0);

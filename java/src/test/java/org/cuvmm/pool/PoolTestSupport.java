@@ -47,12 +47,12 @@ final class PoolTestSupport {
     }
 
     /**
-     * Minor page faults of the calling thread so far: field 10 (minflt) of
-     * /proc/thread-self/stat. The command name (field 2) may hold spaces, so fields are
-     * counted from the last ')'.
+     * Minor page faults of the whole process (/proc/self/stat, field 10): a fill runs on a
+     * stream of the driver (on the host driver, a stream's worker thread), not on the calling
+     * thread, so the faults a fill takes are not the caller's.
      */
-    static long minorFaultsOfThisThread() throws IOException {
-        String stat = Files.readString(Path.of("/proc/thread-self/stat"));
+    static long minorFaultsOfThisProcess() throws IOException {
+        String stat = Files.readString(Path.of("/proc/self/stat"));
         String[] fields = stat.substring(stat.lastIndexOf(')') + 2).split(" ");
         return Long.parseLong(fields[10 - 3]); // fields[0] is field 3 (state)
     }
