@@ -159,6 +159,25 @@ final class AsyncCopies {
         }
     }
 
+    /** Runs {@code action} with {@code address} holding uses of buffer and stream, then records the stream. */
+    static void withAddress(VirtualMemoryBuffer buffer, long address, Stream stream, java.util.function.LongConsumer action) {
+        stream.acquire();
+        try {
+            buffer.acquireUse();
+            try {
+                try {
+                    action.accept(address);
+                } finally {
+                    buffer.streamUses().record(stream); // also when the action threw: it may have launched
+                }
+            } finally {
+                buffer.endUse();
+            }
+        } finally {
+            stream.release();
+        }
+    }
+
     static void fromArray(VirtualMemoryBuffer dst, long offset, byte[] src, int srcOffset, int length, Stream stream) {
         Checks.arrayWindow("src", srcOffset, length, src.length);
         Checks.window("copyFromAsync", offset, length, dst.size());

@@ -489,23 +489,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * @throws IllegalStateException when this buffer or {@code stream} is closed
      */
     public void withAddress(Stream stream, java.util.function.LongConsumer action) {
-        Checks.notNull("stream", stream);
-        Checks.notNull("action", action);
-        stream.acquire();
-        try {
-            acquire();
-            try {
-                try {
-                    action.accept(address);
-                } finally {
-                    streamUses().record(stream);
-                }
-            } finally {
-                releaseUse();
-            }
-        } finally {
-            stream.release();
-        }
+        AsyncCopies.withAddress(this, address, Checks.notNull("stream", stream), Checks.notNull("action", action));
     }
 
     /**

@@ -77,6 +77,24 @@ class StreamLifetimeTest {
     }
 
     @Test
+    void withAddressOnAStreamRecordsWhatTheActionLaunched() {
+        assumeTrue(TestSupport.onHostDriver(), "the host driver's delay makes the pending work observable");
+        StreamTestSupport.delay(20_000);
+        try (Stream s = Stream.create(0)) {
+            VirtualMemoryBuffer b = resource.allocate(MiB);
+            AtomicInteger kernelDone = new AtomicInteger();
+            long[] seen = new long[1];
+            b.withAddress(s, address -> {
+                seen[0] = address;
+                s.launchHostFunction(kernelDone::incrementAndGet); // stands for a kernel launched on s.handle()
+            });
+            assertEquals(b.address(), seen[0]);
+            b.close();
+            assertEquals(1, kernelDone.get(), "close() waited for what withAddress(stream, ...) launched");
+        }
+    }
+
+    @Test
     void closeOnAStreamReleasesLaterAndNeverEarly() {
         try (Stream s = Stream.create(0)) {
             VirtualMemoryBuffer b = resource.allocate(MiB);
