@@ -19,6 +19,11 @@
 //                            cuStreamSynchronize: the driver calls of Java's
 //                            copyFromAsync(PinnedHostBuffer) + Stream.synchronize(), through
 //                            the driver table's function pointers, nothing of cuvmm between.
+//   htod_pinned_recorded_<size>, dtoh_pinned_recorded_<size>  diagnostic: the pinned loops
+//                            with the calls cuvmm's Java op adds for stream-ordered lifetimes
+//                            (a cuEventRecord on the buffer's and on the pinned memory's event
+//                            for the stream, 4 cuCtxGetCurrent): every driver call the Java
+//                            op makes, so Java minus this is JNI and the Java objects
 //   htod_pageable_<size>     the same from malloc'd (pageable) memory
 //   dtoh_pinned_<size>       cuMemcpyDtoHAsync into cuMemHostAlloc memory, cuStreamSynchronize
 //   dtoh_pageable_<size>     the same into pageable memory
@@ -164,7 +169,7 @@ int main(int argc, char** argv) {
         else if (a == "--help" || a == "-h") {
             std::printf("usage: cuvmm-streams-baseline [--warmup-rounds N (1)] [--rounds N (3)] [--round-ms N (500)] "
                         "[--only NAME_PREFIX]\n"
-                        "ops: memcpy_, memcpy_pieces_, memcpy_memfd_ (host driver), htod_pinned_, htod_pageable_, dtoh_pinned_, dtoh_pageable_ (each at 64KiB, "
+                        "ops: memcpy_, memcpy_pieces_, memcpy_memfd_ (host driver), htod_pinned_, htod_pinned_recorded_, dtoh_pinned_recorded_, htod_pageable_, dtoh_pinned_, dtoh_pageable_ (each at 64KiB, "
                         "2MiB, 64MiB), overlap_one_stream, overlap_two_streams, memcpy_two_threads\n"
                         "driver: CUVMM_DRIVER=auto|cuda|host, CUVMM_HOST_DEVICES, CUVMM_HOST_GRANULARITY, "
                         "CUVMM_CUDA_LIBRARY\n");
@@ -200,6 +205,11 @@ int main(int argc, char** argv) {
     CUstream a = nullptr, b = nullptr;
     CALL(op, cuStreamCreateWithPriority, &a, 0, 0);
     CALL(op, cuStreamCreateWithPriority, &b, 0, 0);
+    // The events cuvmm records per (buffer, stream) and (pinned memory, stream), created as
+    // cuvmm creates its internal ones (Event.internal: CU_EVENT_DISABLE_TIMING).
+    CUevent e1 = nullptr, e2 = nullptr;
+    CALL(op, cuEventCreate, &e1, CU_EVENT_DISABLE_TIMING);
+    CALL(op, cuEventCreate, &e2, CU_EVENT_DISABLE_TIMING);
     std::printf("settings warmup_rounds=%d rounds=%d round_ms=%ld granularity=%zu\n", s.warmup_rounds, s.rounds,
                 s.round_ms, granularity);
     std::fflush(stdout);
@@ -265,6 +275,20 @@ int main(int argc, char** argv) {
                 CALL("htod_pinned", cuStreamSynchronize, a);
             }));
         }
+        name = std::string("htod_pinned_recorded_") + label;
+        if (wanted(name)) {
+            print_result(name, bytes, measure(s, [&] {
+                CUcontext c = nullptr;
+                CALL("htod_pinned_recorded", cuCtxGetCurrent, &c);
+                CALL("htod_pinned_recorded", cuMemcpyHtoDAsync, d1.address, pin1, bytes, a);
+                CALL("htod_pinned_recorded", cuCtxGetCurrent, &c);
+                CALL("htod_pinned_recorded", cuEventRecord, e1, a);
+                CALL("htod_pinned_recorded", cuCtxGetCurrent, &c);
+                CALL("htod_pinned_recorded", cuEventRecord, e2, a);
+                CALL("htod_pinned_recorded", cuCtxGetCurrent, &c);
+                CALL("htod_pinned_recorded", cuStreamSynchronize, a);
+            }));
+        }
         name = std::string("htod_pageable_") + label;
         if (wanted(name)) {
             print_result(name, bytes, measure(s, [&] {
@@ -277,6 +301,20 @@ int main(int argc, char** argv) {
             print_result(name, bytes, measure(s, [&] {
                 CALL("dtoh_pinned", cuMemcpyDtoHAsync, pin2, d1.address, bytes, a);
                 CALL("dtoh_pinned", cuStreamSynchronize, a);
+            }));
+        }
+        name = std::string("dtoh_pinned_recorded_") + label;
+        if (wanted(name)) {
+            print_result(name, bytes, measure(s, [&] {
+                CUcontext c = nullptr;
+                CALL("dtoh_pinned_recorded", cuCtxGetCurrent, &c);
+                CALL("dtoh_pinned_recorded", cuMemcpyDtoHAsync, pin2, d1.address, bytes, a);
+                CALL("dtoh_pinned_recorded", cuCtxGetCurrent, &c);
+                CALL("dtoh_pinned_recorded", cuEventRecord, e1, a);
+                CALL("dtoh_pinned_recorded", cuCtxGetCurrent, &c);
+                CALL("dtoh_pinned_recorded", cuEventRecord, e2, a);
+                CALL("dtoh_pinned_recorded", cuCtxGetCurrent, &c);
+                CALL("dtoh_pinned_recorded", cuStreamSynchronize, a);
             }));
         }
         name = std::string("dtoh_pageable_") + label;
@@ -315,6 +353,8 @@ int main(int argc, char** argv) {
         }));
     }
 
+    CALL("teardown", cuEventDestroy, e1);
+    CALL("teardown", cuEventDestroy, e2);
     CALL("teardown", cuStreamDestroy, a);
     CALL("teardown", cuStreamDestroy, b);
     CALL("teardown", cuMemFreeHost, pin1);

@@ -184,6 +184,25 @@ public final class StreamsReport {
             }
         }
         out("");
+        out("Where Java's time goes, pinned memory (median ns per op): the C++ loop with only the copy and "
+                + "`cuStreamSynchronize`; the C++ loop with every driver call the Java op makes (plus the two "
+                + "`cuEventRecord` of cuvmm's stream-ordered lifetimes, one for the device buffer and one for the "
+                + "pinned memory, and 4 `cuCtxGetCurrent`); Java.");
+        out("");
+        out("| op | size | C++ copy + sync | C++ same calls as Java | Java | events' cost | Java − same calls |");
+        out("|---|---|---:|---:|---:|---:|---:|");
+        for (String op : new String[] {"htodPinned", "dtohPinned"}) {
+            String twin = op.equals("htodPinned") ? "htod_pinned_" : "dtoh_pinned_";
+            String recorded = op.equals("htodPinned") ? "htod_pinned_recorded_" : "dtoh_pinned_recorded_";
+            for (long bytes : SIZES) {
+                double plain = median(cpp.get(twin + sizeLabel(bytes)));
+                double same = median(cpp.get(recorded + sizeLabel(bytes)));
+                double j = median(java.get(op + "/" + bytes));
+                out("| `" + op + "` | " + sizeLabel(bytes) + " | " + f0(plain) + " | " + f0(same) + " | " + f0(j) + " | "
+                        + f0(same - plain) + " | " + f0(j - same) + " |");
+            }
+        }
+        out("");
         out("C++ rounds (ns/op, both baseline runs):");
         out("");
         out("| C++ op | GB/s (median) | rounds ns/op |");
