@@ -79,6 +79,9 @@ final class HostFunctions {
         }
     }
 
+    /** True while the calling thread runs a host function. */
+    static boolean insideHostFunction() { return INSIDE.get() != null; }
+
     /** Host functions posted to Java or running there now (for tests). */
     static long pending() { return NativeApi.host_functions_pending(); }
 

@@ -745,7 +745,9 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * (this buffer, its aliases, grown buffers, ByteBuffer views) is closed. First waits for
      * the stream work recorded on this buffer ({@code cuEventSynchronize} per stream; see
      * "Streams"); work not recorded is not waited for. To release without blocking, use
-     * {@link #close(Stream)}. Idempotent.
+     * {@link #close(Stream)}. Called from a host function ({@link Stream#launchHostFunction}),
+     * it never blocks and makes no driver call: cuvmm's reaper thread waits and releases.
+     * Idempotent.
      *
      * @throws IllegalStateException when another thread is inside a call on this buffer;
      *     nothing is released and the buffer stays usable
@@ -754,6 +756,13 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     public void close() {
         if (state.tryClose(release, holders()) == AcquireState.CloseResult.CLOSED_NOW) {
             StreamUses u = streamUses;
+            if (HostFunctions.insideHostFunction()) {
+                // No driver call (unmap, event wait) from a host function: CUDA forbids it, and
+                // waiting for work queued behind this host function would never end.
+                StreamOrderedRelease.later(release.description(), u == null ? java.util.List.of() : u.events(),
+                        this::finishClose);
+                return;
+            }
             if (u != null) u.awaitAll(release.description()); // closed: no new use can be recorded
             finishClose();
         }

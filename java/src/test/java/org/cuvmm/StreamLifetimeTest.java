@@ -95,6 +95,28 @@ class StreamLifetimeTest {
     }
 
     @Test
+    void aBufferClosedInAHostFunctionIsReleasedByTheReaper() {
+        long failures = TestSupport.counters().cleanupFailures();
+        try (Stream s = Stream.create(0)) {
+            VirtualMemoryBuffer b = resource.allocate(MiB);
+            long mappedWithB = TestSupport.counters().liveMappings();
+            b.fillAsync(0, MiB, (byte) 4, s);
+            CountDownLatch hold = gate(s);
+            s.launchHostFunction(b::close); // CUDA forbids driver calls here
+            b.recordUse(s);                  // recorded behind the host function: waiting for it there would never end
+            CountDownLatch passed = new CountDownLatch(1);
+            s.launchHostFunction(passed::countDown);
+            hold.countDown();
+            StreamTestSupport.await(passed, "the stream past the host function that closed the buffer");
+            s.synchronize();
+            assertTrue(b.isClosed());
+            StreamTestSupport.reaperDrained();
+            assertEquals(mappedWithB - 1, TestSupport.counters().liveMappings());
+            assertEquals(failures, TestSupport.counters().cleanupFailures(), "no teardown call failed");
+        }
+    }
+
+    @Test
     void closeOnAStreamReleasesLaterAndNeverEarly() {
         try (Stream s = Stream.create(0)) {
             VirtualMemoryBuffer b = resource.allocate(MiB);
