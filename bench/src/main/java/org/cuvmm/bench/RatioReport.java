@@ -393,16 +393,16 @@ public final class RatioReport {
      * Waits (polling once a second) while another process holds it; owns the channel and
      * the lock until {@link #close()}.
      */
-    static final class BenchLock implements AutoCloseable {
+    public static final class BenchLock implements AutoCloseable {
         private final FileChannel channel;
         private FileLock lock;
 
-        BenchLock() throws IOException {
+        public BenchLock() throws IOException {
             Path file = Path.of(System.getProperty("java.io.tmpdir"), "jmh.lock");
             channel = FileChannel.open(file, StandardOpenOption.CREATE, StandardOpenOption.WRITE);
         }
 
-        void acquire() throws IOException, InterruptedException {
+        public void acquire() throws IOException, InterruptedException {
             boolean said = false;
             while ((lock = channel.tryLock()) == null) {
                 if (!said) {
@@ -415,7 +415,7 @@ public final class RatioReport {
         }
 
         /** Waits until no one holds the lock, then lets it go at once (JMH takes it itself). */
-        void waitUntilFree() throws IOException, InterruptedException {
+        public void waitUntilFree() throws IOException, InterruptedException {
             try {
                 acquire();
             } finally {
