@@ -1,7 +1,6 @@
 package org.cuvmm.examples;
 
 import java.io.PrintStream;
-import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 import java.nio.FloatBuffer;
 import java.util.Locale;
@@ -18,11 +17,14 @@ import org.bytedeco.javacpp.FloatPointer;
 import org.bytedeco.javacpp.IntPointer;
 import org.bytedeco.javacpp.Loader;
 import org.bytedeco.javacpp.LongPointer;
+import org.bytedeco.javacpp.Pointer;
 import org.bytedeco.javacpp.PointerPointer;
 import org.bytedeco.javacpp.SizeTPointer;
 import org.cuvmm.Device;
 import org.cuvmm.Driver;
 import org.cuvmm.DriverKind;
+import org.cuvmm.PinnedHostBuffer;
+import org.cuvmm.Stream;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 
@@ -31,6 +33,13 @@ import org.cuvmm.VirtualMemoryResource;
  * buffer's {@link VirtualMemoryBuffer#address() address()} is a plain {@code CUdeviceptr},
  * so any binding of the driver API can pass it to a kernel. This one uses the JavaCPP CUDA
  * presets ({@code org.bytedeco:cuda}) to compute {@code y = a*x + y} (SAXPY) in one buffer.
+ *
+ * <p>Everything runs in the order of one cuvmm {@link Stream}: the upload from pinned host
+ * memory, the kernel (launched through the presets on {@link Stream#handle()}, inside
+ * {@link VirtualMemoryBuffer#withAddress(Stream, java.util.function.LongConsumer)} so the buffer
+ * knows the stream uses it), the download, and the buffer's release
+ * ({@link VirtualMemoryBuffer#close(Stream)}: unmapped only once the stream got there). The
+ * host waits once, for the result.
  *
  * <p>Exit status: {@value #EXIT_OK} the kernel ran and every element is right;
  * {@value #EXIT_FAILED} a wrong element (or a CUDA/NVRTC call failed: the exception names
@@ -77,22 +86,27 @@ public final class KernelOnBuffer {
         long yOffset = 4L * N;
         int wrong = 0;
         try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
-             VirtualMemoryBuffer buffer = resource.allocate(2 * yOffset)) {
-            ByteBuffer host = ByteBuffer.allocateDirect((int) (2 * yOffset)).order(ByteOrder.nativeOrder());
-            FloatBuffer xy = host.asFloatBuffer();
+             Stream stream = Stream.builder(resource.device()).nonBlocking(true).build();
+             PinnedHostBuffer host = PinnedHostBuffer.allocate(2 * yOffset)) {
+            FloatBuffer xy = host.asByteBuffer().order(ByteOrder.nativeOrder()).asFloatBuffer();
             for (int i = 0; i < N; i++) xy.put(i, i).put(N + i, N - i);   // x[i] = i, y[i] = N - i
-            buffer.copyFrom(0, host);                             // complete when it returns
 
+            // The module stays loaded until the stream is done with the kernel (closing Saxpy unloads it).
             try (Saxpy saxpy = Saxpy.compile(resource.device())) {
                 out.println("compiled saxpy with NVRTC " + saxpy.nvrtcVersion + " for " + saxpy.arch + ": "
                         + saxpy.ptxBytes + " bytes of PTX");
-                saxpy.launch(buffer, A, 0, yOffset, N);
-                out.printf("launched saxpy on %d elements: x at 0x%x, y at 0x%x (%s, %d chunk(s))%n", N,
-                        buffer.address(), buffer.address() + yOffset, buffer, buffer.chunkCount());
+                VirtualMemoryBuffer buffer = resource.allocate(2 * yOffset);
+                try {
+                    buffer.copyFromAsync(0, host, 0, 2 * yOffset, stream);   // queued; returns at once
+                    saxpy.launch(buffer, A, 0, yOffset, N, stream);          // queued after the upload
+                    out.printf("launched saxpy on %d elements on %s: x at 0x%x, y at 0x%x (%s, %d chunk(s))%n", N,
+                            stream, buffer.address(), buffer.address() + yOffset, buffer, buffer.chunkCount());
+                    buffer.copyToAsync(yOffset, host, yOffset, yOffset, stream);   // y back, after the kernel
+                } finally {
+                    buffer.close(stream);   // unmapped by cuvmm once the stream got here; never blocks
+                }
+                stream.synchronize();       // the one wait: upload, kernel, download and release are done
             }
-
-            host.clear();
-            buffer.copyTo(0, host);
             for (int i = 0; i < N; i++) {
                 float expected = A * i + (N - i);
                 if (xy.get(N + i) != expected && wrong++ == 0) {
@@ -221,17 +235,18 @@ public final class KernelOnBuffer {
         }
 
         /**
-         * y[i] = a * x[i] + y[i] for i below n, x and y at byte offsets of {@code buffer}, and
-         * waits for it. withAddress holds a use of the buffer meanwhile, so a close() from
-         * another thread refuses instead of unmapping memory the kernel is writing.
+         * Queues y[i] = a * x[i] + y[i] for i below n, x and y at byte offsets of {@code buffer},
+         * on {@code stream}, and returns without waiting. withAddress(stream, ...) holds a use
+         * of the buffer during the launch and then records the stream on it, so a close()
+         * waits for the kernel and a close(stream) orders after it.
          */
-        void launch(VirtualMemoryBuffer buffer, float a, long xOffset, long yOffset, int n) {
+        void launch(VirtualMemoryBuffer buffer, float a, long xOffset, long yOffset, int n, Stream stream) {
             if (xOffset < 0 || yOffset < 0 || n < 0 || Math.max(xOffset, yOffset) + 4L * n > buffer.size()) {
                 throw new IndexOutOfBoundsException("x at " + xOffset + ", y at " + yOffset + ", " + n
                         + " floats each: outside " + buffer);
             }
             if (n == 0) return; // a grid of 0 blocks is CUDA_ERROR_INVALID_VALUE; nothing to compute
-            buffer.withAddress(base -> {
+            buffer.withAddress(stream, base -> {
                 // kernelParams: one pointer per kernel argument, to a copy of its value.
                 try (FloatPointer pa = new FloatPointer(1).put(a);
                      LongPointer px = new LongPointer(1).put(base + xOffset);   // CUdeviceptr x
@@ -241,9 +256,18 @@ public final class KernelOnBuffer {
                     int block = 256;
                     int blocks = (int) ((n + (long) block - 1) / block); // long: no overflow near Integer.MAX_VALUE
                     check(cudart.cuLaunchKernel(function, blocks, 1, 1, block, 1, 1, 0,
-                            (CUstream_st) null, params, (PointerPointer<?>) null), "cuLaunchKernel(saxpy)");
-                    check(cudart.cuCtxSynchronize(), "cuCtxSynchronize (after saxpy)");
+                            asCuStream(stream.handle()), params, (PointerPointer<?>) null), "cuLaunchKernel(saxpy)");
                 }
+            });
+        }
+
+        /**
+         * A cuvmm stream's raw {@code CUstream} as the presets' type. The object does not own
+         * the stream (its deallocator is never set): cuvmm's {@link Stream} destroys it.
+         */
+        static CUstream_st asCuStream(long handle) {
+            return new CUstream_st(new Pointer() {
+                { address = handle; }
             });
         }
 
