@@ -144,6 +144,9 @@
 //   cuMemHostRegister overlapping a pinned range (allocated or registered)     CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
 //   cuMemHostUnregister of a pointer that is not a registered range's base     CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
 //   cuMemFreeHost / cuMemHostUnregister while queued copies target the range   (waits for them: undocumented)
+//   fork(): the child forgets the parent's stream work (queued ops dropped,    (sync / free / unmap in the
+//     counts complete, no workers, no pending pinned uses; the atfork handler     child return at once)
+//     holds the registry lock and the queue mutex across the fork)
 //   cuMemAddressReserve addr hint not a multiple of max(alignment, granularity) CUDA_ERROR_INVALID_VALUE
 //     (B22; a well-aligned hint that cannot be honoured is still placed elsewhere)
 //   cuMemMap size other than the allocation's whole size (B23)                 CUDA_ERROR_INVALID_VALUE
@@ -164,8 +167,9 @@
 // memcpy, so a concurrent unmap or mprotect waits until the copy is done and a copy can
 // never fault. Nothing but bookkeeping and those syscalls happens under the lock.
 // Streams, events and pinned ranges sit behind a separate queue mutex (stream_queue.hpp),
-// never held together with this lock nor across an op, a host function or a sleep; a
-// queued copy takes this lock shared when it runs, as the synchronous copies do.
+// never held across an op, a host function or a sleep; a queued copy takes this lock shared
+// when it runs, as the synchronous copies do. When both are held, this lock is taken first
+// (the fork() prepare handler; the last primary context release), never the other way.
 //
 // Ownership: the driver owns exactly one fd per live allocation record (created memfd
 // or its own dup of an imported fd) and closes it once, when the handle is fully
@@ -267,13 +271,7 @@ struct Mapping {
 // Meets the SharedMutex requirements used here (std::unique_lock / std::shared_lock).
 class RegistryMutex {
 public:
-    RegistryMutex() {
-        pthread_rwlockattr_t attr;
-        pthread_rwlockattr_init(&attr);
-        pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-        pthread_rwlock_init(&rw_, &attr);
-        pthread_rwlockattr_destroy(&attr);
-    }
+    RegistryMutex() { init(); }
     ~RegistryMutex() { pthread_rwlock_destroy(&rw_); }
     RegistryMutex(const RegistryMutex&) = delete;
     RegistryMutex& operator=(const RegistryMutex&) = delete;
@@ -282,8 +280,18 @@ public:
     void unlock() { pthread_rwlock_unlock(&rw_); }
     void lock_shared() { pthread_rwlock_rdlock(&rw_); }
     void unlock_shared() { pthread_rwlock_unlock(&rw_); }
+    // fork() child only (stream_queue.cpp's atfork handler, which held it exclusively
+    // across the fork): a fresh, unlocked lock; the parent's holders do not exist here.
+    void reinit_in_child() { init(); }
 
 private:
+    void init() {
+        pthread_rwlockattr_t attr;
+        pthread_rwlockattr_init(&attr);
+        pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+        pthread_rwlock_init(&rw_, &attr);
+        pthread_rwlockattr_destroy(&attr);
+    }
     pthread_rwlock_t rw_;
 };
 

@@ -5,6 +5,7 @@
 
 #include <pthread.h>
 
+#include <algorithm>
 #include <chrono>
 #include <new>
 #include <thread>
@@ -20,18 +21,40 @@ std::atomic<long long> g_delay_micros{0};
 Queues* make_queues();
 Queues* const g_queues = make_queues();
 
-// fork(): the child has none of the parent's threads. The mutex and condition variable
-// are re-made (a waiter that only existed in the parent must not be waited for), and no
-// stream has a worker any more: the next submit starts one.
-void before_fork() { g_queues->mutex.lock(); }
-void parent_after_fork() { g_queues->mutex.unlock(); }
+// fork(): the child has none of the parent's threads. The prepare handler takes the
+// registry lock exclusively and then the queue mutex (the one order in which both are ever
+// held), so no worker is mid-copy (holding the registry lock shared) or mid-update across the
+// fork; the parent releases both. The child re-creates both locks and the condition variables
+// (a waiter that only existed in the parent must not be waited for) and forgets the parent's
+// work: queued ops are dropped (never run twice, once per process), every count completes,
+// no stream has a worker (the next submit starts one), destroyed streams go, and no pinned
+// range has pending uses. The child's sync / free / unmap therefore return at once.
+State* g_fork_state = nullptr;  // the registry held across the fork (null before install)
+
+void before_fork() {
+    g_fork_state = g_state.get();
+    if (g_fork_state != nullptr) g_fork_state->mutex.lock();
+    g_queues->mutex.lock();
+}
+void parent_after_fork() {
+    g_queues->mutex.unlock();
+    if (g_fork_state != nullptr) g_fork_state->mutex.unlock();
+}
 void child_after_fork() {
+    if (g_fork_state != nullptr) g_fork_state->mutex.reinit_in_child();
     Queues& q = *g_queues;
     new (&q.mutex) std::mutex();
     new (&q.changed) std::condition_variable();
     for (auto& list : q.all) {
-        for (auto& s : list) s->worker = false;
+        for (auto& s : list) {
+            s->queue.clear();
+            s->completed = s->submitted;
+            s->worker = false;
+        }
+        list.erase(std::remove_if(list.begin(), list.end(), [](const StreamRef& s) { return s->destroyed; }),
+                   list.end());
     }
+    for (auto& range : q.pinned) range.second.pending = 0;
 }
 
 Queues* make_queues() {

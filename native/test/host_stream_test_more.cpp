@@ -105,6 +105,89 @@ void test_free_pinned_waits() {
     });
 }
 
+// fork() while a worker holds a stream (a gate) with work queued behind it: the child has no
+// worker, so it forgets the parent's work (nothing of it runs there) and its sync, free and
+// new work return. alarm() bounds a hang (the child is killed: the check fails).
+void test_fork_forgets_parent_work() {
+    if (const char* e = std::getenv("CUVMM_TEST_NO_FORK"); e && *e == '1') return;
+    Dev d(0);
+    Pinned pin(4096);
+    OK(T.cuMemsetD8(d.p, 0, 64));
+    CUstream s;
+    OK(T.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    Gate g;
+    OK(T.cuLaunchHostFunc(s, Gate::fn, &g));
+    OK(T.cuMemsetD8Async(d.p, 1, 64, s));
+    OK(T.cuMemcpyDtoHAsync(pin.p, d.p, 64, s));  // a pending use of the pinned range
+    while (!g.entered.load()) std::this_thread::yield();
+    in_child("fork: child forgets the parent's queued work", [&] {
+        alarm(10);
+        OK(T.cuStreamSynchronize(s));
+        OK(T.cuCtxSynchronize());
+        OK(T.cuStreamQuery(s));
+        unsigned char b = 9;
+        OK(T.cuMemcpyDtoH(&b, d.p, 1));
+        CHECK(b == 0);  // the parent's memset did not run in the child
+        Counter c;
+        OK(T.cuLaunchHostFunc(s, Counter::fn, &c));  // a new worker, in the child
+        OK(T.cuStreamSynchronize(s));
+        CHECK(c.n.load() == 1);
+        void* v = nullptr;
+        OK(T.cuMemHostAlloc(&v, 4096, 0));
+        OK(T.cuMemFreeHost(v));
+        OK(T.cuMemFreeHost(pin.p));  // the parent's pending copy is not the child's
+        std::fflush(stdout);
+        _exit(g_failed.load());  // the parent's objects are the parent's to clean up
+    });
+    g.open();
+    OK(T.cuStreamSynchronize(s));
+    unsigned char b = 0;
+    OK(T.cuMemcpyDtoH(&b, d.p, 1));
+    CHECK(b == 1 && pin.p[0] == 1);  // the parent's work ran in the parent
+    OK(T.cuStreamDestroy(s));
+}
+
+// fork() while a worker runs a long memset (holding the registry lock shared): the child's
+// cuMemUnmap (exclusive) must not wait for a holder that does not exist in the child.
+void test_fork_during_copy() {
+    if (const char* e = std::getenv("CUVMM_TEST_NO_FORK"); e && *e == '1') return;
+    size_t big_size = size_t(32) << 20;
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr big;
+    OK(T.cuMemCreate(&h, big_size, &prop, 0));
+    OK(T.cuMemAddressReserve(&big, big_size, 0, 0, 0));
+    OK(T.cuMemMap(big, big_size, 0, h, 0));
+    CUmemAccessDesc a{};
+    a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    a.location.id = 0;
+    a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    OK(T.cuMemSetAccess(big, big_size, &a, 1));
+    CUstream s;
+    OK(T.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    for (int i = 0; i < 4; ++i) {
+        Dev small(0);
+        Counter c;
+        OK(T.cuLaunchHostFunc(s, Counter::fn, &c));
+        for (int k = 0; k < 4; ++k) OK(T.cuMemsetD8Async(big, static_cast<unsigned char>(k), big_size, s));
+        while (c.n.load() == 0) std::this_thread::yield();  // the memsets start now: the fork lands in one
+        in_child("fork during a queued memset: the child's unmap returns", [&] {
+            alarm(10);
+            small.unmap();
+            std::fflush(stdout);
+            _exit(g_failed.load());
+        });
+        OK(T.cuStreamSynchronize(s));
+    }
+    OK(T.cuStreamDestroy(s));
+    OK(T.cuMemUnmap(big, big_size));
+    OK(T.cuMemRelease(h));
+    OK(T.cuMemAddressFree(big, big_size));
+}
+
 void test_pinned_rules() {
     void* p = nullptr;
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostAlloc(nullptr, 4096, 0));
@@ -245,6 +328,8 @@ void run_more_tests() {
     test_destroy_with_queued_work();
     test_sticky_fault();
     test_free_pinned_waits();
+    test_fork_forgets_parent_work();
+    test_fork_during_copy();
     test_pinned_rules();
     test_eight_threads();
     test_misuse_codes();
