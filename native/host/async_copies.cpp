@@ -121,12 +121,17 @@ CUresult enqueue(CUstream hStream, const CopyArgs& a) {
     Op op;
     op.skip_on_fault = false;  // execute() skips itself; the pinned use must be released either way
     op.run = [a, dev, staging, pinned, host] {
+        struct Release {  // also when execute() throws (the worker makes that a sticky error)
+            bool pinned;
+            const void* host;
+            ~Release() {
+                if (!pinned) return;
+                Queues& qq = queues();
+                std::lock_guard<std::mutex> release(qq.mutex);
+                pinned_release(qq, host);
+            }
+        } release{pinned, host};
         execute(a, dev, staging ? staging->data() : nullptr);
-        if (pinned) {
-            Queues& qq = queues();
-            std::lock_guard<std::mutex> release(qq.mutex);
-            pinned_release(qq, host);
-        }
     };
     uint64_t seq = submit(q, s, std::move(op));
     if (seq == 0) {

@@ -3,6 +3,7 @@
 // per-thread default streams, the sticky per-device fault and the op delay.
 #include "host/stream_queue.hpp"
 
+#include <cxxabi.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -86,6 +87,27 @@ StreamRef new_stream(Queues& q, HostStream::Kind kind, int dev, unsigned flags) 
     return s;
 }
 
+// Runs one op on its worker. An exception must not end the process (it would leave the
+// worker's thread function): it becomes the device's sticky error, as a failure of queued
+// work does on a GPU. std::bad_alloc (staging, a container inside the copy) ->
+// CUDA_ERROR_OUT_OF_MEMORY; anything else, in practice a C++ host function that throws
+// (cuda.h is silent; an exception through a C callback is the caller's bug) ->
+// CUDA_ERROR_LAUNCH_FAILED, cuda.h's "exception ... while executing", sticky for the context.
+// Forced unwinding (thread cancellation) is rethrown, as it must be.
+void run_op(Op& op, int device) {
+    try {
+        op.run();
+    } catch (abi::__forced_unwind&) {
+        throw;
+    } catch (const std::bad_alloc&) {
+        tl_in_host_function = false;
+        set_sticky_error(device, CUDA_ERROR_OUT_OF_MEMORY);
+    } catch (...) {
+        tl_in_host_function = false;
+        set_sticky_error(device, CUDA_ERROR_LAUNCH_FAILED);
+    }
+}
+
 // The worker of one stream: runs its ops in order, each once its dependencies are
 // satisfied and the delay has passed, with no lock held while it runs or sleeps. Exits
 // when the stream was destroyed and its queue is empty.
@@ -101,7 +123,7 @@ void worker_loop(StreamRef s) {
         lock.unlock();
         long long delay = g_delay_micros.load(std::memory_order_relaxed);
         if (delay > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay));
-        if (!(op.skip_on_fault && sticky_error(s->device) != CUDA_SUCCESS)) op.run();
+        if (!(op.skip_on_fault && sticky_error(s->device) != CUDA_SUCCESS)) run_op(op, s->device);
         op = Op();  // drop what the op captured (staging, event references) outside the lock
         lock.lock();
         ++s->completed;

@@ -3,6 +3,8 @@
 // event, host function, async copy and pinned entry points.
 #include "host_stream_test_util.hpp"
 
+#include <new>
+
 namespace {
 
 // cuStreamDestroy / cuEventDestroy with queued work return at once; the work still runs.
@@ -188,6 +190,30 @@ void test_fork_during_copy() {
     OK(T.cuMemAddressFree(big, big_size));
 }
 
+// An exception out of queued work does not end the process: it becomes the device's sticky
+// error (bad_alloc: OUT_OF_MEMORY; anything else: LAUNCH_FAILED), later work is skipped.
+void test_throwing_host_function() {
+    in_child("a throwing host function faults its device", [] {
+        alarm(10);
+        CUstream s0, s1;
+        OK(T.cuStreamCreate(&s0, CU_STREAM_NON_BLOCKING));
+        OK(T.cuCtxSetCurrent(g_ctx[1]));
+        OK(T.cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
+        Counter after;
+        OK(T.cuLaunchHostFunc(s1, [](void*) { throw std::bad_alloc(); }, nullptr));
+        OK(T.cuLaunchHostFunc(s1, Counter::fn, &after));
+        EXPECT_RC(CUDA_ERROR_OUT_OF_MEMORY, T.cuStreamSynchronize(s1));
+        OK(T.cuCtxSetCurrent(g_ctx[0]));
+        OK(T.cuLaunchHostFunc(s0, [](void*) { throw 42; }, nullptr));
+        OK(T.cuLaunchHostFunc(s0, Counter::fn, &after));
+        EXPECT_RC(CUDA_ERROR_LAUNCH_FAILED, T.cuStreamSynchronize(s0));
+        EXPECT_RC(CUDA_ERROR_LAUNCH_FAILED, T.cuCtxSynchronize());
+        CHECK(after.n.load() == 0);
+        std::fflush(stdout);
+        _exit(g_failed.load());  // both devices are dead
+    });
+}
+
 void test_pinned_rules() {
     void* p = nullptr;
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostAlloc(nullptr, 4096, 0));
@@ -330,6 +356,7 @@ void run_more_tests() {
     test_free_pinned_waits();
     test_fork_forgets_parent_work();
     test_fork_during_copy();
+    test_throwing_host_function();
     test_pinned_rules();
     test_eight_threads();
     test_misuse_codes();
