@@ -6,7 +6,8 @@
 // device's sticky error (stream_queue.hpp).
 //
 // Host memory (CUDA "API synchronization behavior"): a host range inside one pinned range
-// (pinned.cpp) is fully asynchronous. From pageable memory, HtoD waits for the stream,
+// (pinned.cpp), or inside mapped VMM memory the CPU may access (HOST / HOST_NUMA located,
+// page-locked on a GPU), is fully asynchronous. From pageable memory, HtoD waits for the stream,
 // stages the source into driver-owned memory and returns once queued (the caller may reuse
 // its buffer at once); DtoH to pageable memory returns only when the copy is done. DtoD and
 // memset are fully asynchronous.
@@ -91,17 +92,24 @@ CUresult enqueue(CUstream hStream, const CopyArgs& a) {
     const int dev = s->device;
     if (CUresult r = sticky_error(dev)) return r;
     if (a.n == 0) return CUDA_SUCCESS;
+    const void* host = a.kind == Kind::htod   ? reinterpret_cast<const void*>(a.src)
+                       : a.kind == Kind::dtoh ? reinterpret_cast<const void*>(a.dst)
+                                              : nullptr;
+    bool device_memory = false;  // the host range is mapped VMM memory the CPU may touch
     {
         Shared lock(g_state->mutex);
         if (!args_ok(*g_state, a, dev, true)) return CUDA_ERROR_INVALID_VALUE;
         if (CUresult r = views_ready(*g_state, a)) return r;
+        // args_ok accepted it, so a host range touching a reservation lies entirely in mapped
+        // memory with CPU access: device memory located in host RAM (HOST / HOST_NUMA), which a
+        // GPU page-locks. Such a copy is fully asynchronous, like one on pinned memory; an unmap
+        // before it runs makes it fault (execute re-checks), as on a GPU.
+        device_memory = host != nullptr && overlaps_reservation(*g_state, reinterpret_cast<uintptr_t>(host), a.n);
     }
-    const void* host = a.kind == Kind::htod   ? reinterpret_cast<const void*>(a.src)
-                       : a.kind == Kind::dtoh ? reinterpret_cast<const void*>(a.dst)
-                                              : nullptr;
     Queues& q = queues();
     std::unique_lock<std::mutex> lock(q.mutex);
-    const bool pinned = host != nullptr && pinned_use(q, host, a.n, true);
+    const bool registered = host != nullptr && !device_memory && pinned_use(q, host, a.n, true);
+    const bool pinned = registered || device_memory;
     std::shared_ptr<std::vector<unsigned char>> staging;
     if (host != nullptr && !pinned && a.kind == Kind::htod) {
         wait_for(lock, barrier_of(q, s));  // pageable HtoD: the stream first
@@ -120,7 +128,7 @@ CUresult enqueue(CUstream hStream, const CopyArgs& a) {
     }
     Op op;
     op.skip_on_fault = false;  // execute() skips itself; the pinned use must be released either way
-    op.run = [a, dev, staging, pinned, host] {
+    op.run = [a, dev, staging, registered, host] {
         struct Release {  // also when execute() throws (the worker makes that a sticky error)
             bool pinned;
             const void* host;
@@ -130,12 +138,12 @@ CUresult enqueue(CUstream hStream, const CopyArgs& a) {
                 std::lock_guard<std::mutex> release(qq.mutex);
                 pinned_release(qq, host);
             }
-        } release{pinned, host};
+        } release{registered, host};
         execute(a, dev, staging ? staging->data() : nullptr);
     };
     uint64_t seq = submit(q, s, std::move(op));
     if (seq == 0) {
-        if (pinned) pinned_release(q, host);
+        if (registered) pinned_release(q, host);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (host != nullptr && !pinned && a.kind == Kind::dtoh) {

@@ -147,6 +147,8 @@
 //   cuMemHostRegister overlapping a pinned range (allocated or registered)     CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
 //   cuMemHostUnregister of a pointer that is not a registered range's base     CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
 //   cuMemFreeHost / cuMemHostUnregister while queued copies target the range   (waits for them: undocumented)
+//   async copy whose host range lies in mapped CPU-accessible VMM memory       (pinned: fully asynchronous,
+//     (HOST / HOST_NUMA located)                                                 no staging, no wait)
 //   fork(): the child forgets the parent's stream work (queued ops dropped,    (sync / free / unmap in the
 //     counts complete, no workers, no pending pinned uses; the atfork handler     child return at once)
 //     holds the registry lock and the queue mutex across the fork)

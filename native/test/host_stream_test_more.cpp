@@ -214,6 +214,74 @@ void test_throwing_host_function() {
     });
 }
 
+// Runs `call` on another thread and reports whether it returned within 10 s (a bounded
+// wait: false means it blocked, e.g. behind a gate; the thread is joined either way once
+// the caller opens the gate).
+template <class Fn>
+bool returns_while_blocked(std::thread& t, Fn call) {
+    std::atomic<bool> done{false};
+    t = std::thread([call, &done] {
+        T.cuCtxSetCurrent(g_ctx[0]);
+        call();
+        done = true;
+    });
+    for (int i = 0; i < 10000 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return done.load();
+}
+
+// Device memory located in host RAM (cuMemCreate HOST_NUMA, CPU access granted) is
+// page-locked on a GPU: copies to and from it are fully asynchronous (no staging, no wait).
+void test_host_located_vmm_is_pinned() {
+    size_t g = size_t(64) << 10;
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    prop.location.id = 0;
+    prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr va;
+    OK(T.cuMemCreate(&h, g, &prop, 0));
+    OK(T.cuMemAddressReserve(&va, g, 0, 0, 0));
+    OK(T.cuMemMap(va, g, 0, h, 0));
+    CUmemAccessDesc acc[2] = {};
+    acc[0].location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    acc[0].location.id = 0;
+    acc[0].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    acc[1].location.type = CU_MEM_LOCATION_TYPE_HOST_NUMA;
+    acc[1].flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    OK(T.cuMemSetAccess(va, g, acc, 2));
+    auto* hp = reinterpret_cast<unsigned char*>(va);
+    Dev d(0);
+    CUstream s;
+    OK(T.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    std::memset(hp, 'A', 4096);
+    Gate g1;
+    OK(T.cuLaunchHostFunc(s, Gate::fn, &g1));
+    std::thread t1;
+    CHECK(returns_while_blocked(t1, [&] { OK(T.cuMemcpyHtoDAsync(d.p, hp, 4096, s)); }));  // no wait for the stream
+    std::memset(hp, 'B', 4096);  // not staged: the copy reads the source when it runs
+    g1.open();
+    t1.join();
+    OK(T.cuStreamSynchronize(s));
+    unsigned char got = 0;
+    OK(T.cuMemcpyDtoH(&got, d.p + 4095, 1));
+    CHECK(got == 'B');
+    OK(T.cuMemsetD8(d.p, 'Z', 4096));
+    Gate g2;
+    OK(T.cuLaunchHostFunc(s, Gate::fn, &g2));
+    std::thread t2;
+    CHECK(returns_while_blocked(t2, [&] { OK(T.cuMemcpyDtoHAsync(hp, d.p, 4096, s)); }));  // queued, not waited for
+    CHECK(hp[0] == 'B');
+    g2.open();
+    t2.join();
+    OK(T.cuStreamSynchronize(s));
+    CHECK(hp[0] == 'Z' && hp[4095] == 'Z');
+    OK(T.cuStreamDestroy(s));
+    OK(T.cuMemUnmap(va, g));
+    OK(T.cuMemRelease(h));
+    OK(T.cuMemAddressFree(va, g));
+}
+
 void test_pinned_rules() {
     void* p = nullptr;
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostAlloc(nullptr, 4096, 0));
@@ -357,6 +425,7 @@ void run_more_tests() {
     test_fork_forgets_parent_work();
     test_fork_during_copy();
     test_throwing_host_function();
+    test_host_located_vmm_is_pinned();
     test_pinned_rules();
     test_eight_threads();
     test_misuse_codes();
