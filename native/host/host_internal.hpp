@@ -144,6 +144,9 @@
 //   cuMemFreeHost of a pointer that is not a live cuMemHostAlloc base          CUDA_ERROR_INVALID_VALUE
 //   cuMemHostRegister: null, size 0, wrapping, flags outside PORTABLE|         CUDA_ERROR_INVALID_VALUE
 //     DEVICEMAP|IOMEMORY|READ_ONLY, or a range touching a reservation
+//   cuMemHostRegister READ_ONLY (READ_ONLY_HOST_REGISTER_SUPPORTED is 0)        CUDA_ERROR_NOT_SUPPORTED (cuda.h)
+//   cuMemHostRegister of a range not entirely mapped read-write in this        CUDA_ERROR_INVALID_VALUE
+//     process (/proc/self/maps: unmapped, PROT_NONE or read-only pages)          (GPU to confirm the code)
 //   cuMemHostRegister overlapping a pinned range (allocated or registered)     CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
 //   cuMemHostUnregister of a pointer that is not a registered range's base     CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
 //   cuMemFreeHost / cuMemHostUnregister while queued copies target the range   (waits for them: undocumented)

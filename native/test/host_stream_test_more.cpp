@@ -3,6 +3,8 @@
 // event, host function, async copy and pinned entry points.
 #include "host_stream_test_util.hpp"
 
+#include <sys/mman.h>
+
 #include <new>
 
 namespace {
@@ -282,6 +284,30 @@ void test_host_located_vmm_is_pinned() {
     OK(T.cuMemAddressFree(va, g));
 }
 
+// cuMemHostRegister refuses memory it could not pin (unmapped, PROT_NONE, read-only: a later
+// copy into it would crash the worker) and READ_ONLY, which the host devices do not support.
+void test_register_checks_memory() {
+    int ro = -1;
+    OK(T.cuDeviceGetAttribute(&ro, CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED, 0));
+    CHECK(ro == 0);
+    std::vector<char> mem(8192);
+    EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, T.cuMemHostRegister(mem.data(), 4096, CU_MEMHOSTREGISTER_READ_ONLY));
+    long page = sysconf(_SC_PAGESIZE);
+    void* none = mmap(nullptr, 4 * page, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+    CHECK(none != MAP_FAILED);
+    auto* c = static_cast<char*>(none);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostRegister(c, 4 * page, 0));  // PROT_NONE
+    CHECK(mprotect(c, page, PROT_READ) == 0);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostRegister(c, page, 0));  // read-only
+    CHECK(mprotect(c + page, 2 * page, PROT_READ | PROT_WRITE) == 0);
+    OK(T.cuMemHostRegister(c + page + 16, page, 0));  // read-write, not page-aligned
+    OK(T.cuMemHostUnregister(c + page + 16));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostRegister(c + page, 3 * page, 0));  // runs into PROT_NONE
+    CHECK(munmap(c + 2 * page, page) == 0);
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostRegister(c + page, 2 * page, 0));  // runs into a hole
+    munmap(c, 4 * page);
+}
+
 void test_pinned_rules() {
     void* p = nullptr;
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostAlloc(nullptr, 4096, 0));
@@ -300,8 +326,7 @@ void test_pinned_rules() {
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostRegister(nullptr, 16, 0));
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostRegister(mem.data(), 0, 0));
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostRegister(mem.data(), 16, 0x10));
-    OK(T.cuMemHostRegister(mem.data() + 1024, 1024,
-                           CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP | CU_MEMHOSTREGISTER_READ_ONLY));
+    OK(T.cuMemHostRegister(mem.data() + 1024, 1024, CU_MEMHOSTREGISTER_PORTABLE | CU_MEMHOSTREGISTER_DEVICEMAP));
     EXPECT_RC(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, T.cuMemHostRegister(mem.data(), 1025, 0));
     EXPECT_RC(CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED, T.cuMemHostRegister(mem.data() + 2047, 10, 0));
     OK(T.cuMemHostRegister(mem.data() + 2048, 10, 0));  // adjacent is fine
@@ -426,6 +451,7 @@ void run_more_tests() {
     test_fork_during_copy();
     test_throwing_host_function();
     test_host_located_vmm_is_pinned();
+    test_register_checks_memory();
     test_pinned_rules();
     test_eight_threads();
     test_misuse_codes();
