@@ -48,6 +48,8 @@
 //   device ordinal / CUdevice outside 0..device_count-1                        CUDA_ERROR_INVALID_DEVICE
 //   cuDeviceGetName(len <= 0)                                                  CUDA_ERROR_INVALID_VALUE
 //   cuDevicePrimaryCtxRelease without a matching retain                        CUDA_ERROR_INVALID_CONTEXT
+//   a stream or event created in a primary context that was since reset (its   CUDA_ERROR_INVALID_HANDLE
+//     last cuDevicePrimaryCtxRelease), in any call; its queued work still drains
 //   cuCtxSetCurrent(ctx that is not a retained primary context)                CUDA_ERROR_INVALID_CONTEXT
 //   cuCtxSynchronize / cuStreamCreate / a copy with no current context, or     CUDA_ERROR_INVALID_CONTEXT
 //     with a current context whose primary context was fully released
@@ -478,6 +480,11 @@ void coalesce(Mapping& m);
 // cuCtxSynchronize: waits for every stream of the current device; INVALID_CONTEXT without
 // one, else the device's sticky error (stream_queue.cpp). Takes no lock the caller holds.
 CUresult synchronize_current_device();
+
+// The primary context of `dev` was reset (its last release): its created streams and events
+// stop being handles (later use: INVALID_HANDLE); queued work still drains, then the workers
+// exit. Caller holds the registry lock exclusively; takes the queue mutex (stream_queue.cpp).
+void forget_streams_and_events(int dev);
 
 // A current context whose primary context is still retained; its device via *dev.
 // Caller holds the mutex (any mode).

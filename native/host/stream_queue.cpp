@@ -141,6 +141,20 @@ void worker_loop(StreamRef s) {
 
 }  // namespace
 
+void mark_destroyed(Queues& q, const StreamRef& s) {
+    s->destroyed = true;
+    if (!s->worker) {  // no worker to drain it and take it off the device list when done
+        auto& list = q.all[s->device];
+        for (auto l = list.begin(); l != list.end(); ++l) {
+            if (l->get() == s.get()) {
+                list.erase(l);
+                break;
+            }
+        }
+    }
+    q.changed.notify_all();
+}
+
 thread_local bool tl_in_host_function = false;
 
 Queues& queues() { return *g_queues; }
@@ -246,6 +260,23 @@ CUresult lookup_stream(CUstream stream, StreamRef* out) {
     std::lock_guard<std::mutex> lock(q.mutex);
     *out = resolve_stream(q, stream, 0);
     return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+void forget_streams_and_events(int dev) {
+    Queues& q = queues();
+    std::lock_guard<std::mutex> lock(q.mutex);
+    for (auto it = q.streams.begin(); it != q.streams.end();) {
+        if (it->second->device != dev) {
+            ++it;
+            continue;
+        }
+        StreamRef s = it->second;
+        it = q.streams.erase(it);
+        mark_destroyed(q, s);
+    }
+    for (auto it = q.events.begin(); it != q.events.end();) {
+        it = it->second->device == dev ? q.events.erase(it) : std::next(it);  // a pending record keeps its own
+    }
 }
 
 CUresult synchronize_current_device() {

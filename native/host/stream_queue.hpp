@@ -138,6 +138,11 @@ bool satisfied(const std::vector<std::pair<StreamRef, uint64_t>>& deps);
 // so it needs no op and wakes no worker. Queue mutex held.
 bool idle(Queues& q, const StreamRef& s);
 
+// Ends a stream's life as a handle (cuStreamDestroy, context reset, thread exit): the worker,
+// if any, drains the queue and exits, taking the stream off the device list; a stream with no
+// worker leaves that list now. Queue mutex held.
+void mark_destroyed(Queues& q, const StreamRef& s);
+
 // Every live stream of `dev` (for cuCtxSynchronize), as a barrier. Queue mutex held.
 std::vector<std::pair<StreamRef, uint64_t>> device_barrier(Queues& q, int dev);
 

@@ -66,17 +66,7 @@ CUresult CUDAAPI cuStreamDestroy(CUstream stream) {
     if (it == q.streams.end()) return CUDA_ERROR_INVALID_HANDLE;
     StreamRef s = it->second;
     q.streams.erase(it);
-    s->destroyed = true;
-    if (!s->worker) {  // never ran anything: nobody else will take it off the device list
-        auto& list = q.all[s->device];
-        for (auto l = list.begin(); l != list.end(); ++l) {
-            if (l->get() == s.get()) {
-                list.erase(l);
-                break;
-            }
-        }
-    }
-    q.changed.notify_all();
+    mark_destroyed(q, s);
     return CUDA_SUCCESS;
 }
 

@@ -308,6 +308,36 @@ void test_register_checks_memory() {
     munmap(c, 4 * page);
 }
 
+// The last cuDevicePrimaryCtxRelease resets the context: the streams and events created in
+// it are no longer handles; work queued on them still drains.
+void test_context_reset_ends_streams() {
+    OK(T.cuCtxSetCurrent(g_ctx[1]));
+    CUstream s;
+    CUevent e;
+    OK(T.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    OK(T.cuEventCreate(&e, 0));
+    Gate g;
+    Counter c;
+    OK(T.cuLaunchHostFunc(s, Gate::fn, &g));
+    OK(T.cuLaunchHostFunc(s, Counter::fn, &c));
+    OK(T.cuCtxSetCurrent(nullptr));
+    OK(T.cuDevicePrimaryCtxRelease(1));  // setup()'s only retain: the context is reset
+    Counter late;
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuLaunchHostFunc(s, Counter::fn, &late));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuStreamQuery(s));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuEventRecord(e, s));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuEventQuery(e));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuEventSynchronize(e));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuEventDestroy(e));
+    EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuStreamDestroy(s));
+    g.open();
+    for (int i = 0; i < 10000 && c.n.load() == 0; ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK(c.n.load() == 1);  // the queued work drained
+    CHECK(late.n.load() == 0);
+    OK(T.cuDevicePrimaryCtxRetain(&g_ctx[1], 1));
+    OK(T.cuCtxSetCurrent(g_ctx[0]));
+}
+
 void test_pinned_rules() {
     void* p = nullptr;
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostAlloc(nullptr, 4096, 0));
@@ -452,6 +482,7 @@ void run_more_tests() {
     test_throwing_host_function();
     test_host_located_vmm_is_pinned();
     test_register_checks_memory();
+    test_context_reset_ends_streams();
     test_pinned_rules();
     test_eight_threads();
     test_misuse_codes();
