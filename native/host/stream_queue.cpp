@@ -65,15 +65,15 @@ Queues* make_queues() {
 }
 
 // Each thread's default streams, one per device, made on first use. When the thread ends
-// they are destroyed like a created stream: queued work drains, then the worker exits.
+// they are destroyed like a created stream: queued work drains, then the worker exits and
+// takes the stream off the device list; one that never had a worker leaves it at once.
 struct PerThreadStreams {
     std::array<StreamRef, kMaxDevices> s{};
     ~PerThreadStreams() {
         std::lock_guard<std::mutex> lock(g_queues->mutex);
         for (auto& p : s) {
-            if (p) p->destroyed = true;
+            if (p) mark_destroyed(*g_queues, p);  // a worker-less one leaves the device list now
         }
-        g_queues->changed.notify_all();
     }
 };
 thread_local PerThreadStreams tl_per_thread;

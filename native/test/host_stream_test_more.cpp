@@ -3,6 +3,8 @@
 // event, host function, async copy and pinned entry points.
 #include "host_stream_test_util.hpp"
 
+#include "host/stream_queue.hpp"
+
 #include <sys/mman.h>
 
 #include <new>
@@ -202,12 +204,17 @@ void test_throwing_host_function() {
         OK(T.cuCtxSetCurrent(g_ctx[1]));
         OK(T.cuStreamCreate(&s1, CU_STREAM_NON_BLOCKING));
         Counter after;
+        Gate g1, g0;  // everything is queued before the throw (a launch after it is refused)
+        OK(T.cuLaunchHostFunc(s1, Gate::fn, &g1));
         OK(T.cuLaunchHostFunc(s1, [](void*) { throw std::bad_alloc(); }, nullptr));
         OK(T.cuLaunchHostFunc(s1, Counter::fn, &after));
+        g1.open();
         EXPECT_RC(CUDA_ERROR_OUT_OF_MEMORY, T.cuStreamSynchronize(s1));
         OK(T.cuCtxSetCurrent(g_ctx[0]));
+        OK(T.cuLaunchHostFunc(s0, Gate::fn, &g0));
         OK(T.cuLaunchHostFunc(s0, [](void*) { throw 42; }, nullptr));
         OK(T.cuLaunchHostFunc(s0, Counter::fn, &after));
+        g0.open();
         EXPECT_RC(CUDA_ERROR_LAUNCH_FAILED, T.cuStreamSynchronize(s0));
         EXPECT_RC(CUDA_ERROR_LAUNCH_FAILED, T.cuCtxSynchronize());
         CHECK(after.n.load() == 0);
@@ -336,6 +343,38 @@ void test_context_reset_ends_streams() {
     CHECK(late.n.load() == 0);
     OK(T.cuDevicePrimaryCtxRetain(&g_ctx[1], 1));
     OK(T.cuCtxSetCurrent(g_ctx[0]));
+}
+
+// A thread's per-thread default streams leave the device's stream list when the thread
+// ends: at once when they never had a worker, when the worker has drained otherwise.
+void test_per_thread_streams_of_dead_threads() {
+    auto& q = cuvmm::host::queues();
+    auto count = [&] {
+        std::lock_guard<std::mutex> l(q.mutex);
+        return q.all[0].size();
+    };
+    size_t before = count();
+    for (int i = 0; i < 20; ++i) {
+        std::thread([] {
+            OK(T.cuCtxSetCurrent(g_ctx[0]));
+            OK(T.cuStreamSynchronize(CU_STREAM_PER_THREAD));  // made, never given work
+        }).join();
+    }
+    CHECK(count() == before);
+    Counter c;
+    for (int i = 0; i < 20; ++i) {
+        std::thread([&] {
+            OK(T.cuCtxSetCurrent(g_ctx[0]));
+            OK(T.cuLaunchHostFunc(CU_STREAM_PER_THREAD, Counter::fn, &c));  // starts a worker
+        }).join();
+    }
+    bool gone = false;  // the workers drain and leave (bounded poll)
+    for (int i = 0; i < 10000 && !gone; ++i) {
+        gone = count() == before;
+        if (!gone) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    CHECK(gone);
+    CHECK(c.n.load() == 20);
 }
 
 void test_pinned_rules() {
@@ -483,6 +522,7 @@ void run_more_tests() {
     test_host_located_vmm_is_pinned();
     test_register_checks_memory();
     test_context_reset_ends_streams();
+    test_per_thread_streams_of_dead_threads();
     test_pinned_rules();
     test_eight_threads();
     test_misuse_codes();
