@@ -48,6 +48,8 @@ void child_after_fork() {
     new (&q.changed) std::condition_variable();
     for (auto& list : q.all) {
         for (auto& s : list) {
+            new (&s->work) std::condition_variable();
+            new (&s->done) std::condition_variable();
             s->queue.clear();
             s->completed = s->submitted;
             s->worker = false;
@@ -115,7 +117,7 @@ void worker_loop(StreamRef s) {
     Queues& q = *g_queues;
     std::unique_lock<std::mutex> lock(q.mutex);
     for (;;) {
-        q.changed.wait(lock, [&] { return !s->queue.empty() || s->destroyed; });
+        s->work.wait(lock, [&] { return !s->queue.empty() || s->destroyed; });
         if (s->queue.empty()) break;  // destroyed and drained
         wait_for(lock, s->queue.front().deps);
         Op op = std::move(s->queue.front());
@@ -127,7 +129,7 @@ void worker_loop(StreamRef s) {
         op = Op();  // drop what the op captured (staging, event references) outside the lock
         lock.lock();
         ++s->completed;
-        q.changed.notify_all();
+        s->done.notify_all();
     }
     auto& list = q.all[s->device];
     for (auto it = list.begin(); it != list.end(); ++it) {
@@ -152,7 +154,7 @@ void mark_destroyed(Queues& q, const StreamRef& s) {
             }
         }
     }
-    q.changed.notify_all();
+    s->work.notify_one();
 }
 
 thread_local bool tl_in_host_function = false;
@@ -214,7 +216,7 @@ uint64_t submit(Queues& q, const StreamRef& s, Op op) {
         return 0;
     }
     uint64_t seq = ++s->submitted;
-    q.changed.notify_all();
+    s->work.notify_one();  // only its worker waits on it
     return seq;
 }
 
@@ -231,7 +233,13 @@ bool idle(Queues& q, const StreamRef& s) {
 }
 
 void wait_for(std::unique_lock<std::mutex>& lock, const std::vector<std::pair<StreamRef, uint64_t>>& deps) {
-    queues().changed.wait(lock, [&] { return satisfied(deps); });
+    // Counts only grow: once a dependency is met it stays met, so waiting for each in turn
+    // (on the `done` of its stream, woken only by that stream's completions) waits for all.
+    for (auto& d : deps) {
+        HostStream& s = *d.first;
+        const uint64_t need = d.second;
+        s.done.wait(lock, [&] { return s.completed >= need; });
+    }
 }
 
 std::vector<std::pair<StreamRef, uint64_t>> device_barrier(Queues& q, int dev) {

@@ -377,6 +377,50 @@ void test_per_thread_streams_of_dead_threads() {
     CHECK(c.n.load() == 20);
 }
 
+// A large pageable HtoD copy is staged in bounded pieces (one queued op each, at most two
+// staged ahead), and the pieces land at the right offsets.
+void test_pageable_htod_in_pieces() {
+    const size_t n = (size_t(8) << 20) + 12345;
+    size_t big_size = size_t(9) << 20;
+    CUmemAllocationProp prop{};
+    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    prop.location.id = 0;
+    CUmemGenericAllocationHandle h;
+    CUdeviceptr big;
+    OK(T.cuMemCreate(&h, big_size, &prop, 0));
+    OK(T.cuMemAddressReserve(&big, big_size, 0, 0, 0));
+    OK(T.cuMemMap(big, big_size, 0, h, 0));
+    CUmemAccessDesc a{};
+    a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+    a.location.id = 0;
+    a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+    OK(T.cuMemSetAccess(big, big_size, &a, 1));
+    std::vector<unsigned char> src(n);
+    for (size_t i = 0; i < n; ++i) src[i] = static_cast<unsigned char>(i * 7 + (i >> 20));
+    CUstream s;
+    OK(T.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    auto& q = cuvmm::host::queues();
+    auto submitted = [&] {
+        std::lock_guard<std::mutex> l(q.mutex);
+        return q.streams.at(reinterpret_cast<uintptr_t>(s))->submitted;
+    };
+    uint64_t before = submitted();
+    OK(T.cuMemcpyHtoDAsync(big, src.data(), n, s));
+    std::memset(src.data(), 0, n);  // staged: the device must not see this
+    CHECK(submitted() - before == 9);  // 8 whole MiB pieces and a tail
+    OK(T.cuStreamSynchronize(s));
+    std::vector<unsigned char> back(n);
+    OK(T.cuMemcpyDtoH(back.data(), big, n));
+    size_t good = 0;
+    for (size_t i = 0; i < n; ++i) good += back[i] == static_cast<unsigned char>(i * 7 + (i >> 20));
+    CHECK(good == n);
+    OK(T.cuStreamDestroy(s));
+    OK(T.cuMemUnmap(big, big_size));
+    OK(T.cuMemRelease(h));
+    OK(T.cuMemAddressFree(big, big_size));
+}
+
 void test_pinned_rules() {
     void* p = nullptr;
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostAlloc(nullptr, 4096, 0));
@@ -523,6 +567,7 @@ void run_more_tests() {
     test_register_checks_memory();
     test_context_reset_ends_streams();
     test_per_thread_streams_of_dead_threads();
+    test_pageable_htod_in_pieces();
     test_pinned_rules();
     test_eight_threads();
     test_misuse_codes();
