@@ -98,12 +98,14 @@ void test_free_pinned_waits() {
         OK(T.cuLaunchHostFunc(s, Gate::fn, &g));
         OK(T.cuMemcpyDtoHAsync(v, d.p, 1 << 16, s));
         std::atomic<bool> freed{false};
+        std::atomic<pid_t> tid{0};
         std::thread t([&] {
+            tid = this_tid();
             OK(T.cuMemFreeHost(v));
             freed = true;
         });
-        std::this_thread::sleep_for(std::chrono::milliseconds(30));  // gives a wrong free time to run
-        CHECK(!freed.load());
+        while (tid.load() == 0) std::this_thread::yield();
+        CHECK(!blocked_or_done(tid.load(), freed));  // a free that does not wait returns now
         g.open();
         t.join();
         OK(T.cuStreamSynchronize(s));
@@ -221,21 +223,6 @@ void test_throwing_host_function() {
         std::fflush(stdout);
         _exit(g_failed.load());  // both devices are dead
     });
-}
-
-// Runs `call` on another thread and reports whether it returned within 10 s (a bounded
-// wait: false means it blocked, e.g. behind a gate; the thread is joined either way once
-// the caller opens the gate).
-template <class Fn>
-bool returns_while_blocked(std::thread& t, Fn call) {
-    std::atomic<bool> done{false};
-    t = std::thread([call, &done] {
-        T.cuCtxSetCurrent(g_ctx[0]);
-        call();
-        done = true;
-    });
-    for (int i = 0; i < 10000 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-    return done.load();
 }
 
 // Device memory located in host RAM (cuMemCreate HOST_NUMA, CPU access granted) is
