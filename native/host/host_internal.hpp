@@ -136,7 +136,8 @@
 //   async copies/memset: same argument rules and codes as the synchronous ones (checked at the call)
 //   a queued copy/memset whose memory is no longer mapped / accessible when    CUDA_ERROR_ILLEGAL_ADDRESS,
 //     it runs: sticky for its device (stream/event sync, query, elapsed,         sticky; later ops skipped,
-//     create, record, wait, host func, copies needing that current context)      host functions not called
+//     create, record, wait, host func, copies needing that current context,      host functions not called
+//     cuStreamDestroy: the stream is destroyed all the same)
 //   a queued op that throws std::bad_alloc (staging, a container in the copy)  CUDA_ERROR_OUT_OF_MEMORY, sticky
 //   a host function that throws any other C++ exception (cuda.h is silent;     CUDA_ERROR_LAUNCH_FAILED, sticky
 //     never across the worker: the process goes on, later ops are skipped)

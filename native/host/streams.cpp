@@ -58,6 +58,7 @@ CUresult CUDAAPI cuCtxGetStreamPriorityRange(int* leastPriority, int* greatestPr
 
 // Returns at once: the handle is invalid from now on, queued work still runs, and the
 // worker exits once it has drained the queue (cuda.h: resources released at completion).
+// After a fault of its device it returns the sticky error, the stream destroyed all the same.
 CUresult CUDAAPI cuStreamDestroy(CUstream stream) {
     CUVMM_REQUIRE_INIT();
     Queues& q = queues();
@@ -67,7 +68,9 @@ CUresult CUDAAPI cuStreamDestroy(CUstream stream) {
     StreamRef s = it->second;
     q.streams.erase(it);
     mark_destroyed(q, s);
-    return CUDA_SUCCESS;
+    // cuda.h (\notefnerr): may return an error of earlier asynchronous work. The stream is
+    // destroyed either way (its handle is gone); the call reports the device's sticky error.
+    return sticky_error(s->device);
 }
 
 CUresult CUDAAPI cuStreamSynchronize(CUstream stream) {

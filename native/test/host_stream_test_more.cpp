@@ -80,6 +80,11 @@ void test_sticky_fault() {
         OK(T.cuMemcpyDtoH(&b, other.p + 7, 1));
         CHECK(b == 2);
         OK(T.cuCtxSetCurrent(g_ctx[0]));
+        // cuStreamDestroy reports the sticky error (cuda.h: errors of earlier async work) and
+        // destroys the stream all the same.
+        EXPECT_RC(CUDA_ERROR_ILLEGAL_ADDRESS, T.cuStreamDestroy(s));
+        EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuStreamDestroy(s));
+        OK(T.cuStreamDestroy(s1));  // device 1 is fine
         std::fflush(stdout);
         _exit(g_failed.load());  // device 0 is dead: skip the destructors' driver calls
     });
