@@ -10,7 +10,7 @@
 #include <sys/mman.h>
 
 #include <cstdio>
-#include <cstring>
+#include <cstdlib>
 
 namespace cuvmm {
 namespace host {
@@ -65,18 +65,17 @@ bool mapped_read_write(uintptr_t p, size_t n) {
     if (f == nullptr) return false;
     uintptr_t need = p;  // first address not yet known to be covered
     const uintptr_t end = p + n;
-    char line[512];
-    while (need < end && std::fgets(line, sizeof line, f) != nullptr) {
+    char* line = nullptr;  // getline: whole lines, however long the path
+    size_t cap = 0;
+    while (need < end && ::getline(&line, &cap, f) > 0) {
         unsigned long lo = 0, hi = 0;
         char perms[8] = {};
         if (std::sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3) continue;
         if (hi <= need) continue;
         if (lo > need || perms[0] != 'r' || perms[1] != 'w') break;  // a hole or a page without RW
         need = hi;
-        // a long line (a path) continues past the buffer: skip the rest of it
-        while (std::strchr(line, '\n') == nullptr && std::fgets(line, sizeof line, f) != nullptr) {
-        }
     }
+    std::free(line);
     std::fclose(f);
     return need >= end;
 }
