@@ -4,9 +4,9 @@
 //
 // Ordering. An op carries dependencies (stream, count): it starts only when each named
 // stream has completed that many ops. Counts only grow, so a waiter waits on the `done`
-// condition variable of the first dependency not yet met, then the next (one mutex for all). Dependencies only ever name
-// ops already queued, in the total order of submissions under the queue mutex, so they
-// never form a cycle.
+// condition variable of the first dependency not yet met, then the next (one mutex for
+// all). Dependencies only ever name ops already queued, in the total order of submissions
+// under the queue mutex, so they never form a cycle.
 //   - legacy stream: an op depends on everything already queued on the device's blocking
 //     streams (flag DEFAULT, per-thread default streams included);
 //   - blocking stream: an op depends on everything already queued on the legacy stream;
