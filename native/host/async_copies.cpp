@@ -6,8 +6,9 @@
 // device's sticky error (stream_queue.hpp).
 //
 // Host memory (CUDA "API synchronization behavior"): a host range inside one pinned range
-// (pinned.cpp) is fully asynchronous. From pageable memory, HtoD waits for the stream,
-// stages the source into driver-owned memory and returns once queued (the caller may reuse
+// (pinned.cpp), or inside mapped VMM memory the CPU may access (HOST / HOST_NUMA located,
+// page-locked on a GPU), is fully asynchronous. From pageable memory, HtoD waits for the stream,
+// stages the source into driver-owned memory (bounded pieces) and returns once queued (the caller may reuse
 // its buffer at once); DtoH to pageable memory returns only when the copy is done. DtoD and
 // memset are fully asynchronous.
 #include "host/stream_queue.hpp"
@@ -83,6 +84,53 @@ CUresult views_ready(State& st, const CopyArgs& a) {
     return CUDA_ERROR_INVALID_VALUE;
 }
 
+// Pageable HtoD: waits for the stream, then copies the source into driver-owned staging in
+// pieces of at most kStagePiece bytes, each queued as its own op, with at most two pieces
+// staged and not yet run (two buffers, reused: the piece before last must have run before
+// its buffer takes the next one). Returns once the last piece is queued (the caller may
+// reuse its buffer); memory stays bounded however large the copy. Another thread's work
+// queued on the same stream meanwhile may land between two pieces (the order of two
+// threads' work on one stream is theirs to fix anyway). Queue mutex held via `lock`.
+constexpr size_t kStagePiece = size_t(1) << 20;
+
+CUresult stage_pageable_htod(std::unique_lock<std::mutex>& lock, const StreamRef& s, const CopyArgs& a, int dev) {
+    Queues& q = queues();
+    wait_for(lock, barrier_of(q, s));  // pageable HtoD: the stream first
+    std::shared_ptr<std::vector<unsigned char>> buffers[2];
+    uint64_t queued[2] = {0, 0};  // seq of the piece last staged in each buffer
+    const auto* src = reinterpret_cast<const unsigned char*>(a.src);
+    size_t k = 0;
+    for (size_t off = 0; off < a.n; off += kStagePiece, ++k) {
+        const size_t m = a.n - off < kStagePiece ? a.n - off : kStagePiece;
+        auto& buf = buffers[k % 2];
+        if (queued[k % 2] != 0) wait_for(lock, {{s, queued[k % 2]}});  // its op ran and dropped it
+        lock.unlock();
+        {
+            Shared reg(g_state->mutex);  // no reservation appears under the source meanwhile
+            if (!host_range_ok(*g_state, src + off, m, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
+            try {
+                if (!buf) buf = std::make_shared<std::vector<unsigned char>>(m);
+                std::memcpy(buf->data(), src + off, m);
+            } catch (const std::bad_alloc&) {
+                return CUDA_ERROR_OUT_OF_MEMORY;
+            }
+        }
+        lock.lock();
+        if (CUresult r = sticky_error(dev)) return r;
+        CopyArgs piece = a;
+        piece.dst += off;
+        piece.src += off;
+        piece.n = m;
+        Op op;
+        op.skip_on_fault = false;  // execute() skips itself
+        op.run = [piece, dev, staged = buf] { execute(piece, dev, staged->data()); };
+        uint64_t seq = submit(q, s, std::move(op));
+        if (seq == 0) return CUDA_ERROR_OUT_OF_MEMORY;
+        queued[k % 2] = seq;
+    }
+    return CUDA_SUCCESS;
+}
+
 CUresult enqueue(CUstream hStream, const CopyArgs& a) {
     StreamRef s;
     if (CUresult r = lookup_stream(hStream, &s)) return r;
@@ -91,46 +139,43 @@ CUresult enqueue(CUstream hStream, const CopyArgs& a) {
     const int dev = s->device;
     if (CUresult r = sticky_error(dev)) return r;
     if (a.n == 0) return CUDA_SUCCESS;
+    const void* host = a.kind == Kind::htod   ? reinterpret_cast<const void*>(a.src)
+                       : a.kind == Kind::dtoh ? reinterpret_cast<const void*>(a.dst)
+                                              : nullptr;
+    bool device_memory = false;  // the host range is mapped VMM memory the CPU may touch
     {
         Shared lock(g_state->mutex);
         if (!args_ok(*g_state, a, dev, true)) return CUDA_ERROR_INVALID_VALUE;
         if (CUresult r = views_ready(*g_state, a)) return r;
+        // args_ok accepted it, so a host range touching a reservation lies entirely in mapped
+        // memory with CPU access: device memory located in host RAM (HOST / HOST_NUMA), which a
+        // GPU page-locks. Such a copy is fully asynchronous, like one on pinned memory; an unmap
+        // before it runs makes it fault (execute re-checks), as on a GPU.
+        device_memory = host != nullptr && overlaps_reservation(*g_state, reinterpret_cast<uintptr_t>(host), a.n);
     }
-    const void* host = a.kind == Kind::htod   ? reinterpret_cast<const void*>(a.src)
-                       : a.kind == Kind::dtoh ? reinterpret_cast<const void*>(a.dst)
-                                              : nullptr;
     Queues& q = queues();
     std::unique_lock<std::mutex> lock(q.mutex);
-    const bool pinned = host != nullptr && pinned_use(q, host, a.n, true);
-    std::shared_ptr<std::vector<unsigned char>> staging;
-    if (host != nullptr && !pinned && a.kind == Kind::htod) {
-        wait_for(lock, barrier_of(q, s));  // pageable HtoD: the stream first
-        lock.unlock();
-        {
-            Shared reg(g_state->mutex);  // the source may be CPU-accessible device VA: no unmap meanwhile
-            if (!host_range_ok(*g_state, host, a.n, kReadBit)) return CUDA_ERROR_INVALID_VALUE;
-            auto* p = static_cast<const unsigned char*>(host);
-            try {
-                staging = std::make_shared<std::vector<unsigned char>>(p, p + a.n);
-            } catch (const std::bad_alloc&) {
-                return CUDA_ERROR_OUT_OF_MEMORY;
-            }
-        }
-        lock.lock();
-    }
+    const bool registered = host != nullptr && !device_memory && pinned_use(q, host, a.n, true);
+    const bool pinned = registered || device_memory;
+    if (host != nullptr && !pinned && a.kind == Kind::htod) return stage_pageable_htod(lock, s, a, dev);
     Op op;
     op.skip_on_fault = false;  // execute() skips itself; the pinned use must be released either way
-    op.run = [a, dev, staging, pinned, host] {
-        execute(a, dev, staging ? staging->data() : nullptr);
-        if (pinned) {
-            Queues& qq = queues();
-            std::lock_guard<std::mutex> release(qq.mutex);
-            pinned_release(qq, host);
-        }
+    op.run = [a, dev, registered, host] {
+        struct Release {  // also when execute() throws (the worker makes that a sticky error)
+            bool pinned;
+            const void* host;
+            ~Release() {
+                if (!pinned) return;
+                Queues& qq = queues();
+                std::lock_guard<std::mutex> release(qq.mutex);
+                pinned_release(qq, host);
+            }
+        } release{registered, host};
+        execute(a, dev, nullptr);
     };
     uint64_t seq = submit(q, s, std::move(op));
     if (seq == 0) {
-        if (pinned) pinned_release(q, host);
+        if (registered) pinned_release(q, host);
         return CUDA_ERROR_OUT_OF_MEMORY;
     }
     if (host != nullptr && !pinned && a.kind == Kind::dtoh) {

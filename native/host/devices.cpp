@@ -118,7 +118,10 @@ CUresult CUDAAPI cuDevicePrimaryCtxRelease(CUdevice dev) {
     if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
     Exclusive lock(g_state->mutex);
     if (g_state->ctx_retains[dev] <= 0) return CUDA_ERROR_INVALID_CONTEXT;
-    --g_state->ctx_retains[dev];
+    // cuda.h: the context is reset once the last reference is released, and with it go the
+    // streams and events created in it. Under this lock, so a retain cannot make a new
+    // context (and streams in it) in between (lock order: registry, then queue mutex).
+    if (--g_state->ctx_retains[dev] == 0) forget_streams_and_events(dev);
     return CUDA_SUCCESS;
 }
 

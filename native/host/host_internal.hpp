@@ -48,6 +48,8 @@
 //   device ordinal / CUdevice outside 0..device_count-1                        CUDA_ERROR_INVALID_DEVICE
 //   cuDeviceGetName(len <= 0)                                                  CUDA_ERROR_INVALID_VALUE
 //   cuDevicePrimaryCtxRelease without a matching retain                        CUDA_ERROR_INVALID_CONTEXT
+//   a stream or event created in a primary context that was since reset (its   CUDA_ERROR_INVALID_HANDLE
+//     last cuDevicePrimaryCtxRelease), in any call; its queued work still drains
 //   cuCtxSetCurrent(ctx that is not a retained primary context)                CUDA_ERROR_INVALID_CONTEXT
 //   cuCtxSynchronize / cuStreamCreate / a copy with no current context, or     CUDA_ERROR_INVALID_CONTEXT
 //     with a current context whose primary context was fully released
@@ -134,16 +136,28 @@
 //   async copies/memset: same argument rules and codes as the synchronous ones (checked at the call)
 //   a queued copy/memset whose memory is no longer mapped / accessible when    CUDA_ERROR_ILLEGAL_ADDRESS,
 //     it runs: sticky for its device (stream/event sync, query, elapsed,         sticky; later ops skipped,
-//     create, record, wait, host func, copies needing that current context)      host functions not called
+//     create, record, wait, host func, copies needing that current context,      host functions not called
+//     cuStreamDestroy: the stream is destroyed all the same)
+//   a queued op that throws std::bad_alloc (staging, a container in the copy)  CUDA_ERROR_OUT_OF_MEMORY, sticky
+//   a host function that throws any other C++ exception (cuda.h is silent;     CUDA_ERROR_LAUNCH_FAILED, sticky
+//     never across the worker: the process goes on, later ops are skipped)
 //   cuMemHostAlloc: null pp, size 0, flags outside PORTABLE|DEVICEMAP|         CUDA_ERROR_INVALID_VALUE
 //     WRITECOMBINED
 //   cuMemHostAlloc: mmap failed                                                CUDA_ERROR_OUT_OF_MEMORY
 //   cuMemFreeHost of a pointer that is not a live cuMemHostAlloc base          CUDA_ERROR_INVALID_VALUE
 //   cuMemHostRegister: null, size 0, wrapping, flags outside PORTABLE|         CUDA_ERROR_INVALID_VALUE
 //     DEVICEMAP|IOMEMORY|READ_ONLY, or a range touching a reservation
+//   cuMemHostRegister READ_ONLY (READ_ONLY_HOST_REGISTER_SUPPORTED is 0)        CUDA_ERROR_NOT_SUPPORTED (cuda.h)
+//   cuMemHostRegister of a range not entirely mapped read-write in this        CUDA_ERROR_INVALID_VALUE
+//     process (/proc/self/maps: unmapped, PROT_NONE or read-only pages)          (GPU to confirm the code)
 //   cuMemHostRegister overlapping a pinned range (allocated or registered)     CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
 //   cuMemHostUnregister of a pointer that is not a registered range's base     CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
 //   cuMemFreeHost / cuMemHostUnregister while queued copies target the range   (waits for them: undocumented)
+//   async copy whose host range lies in mapped CPU-accessible VMM memory       (pinned: fully asynchronous,
+//     (HOST / HOST_NUMA located)                                                 no staging, no wait)
+//   fork(): the child forgets the parent's stream work (queued ops dropped,    (sync / free / unmap in the
+//     counts complete, no workers, no pending pinned uses; the atfork handler     child return at once)
+//     holds the registry lock and the queue mutex across the fork)
 //   cuMemAddressReserve addr hint not a multiple of max(alignment, granularity) CUDA_ERROR_INVALID_VALUE
 //     (B22; a well-aligned hint that cannot be honoured is still placed elsewhere)
 //   cuMemMap size other than the allocation's whole size (B23)                 CUDA_ERROR_INVALID_VALUE
@@ -164,8 +178,9 @@
 // memcpy, so a concurrent unmap or mprotect waits until the copy is done and a copy can
 // never fault. Nothing but bookkeeping and those syscalls happens under the lock.
 // Streams, events and pinned ranges sit behind a separate queue mutex (stream_queue.hpp),
-// never held together with this lock nor across an op, a host function or a sleep; a
-// queued copy takes this lock shared when it runs, as the synchronous copies do.
+// never held across an op, a host function or a sleep; a queued copy takes this lock shared
+// when it runs, as the synchronous copies do. When both are held, this lock is taken first
+// (the fork() prepare handler; the last primary context release), never the other way.
 //
 // Ownership: the driver owns exactly one fd per live allocation record (created memfd
 // or its own dup of an imported fd) and closes it once, when the handle is fully
@@ -267,13 +282,7 @@ struct Mapping {
 // Meets the SharedMutex requirements used here (std::unique_lock / std::shared_lock).
 class RegistryMutex {
 public:
-    RegistryMutex() {
-        pthread_rwlockattr_t attr;
-        pthread_rwlockattr_init(&attr);
-        pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
-        pthread_rwlock_init(&rw_, &attr);
-        pthread_rwlockattr_destroy(&attr);
-    }
+    RegistryMutex() { init(); }
     ~RegistryMutex() { pthread_rwlock_destroy(&rw_); }
     RegistryMutex(const RegistryMutex&) = delete;
     RegistryMutex& operator=(const RegistryMutex&) = delete;
@@ -282,8 +291,18 @@ public:
     void unlock() { pthread_rwlock_unlock(&rw_); }
     void lock_shared() { pthread_rwlock_rdlock(&rw_); }
     void unlock_shared() { pthread_rwlock_unlock(&rw_); }
+    // fork() child only (stream_queue.cpp's atfork handler, which held it exclusively
+    // across the fork): a fresh, unlocked lock; the parent's holders do not exist here.
+    void reinit_in_child() { init(); }
 
 private:
+    void init() {
+        pthread_rwlockattr_t attr;
+        pthread_rwlockattr_init(&attr);
+        pthread_rwlockattr_setkind_np(&attr, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+        pthread_rwlock_init(&rw_, &attr);
+        pthread_rwlockattr_destroy(&attr);
+    }
     pthread_rwlock_t rw_;
 };
 
@@ -462,6 +481,11 @@ void coalesce(Mapping& m);
 // cuCtxSynchronize: waits for every stream of the current device; INVALID_CONTEXT without
 // one, else the device's sticky error (stream_queue.cpp). Takes no lock the caller holds.
 CUresult synchronize_current_device();
+
+// The primary context of `dev` was reset (its last release): its created streams and events
+// stop being handles (later use: INVALID_HANDLE); queued work still drains, then the workers
+// exit. Caller holds the registry lock exclusively; takes the queue mutex (stream_queue.cpp).
+void forget_streams_and_events(int dev);
 
 // A current context whose primary context is still retained; its device via *dev.
 // Caller holds the mutex (any mode).

@@ -9,6 +9,9 @@
 
 #include <sys/mman.h>
 
+#include <cstdio>
+#include <cstdlib>
+
 namespace cuvmm {
 namespace host {
 namespace {
@@ -51,6 +54,30 @@ bool remove_when_idle(uintptr_t base, bool allocated, size_t* size) {
     *size = it->second.size;
     q.pinned.erase(it);
     return true;
+}
+
+// True when every page of [p, p+n) is mapped readable and writable in this process, read
+// from /proc/self/maps (contiguous entries covering the range). A GPU driver pins the pages
+// and fails on memory it cannot pin; the host driver must refuse it at the call, or a queued
+// copy would fault on the worker (SIGSEGV) later. n > 0, no wrap (checked by the caller).
+bool mapped_read_write(uintptr_t p, size_t n) {
+    std::FILE* f = std::fopen("/proc/self/maps", "re");
+    if (f == nullptr) return false;
+    uintptr_t need = p;  // first address not yet known to be covered
+    const uintptr_t end = p + n;
+    char* line = nullptr;  // getline: whole lines, however long the path
+    size_t cap = 0;
+    while (need < end && ::getline(&line, &cap, f) > 0) {
+        unsigned long lo = 0, hi = 0;
+        char perms[8] = {};
+        if (std::sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) != 3) continue;
+        if (hi <= need) continue;
+        if (lo > need || perms[0] != 'r' || perms[1] != 'w') break;  // a hole or a page without RW
+        need = hi;
+    }
+    std::free(line);
+    std::fclose(f);
+    return need >= end;
 }
 
 }  // namespace
@@ -104,10 +131,14 @@ CUresult CUDAAPI cuMemHostRegister(void* p, size_t bytesize, unsigned int Flags)
     }
     int dev;
     if (CUresult r = stream_context(&dev)) return r;
+    // cuda.h: READ_ONLY with a device whose CU_DEVICE_ATTRIBUTE_READ_ONLY_HOST_REGISTER_SUPPORTED
+    // is 0 (every host device reports 0) -> NOT_SUPPORTED.
+    if ((Flags & CU_MEMHOSTREGISTER_READ_ONLY) != 0) return CUDA_ERROR_NOT_SUPPORTED;
     {
         Shared lock(g_state->mutex);
         if (overlaps_reservation(*g_state, v, bytesize)) return CUDA_ERROR_INVALID_VALUE;  // device VA, not host memory
     }
+    if (!mapped_read_write(v, bytesize)) return CUDA_ERROR_INVALID_VALUE;  // unmapped or not RW: cannot be pinned
     Queues& q = queues();
     std::lock_guard<std::mutex> lock(q.mutex);
     if (overlaps(q, v, bytesize)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;

@@ -3,8 +3,10 @@
 // per-thread default streams, the sticky per-device fault and the op delay.
 #include "host/stream_queue.hpp"
 
+#include <cxxabi.h>
 #include <pthread.h>
 
+#include <algorithm>
 #include <chrono>
 #include <new>
 #include <thread>
@@ -20,18 +22,42 @@ std::atomic<long long> g_delay_micros{0};
 Queues* make_queues();
 Queues* const g_queues = make_queues();
 
-// fork(): the child has none of the parent's threads. The mutex and condition variable
-// are re-made (a waiter that only existed in the parent must not be waited for), and no
-// stream has a worker any more: the next submit starts one.
-void before_fork() { g_queues->mutex.lock(); }
-void parent_after_fork() { g_queues->mutex.unlock(); }
+// fork(): the child has none of the parent's threads. The prepare handler takes the
+// registry lock exclusively and then the queue mutex (the one order in which both are ever
+// held), so no worker is mid-copy (holding the registry lock shared) or mid-update across the
+// fork; the parent releases both. The child re-creates both locks and the condition variables
+// (a waiter that only existed in the parent must not be waited for) and forgets the parent's
+// work: queued ops are dropped (never run twice, once per process), every count completes,
+// no stream has a worker (the next submit starts one), destroyed streams go, and no pinned
+// range has pending uses. The child's sync / free / unmap therefore return at once.
+State* g_fork_state = nullptr;  // the registry held across the fork (null before install)
+
+void before_fork() {
+    g_fork_state = g_state.get();
+    if (g_fork_state != nullptr) g_fork_state->mutex.lock();
+    g_queues->mutex.lock();
+}
+void parent_after_fork() {
+    g_queues->mutex.unlock();
+    if (g_fork_state != nullptr) g_fork_state->mutex.unlock();
+}
 void child_after_fork() {
+    if (g_fork_state != nullptr) g_fork_state->mutex.reinit_in_child();
     Queues& q = *g_queues;
     new (&q.mutex) std::mutex();
     new (&q.changed) std::condition_variable();
     for (auto& list : q.all) {
-        for (auto& s : list) s->worker = false;
+        for (auto& s : list) {
+            new (&s->work) std::condition_variable();
+            new (&s->done) std::condition_variable();
+            s->queue.clear();
+            s->completed = s->submitted;
+            s->worker = false;
+        }
+        list.erase(std::remove_if(list.begin(), list.end(), [](const StreamRef& s) { return s->destroyed; }),
+                   list.end());
     }
+    for (auto& range : q.pinned) range.second.pending = 0;
 }
 
 Queues* make_queues() {
@@ -41,15 +67,15 @@ Queues* make_queues() {
 }
 
 // Each thread's default streams, one per device, made on first use. When the thread ends
-// they are destroyed like a created stream: queued work drains, then the worker exits.
+// they are destroyed like a created stream: queued work drains, then the worker exits and
+// takes the stream off the device list; one that never had a worker leaves it at once.
 struct PerThreadStreams {
     std::array<StreamRef, kMaxDevices> s{};
     ~PerThreadStreams() {
         std::lock_guard<std::mutex> lock(g_queues->mutex);
         for (auto& p : s) {
-            if (p) p->destroyed = true;
+            if (p) mark_destroyed(*g_queues, p);  // a worker-less one leaves the device list now
         }
-        g_queues->changed.notify_all();
     }
 };
 thread_local PerThreadStreams tl_per_thread;
@@ -63,6 +89,27 @@ StreamRef new_stream(Queues& q, HostStream::Kind kind, int dev, unsigned flags) 
     return s;
 }
 
+// Runs one op on its worker. An exception must not end the process (it would leave the
+// worker's thread function): it becomes the device's sticky error, as a failure of queued
+// work does on a GPU. std::bad_alloc (staging, a container inside the copy) ->
+// CUDA_ERROR_OUT_OF_MEMORY; anything else, in practice a C++ host function that throws
+// (cuda.h is silent; an exception through a C callback is the caller's bug) ->
+// CUDA_ERROR_LAUNCH_FAILED, cuda.h's "exception ... while executing", sticky for the context.
+// Forced unwinding (thread cancellation) is rethrown, as it must be.
+void run_op(Op& op, int device) {
+    try {
+        op.run();
+    } catch (abi::__forced_unwind&) {
+        throw;
+    } catch (const std::bad_alloc&) {
+        tl_in_host_function = false;
+        set_sticky_error(device, CUDA_ERROR_OUT_OF_MEMORY);
+    } catch (...) {
+        tl_in_host_function = false;
+        set_sticky_error(device, CUDA_ERROR_LAUNCH_FAILED);
+    }
+}
+
 // The worker of one stream: runs its ops in order, each once its dependencies are
 // satisfied and the delay has passed, with no lock held while it runs or sleeps. Exits
 // when the stream was destroyed and its queue is empty.
@@ -70,7 +117,7 @@ void worker_loop(StreamRef s) {
     Queues& q = *g_queues;
     std::unique_lock<std::mutex> lock(q.mutex);
     for (;;) {
-        q.changed.wait(lock, [&] { return !s->queue.empty() || s->destroyed; });
+        s->work.wait(lock, [&] { return !s->queue.empty() || s->destroyed; });
         if (s->queue.empty()) break;  // destroyed and drained
         wait_for(lock, s->queue.front().deps);
         Op op = std::move(s->queue.front());
@@ -78,11 +125,11 @@ void worker_loop(StreamRef s) {
         lock.unlock();
         long long delay = g_delay_micros.load(std::memory_order_relaxed);
         if (delay > 0) std::this_thread::sleep_for(std::chrono::microseconds(delay));
-        if (!(op.skip_on_fault && sticky_error(s->device) != CUDA_SUCCESS)) op.run();
+        if (!(op.skip_on_fault && sticky_error(s->device) != CUDA_SUCCESS)) run_op(op, s->device);
         op = Op();  // drop what the op captured (staging, event references) outside the lock
         lock.lock();
         ++s->completed;
-        q.changed.notify_all();
+        s->done.notify_all();
     }
     auto& list = q.all[s->device];
     for (auto it = list.begin(); it != list.end(); ++it) {
@@ -95,6 +142,20 @@ void worker_loop(StreamRef s) {
 }
 
 }  // namespace
+
+void mark_destroyed(Queues& q, const StreamRef& s) {
+    s->destroyed = true;
+    if (!s->worker) {  // no worker to drain it and take it off the device list when done
+        auto& list = q.all[s->device];
+        for (auto l = list.begin(); l != list.end(); ++l) {
+            if (l->get() == s.get()) {
+                list.erase(l);
+                break;
+            }
+        }
+    }
+    s->work.notify_one();
+}
 
 thread_local bool tl_in_host_function = false;
 
@@ -155,7 +216,7 @@ uint64_t submit(Queues& q, const StreamRef& s, Op op) {
         return 0;
     }
     uint64_t seq = ++s->submitted;
-    q.changed.notify_all();
+    s->work.notify_one();  // only its worker waits on it
     return seq;
 }
 
@@ -172,7 +233,13 @@ bool idle(Queues& q, const StreamRef& s) {
 }
 
 void wait_for(std::unique_lock<std::mutex>& lock, const std::vector<std::pair<StreamRef, uint64_t>>& deps) {
-    queues().changed.wait(lock, [&] { return satisfied(deps); });
+    // Counts only grow: once a dependency is met it stays met, so waiting for each in turn
+    // (on the `done` of its stream, woken only by that stream's completions) waits for all.
+    for (auto& d : deps) {
+        HostStream& s = *d.first;
+        const uint64_t need = d.second;
+        s.done.wait(lock, [&] { return s.completed >= need; });
+    }
 }
 
 std::vector<std::pair<StreamRef, uint64_t>> device_barrier(Queues& q, int dev) {
@@ -201,6 +268,23 @@ CUresult lookup_stream(CUstream stream, StreamRef* out) {
     std::lock_guard<std::mutex> lock(q.mutex);
     *out = resolve_stream(q, stream, 0);
     return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+void forget_streams_and_events(int dev) {
+    Queues& q = queues();
+    std::lock_guard<std::mutex> lock(q.mutex);
+    for (auto it = q.streams.begin(); it != q.streams.end();) {
+        if (it->second->device != dev) {
+            ++it;
+            continue;
+        }
+        StreamRef s = it->second;
+        it = q.streams.erase(it);
+        mark_destroyed(q, s);
+    }
+    for (auto it = q.events.begin(); it != q.events.end();) {
+        it = it->second->device == dev ? q.events.erase(it) : std::next(it);  // a pending record keeps its own
+    }
 }
 
 CUresult synchronize_current_device() {

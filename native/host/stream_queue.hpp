@@ -3,10 +3,10 @@
 // order by one worker thread of its own. Included only by native/host/*.cpp.
 //
 // Ordering. An op carries dependencies (stream, count): it starts only when each named
-// stream has completed that many ops. Counts only grow, so one mutex and one condition
-// variable (notify_all on every change) serve every waiter. Dependencies only ever name
-// ops already queued, in the total order of submissions under the queue mutex, so they
-// never form a cycle.
+// stream has completed that many ops. Counts only grow, so a waiter waits on the `done`
+// condition variable of the first dependency not yet met, then the next (one mutex for
+// all). Dependencies only ever name ops already queued, in the total order of submissions
+// under the queue mutex, so they never form a cycle.
 //   - legacy stream: an op depends on everything already queued on the device's blocking
 //     streams (flag DEFAULT, per-thread default streams included);
 //   - blocking stream: an op depends on everything already queued on the legacy stream;
@@ -61,6 +61,13 @@ struct HostStream {
     uint64_t completed = 0;   // ops finished (run, skipped or a no-op)
     bool destroyed = false;   // handle gone; the worker drains the queue and exits
     bool worker = false;      // a worker thread serves this stream
+    // Waited on with the queue mutex. `work`: only this stream's worker waits (queue not
+    // empty, or destroyed); notified by submit and destroy. `done`: whoever waits for this
+    // stream's completed count (synchronize, an event, another stream's op depending on it);
+    // notified by this stream's worker when an op completes. So an op wakes its own worker and
+    // the waiters on its own stream, never every worker.
+    std::condition_variable work;
+    std::condition_variable done;
 
     bool blocking() const { return flags == CU_STREAM_DEFAULT; }
 };
@@ -92,7 +99,7 @@ struct PinnedRange {
 // The stream registry (never destroyed). All members guarded by `mutex`.
 struct Queues {
     std::mutex mutex;
-    std::condition_variable changed;                        // any count, queue or flag changed
+    std::condition_variable changed;                        // a pinned range's pending count fell
     std::unordered_map<uintptr_t, StreamRef> streams;       // created streams by handle
     std::array<StreamRef, kMaxDevices> legacy{};            // made on first use
     std::array<std::vector<StreamRef>, kMaxDevices> all{};  // every live stream of a device
@@ -137,6 +144,11 @@ bool satisfied(const std::vector<std::pair<StreamRef, uint64_t>>& deps);
 // blocking rule) are complete. A record or a wait on such a stream is complete at the call,
 // so it needs no op and wakes no worker. Queue mutex held.
 bool idle(Queues& q, const StreamRef& s);
+
+// Ends a stream's life as a handle (cuStreamDestroy, context reset, thread exit): the worker,
+// if any, drains the queue and exits, taking the stream off the device list; a stream with no
+// worker leaves that list now. Queue mutex held.
+void mark_destroyed(Queues& q, const StreamRef& s);
 
 // Every live stream of `dev` (for cuCtxSynchronize), as a barrier. Queue mutex held.
 std::vector<std::pair<StreamRef, uint64_t>> device_barrier(Queues& q, int dev);

@@ -58,6 +58,7 @@ CUresult CUDAAPI cuCtxGetStreamPriorityRange(int* leastPriority, int* greatestPr
 
 // Returns at once: the handle is invalid from now on, queued work still runs, and the
 // worker exits once it has drained the queue (cuda.h: resources released at completion).
+// After a fault of its device it returns the sticky error, the stream destroyed all the same.
 CUresult CUDAAPI cuStreamDestroy(CUstream stream) {
     CUVMM_REQUIRE_INIT();
     Queues& q = queues();
@@ -66,18 +67,10 @@ CUresult CUDAAPI cuStreamDestroy(CUstream stream) {
     if (it == q.streams.end()) return CUDA_ERROR_INVALID_HANDLE;
     StreamRef s = it->second;
     q.streams.erase(it);
-    s->destroyed = true;
-    if (!s->worker) {  // never ran anything: nobody else will take it off the device list
-        auto& list = q.all[s->device];
-        for (auto l = list.begin(); l != list.end(); ++l) {
-            if (l->get() == s.get()) {
-                list.erase(l);
-                break;
-            }
-        }
-    }
-    q.changed.notify_all();
-    return CUDA_SUCCESS;
+    mark_destroyed(q, s);
+    // cuda.h (\notefnerr): may return an error of earlier asynchronous work. The stream is
+    // destroyed either way (its handle is gone); the call reports the device's sticky error.
+    return sticky_error(s->device);
 }
 
 CUresult CUDAAPI cuStreamSynchronize(CUstream stream) {

@@ -2,8 +2,9 @@
 // pinned.cpp, async_copies.cpp): ordering within and across streams, the legacy / blocking /
 // non-blocking / per-thread rules, events, host functions, pageable vs pinned copies,
 // destroy with queued work, the sticky fault (in a fork()ed child) and every misuse code.
-// No wall-clock assertions: a host function blocked on a Gate holds a stream, and the delay
-// setting keeps ops pending, so "not yet" is observed with cuStreamQuery / cuEventQuery.
+// No wall-clock assertions and no sleeps as synchronization: a host function blocked on a
+// Gate holds a stream, so "not yet" is observed with cuStreamQuery / cuEventQuery, and a call
+// that must wait is seen asleep in the kernel (blocked_or_done) before the gate opens.
 // Plain main(): one line per failed check, last "N passed, M failed"; non-zero on failure.
 // CUVMM_TEST_NO_FORK=1 skips the fork()ed tests (the TSan build).
 #include "host_stream_test_util.hpp"
@@ -17,11 +18,14 @@ void test_fifo_order() {
     CUstream s;
     OK(T.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     host_set_stream_delay_micros(300);
+    Gate g;  // holds the stream: "not done yet" is certain, not a matter of the delay
+    OK(T.cuLaunchHostFunc(s, Gate::fn, &g));
     for (int i = 1; i <= 24; ++i) {
         OK(T.cuMemsetD8Async(d.p, static_cast<unsigned char>(i), 16, s));
         OK(T.cuMemcpyDtoHAsync(out.p + i, d.p + 8, 1, s));
     }
     EXPECT_RC(CUDA_ERROR_NOT_READY, T.cuStreamQuery(s));
+    g.open();
     OK(T.cuStreamSynchronize(s));
     host_set_stream_delay_micros(0);
     int in_order = 0;
@@ -158,7 +162,7 @@ void test_query_and_elapsed() {
     OK(T.cuEventSynchronize(t1));
     OK(T.cuEventQuery(t1));
     OK(T.cuEventElapsedTime(&ms, t0, t1));
-    CHECK(ms >= 0.0f);
+    CHECK(ms > 0.0f);  // t1 was stamped after the gate opened, well after t0
     EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuEventElapsedTime(&ms, nt, t1));
     OK(T.cuEventSynchronize(nt));  // the stream's last op
     OK(T.cuStreamQuery(s));
@@ -204,32 +208,54 @@ void test_pageable_and_pinned() {
     CUstream s;
     OK(T.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     std::vector<unsigned char> src(4096, 'A');
-    host_set_stream_delay_micros(20000);
     OK(T.cuMemcpyHtoDAsync(d.p, src.data(), src.size(), s));
     std::memset(src.data(), 'B', src.size());  // reuse at once: the device must see 'A'
-    EXPECT_RC(CUDA_ERROR_NOT_READY, T.cuStreamQuery(s));
     std::vector<unsigned char> back(4096, 0);
-    OK(T.cuMemcpyDtoHAsync(back.data(), d.p, back.size(), s));  // pageable: waits
-    OK(T.cuStreamQuery(s));
+    OK(T.cuMemcpyDtoHAsync(back.data(), d.p, back.size(), s));  // pageable: done when it returns
     CHECK(back[0] == 'A' && back[4095] == 'A');
+    OK(T.cuStreamQuery(s));
     Pinned pin(4096);
     std::memset(pin.p, 'C', 4096);
-    OK(T.cuMemcpyHtoDAsync(d.p, pin.p, 4096, s));  // pinned: queued, not done
-    EXPECT_RC(CUDA_ERROR_NOT_READY, T.cuStreamQuery(s));
-    OK(T.cuStreamSynchronize(s));
-    OK(T.cuMemsetD8Async(d.p, 'D', 4096, s));
-    OK(T.cuMemcpyDtoHAsync(pin.p, d.p, 4096, s));
-    EXPECT_RC(CUDA_ERROR_NOT_READY, T.cuStreamQuery(s));
-    OK(T.cuStreamSynchronize(s));
-    CHECK(pin.p[0] == 'D' && pin.p[4095] == 'D');
-    // A registered range counts as pinned too.
+    {
+        Gate g;  // pinned: queued behind the gate, the call returns
+        OK(T.cuLaunchHostFunc(s, Gate::fn, &g));
+        OK(T.cuMemcpyHtoDAsync(d.p, pin.p, 4096, s));
+        EXPECT_RC(CUDA_ERROR_NOT_READY, T.cuStreamQuery(s));
+        g.open();
+        OK(T.cuStreamSynchronize(s));
+    }
+    {
+        Gate g;
+        OK(T.cuLaunchHostFunc(s, Gate::fn, &g));
+        OK(T.cuMemsetD8Async(d.p, 'D', 4096, s));
+        OK(T.cuMemcpyDtoHAsync(pin.p, d.p, 4096, s));
+        EXPECT_RC(CUDA_ERROR_NOT_READY, T.cuStreamQuery(s));
+        CHECK(pin.p[0] == 'C');
+        g.open();
+        OK(T.cuStreamSynchronize(s));
+        CHECK(pin.p[0] == 'D' && pin.p[4095] == 'D');
+    }
+    // A registered range counts as pinned too; unregistering waits for the queued copy.
     std::vector<unsigned char> reg(8192, 0);
     OK(T.cuMemHostRegister(reg.data(), reg.size(), CU_MEMHOSTREGISTER_PORTABLE));
-    OK(T.cuMemcpyDtoHAsync(reg.data(), d.p, 4096, s));
-    EXPECT_RC(CUDA_ERROR_NOT_READY, T.cuStreamQuery(s));
-    OK(T.cuMemHostUnregister(reg.data()));  // waits for the queued copy
-    CHECK(reg[0] == 'D' && reg[4095] == 'D');
-    host_set_stream_delay_micros(0);
+    {
+        Gate g;
+        OK(T.cuLaunchHostFunc(s, Gate::fn, &g));
+        OK(T.cuMemcpyDtoHAsync(reg.data(), d.p, 4096, s));
+        EXPECT_RC(CUDA_ERROR_NOT_READY, T.cuStreamQuery(s));
+        std::atomic<bool> done{false};
+        std::atomic<pid_t> tid{0};
+        std::thread t([&] {
+            tid = this_tid();
+            OK(T.cuMemHostUnregister(reg.data()));
+            done = true;
+        });
+        while (tid.load() == 0) std::this_thread::yield();
+        CHECK(!blocked_or_done(tid.load(), done));  // waits for the copy behind the gate
+        g.open();
+        t.join();
+        CHECK(reg[0] == 'D' && reg[4095] == 'D');
+    }
     // DtoD and memset order behind each other on one stream.
     OK(T.cuMemsetD8Async(d.p + 100, 'E', 10, s));
     OK(T.cuMemcpyDtoDAsync(d.p + 5000, d.p + 100, 10, s));
@@ -249,18 +275,77 @@ void test_sync_copy_is_legacy() {
     OK(T.cuLaunchHostFunc(b, Gate::fn, &g));
     OK(T.cuMemsetD8Async(d.p, 9, 64, b));
     unsigned char got = 0;
-    std::atomic<bool> started{false};
+    std::atomic<bool> done{false};
+    std::atomic<pid_t> tid{0};
     std::thread t([&] {
         OK(T.cuCtxSetCurrent(g_ctx[0]));
-        started = true;
+        tid = this_tid();
         OK(T.cuMemcpyDtoH(&got, d.p + 10, 1));
+        done = true;
     });
-    while (!started.load()) std::this_thread::yield();
-    std::this_thread::sleep_for(std::chrono::milliseconds(20));  // lets a wrong copy run early
+    while (tid.load() == 0) std::this_thread::yield();
+    CHECK(!blocked_or_done(tid.load(), done));  // a copy that does not wait returns with the gate shut
     g.open();
     t.join();
     CHECK(got == 9);
     OK(T.cuStreamDestroy(b));
+}
+
+// ... but not for a non-blocking stream: with one held shut, a synchronous copy returns.
+void test_sync_copy_ignores_non_blocking() {
+    Dev d(0);
+    CUstream nb;
+    OK(T.cuStreamCreate(&nb, CU_STREAM_NON_BLOCKING));
+    OK(T.cuMemsetD8(d.p, 5, 64));
+    Gate g;
+    OK(T.cuLaunchHostFunc(nb, Gate::fn, &g));
+    OK(T.cuMemsetD8Async(d.p, 6, 64, nb));
+    unsigned char got = 0;
+    std::thread t;
+    CHECK(returns_while_blocked(t, [&] { OK(T.cuMemcpyDtoH(&got, d.p, 1)); }));
+    CHECK(got == 5);
+    g.open();
+    t.join();
+    OK(T.cuStreamSynchronize(nb));
+    OK(T.cuStreamDestroy(nb));
+}
+
+// cuCtxSynchronize waits for every stream of the device: created ones and the per-thread
+// default streams of every thread.
+void test_ctx_synchronize_waits_for_all() {
+    CUstream s;
+    OK(T.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    Gate g1, g2;
+    Counter c;
+    OK(T.cuLaunchHostFunc(s, Gate::fn, &g1));
+    OK(T.cuLaunchHostFunc(s, Counter::fn, &c));
+    std::atomic<bool> queued{false};
+    std::thread other([&] {  // another thread's per-thread default stream
+        OK(T.cuCtxSetCurrent(g_ctx[0]));
+        OK(T.cuLaunchHostFunc(CU_STREAM_PER_THREAD, Gate::fn, &g2));
+        OK(T.cuLaunchHostFunc(CU_STREAM_PER_THREAD, Counter::fn, &c));
+        queued = true;
+        OK(T.cuStreamSynchronize(CU_STREAM_PER_THREAD));
+    });
+    while (!queued.load()) std::this_thread::yield();
+    std::atomic<bool> done{false};
+    std::atomic<pid_t> tid{0};
+    std::thread t([&] {
+        OK(T.cuCtxSetCurrent(g_ctx[0]));
+        tid = this_tid();
+        OK(T.cuCtxSynchronize());
+        done = true;
+    });
+    while (tid.load() == 0) std::this_thread::yield();
+    CHECK(!blocked_or_done(tid.load(), done));
+    g1.open();  // the created stream finishes; the other thread's stream still holds
+    OK(T.cuStreamSynchronize(s));
+    CHECK(!blocked_or_done(tid.load(), done));
+    g2.open();
+    t.join();
+    CHECK(c.n.load() == 2);
+    other.join();
+    OK(T.cuStreamDestroy(s));
 }
 
 }  // namespace
@@ -275,6 +360,8 @@ int main() {
     test_host_functions();
     test_pageable_and_pinned();
     test_sync_copy_is_legacy();
+    test_sync_copy_ignores_non_blocking();
+    test_ctx_synchronize_waits_for_all();
     run_more_tests();  // host_stream_test_more.cpp
     // Exit with work still queued and workers running: no crash, no sanitizer report.
     static Dev* left = new Dev(0);  // reachable from a static, never unmapped

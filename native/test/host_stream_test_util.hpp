@@ -6,6 +6,7 @@
 #include "cuvmm/cuda_errors.hpp"
 #include "cuvmm/driver_table.hpp"
 
+#include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -149,6 +150,43 @@ void in_child(const char* what, Fn body) {
     if (!ok) std::printf("FAIL child test %s: status %d\n", what, status);
     check_true(ok, what, __FILE__, __LINE__);
 }
+
+// Runs `call` on another thread and reports whether it returned within 10 s (a bounded
+// wait: false means it blocked, e.g. behind a gate; the thread is joined either way once
+// the caller opens the gate).
+template <class Fn>
+bool returns_while_blocked(std::thread& t, Fn call) {
+    std::atomic<bool> done{false};
+    t = std::thread([call, &done] {
+        T.cuCtxSetCurrent(g_ctx[0]);
+        call();
+        done = true;
+    });
+    for (int i = 0; i < 10000 && !done.load(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    return done.load();
+}
+
+// Waits (bounded, 10 s) until the thread `tid` is asleep in the kernel (state S in
+// /proc/self/task/<tid>/stat: blocked on a futex, e.g. waiting for a stream) or `done` is
+// set. A condition, not a delay: a call that wrongly returns sets `done` first, one that
+// correctly waits is seen blocked. Returns `done` as last seen.
+inline bool blocked_or_done(pid_t tid, const std::atomic<bool>& done) {
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/self/task/%d/stat", static_cast<int>(tid));
+    for (int i = 0; i < 100000 && !done.load(); ++i) {
+        if (std::FILE* f = std::fopen(path, "r")) {
+            char buf[256] = {};
+            size_t n = std::fread(buf, 1, sizeof buf - 1, f);
+            std::fclose(f);
+            const char* close = n > 0 ? std::strrchr(buf, ')') : nullptr;
+            if (close != nullptr && close[1] == ' ' && close[2] == 'S') break;
+        }
+        std::this_thread::sleep_for(std::chrono::microseconds(100));
+    }
+    return done.load();
+}
+
+inline pid_t this_tid() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 
 void run_more_tests();
 
