@@ -25,10 +25,14 @@ final class StreamUses {
     private static final class Use {
         final Stream stream;
         final Event event;
+        // True for an event this table does not own (a pool slot's free event, see seed()):
+        // never recorded, never given back; the first record on its stream replaces it.
+        final boolean borrowed;
 
-        Use(Stream stream, Event event) {
+        Use(Stream stream, Event event, boolean borrowed) {
             this.stream = stream;
             this.event = event;
+            this.borrowed = borrowed;
         }
     }
 
@@ -43,19 +47,33 @@ final class StreamUses {
     void record(Stream stream) {
         Object key = stream.useKey();
         Use use = uses.get(key);
-        if (use == null) {
-            pruneClosedStreams();
+        while (use == null || use.borrowed) {
+            if (use == null) pruneClosedStreams();
             Event e = EventCache.take(stream.device()); // reused: no cuEventCreate once the cache is warm
-            Use mine = new Use(stream, e);
-            Use prior = uses.putIfAbsent(key, mine);
-            if (prior != null) {
-                EventCache.give(e);
-                use = prior;
-            } else {
+            Use mine = new Use(stream, e, false);
+            // A borrowed event is replaced: the new record on the same stream follows its record.
+            boolean won = use == null ? uses.putIfAbsent(key, mine) == null : uses.replace(key, use, mine);
+            if (won) {
                 use = mine;
+            } else {
+                EventCache.give(e);
+                use = uses.get(key);
             }
         }
         use.event.record(stream);
+    }
+
+    /**
+     * Records that work queued on {@code stream} before now may still use the owner, as covered
+     * by {@code event}'s last record (on {@code stream}), without a driver call: a pool hands
+     * out memory whose previous owner's stream-ordered free is pending on {@code stream}, and
+     * the synchronous operations (on cuvmm's own stream) and {@code close()} must wait for that
+     * work too. The event stays the caller's: this table never records it nor gives it back
+     * (the first {@link #record} on {@code stream} replaces it), and the caller keeps it open
+     * until the owner's release. No effect when {@code stream} already has a use.
+     */
+    void seed(Stream stream, Event event) {
+        uses.putIfAbsent(stream.useKey(), new Use(stream, event, true));
     }
 
     /**
@@ -71,7 +89,7 @@ final class StreamUses {
         for (var entry : uses.entrySet()) {
             Use u = entry.getValue();
             if (!u.stream.isClosed() || !u.event.isDoneQuietly()) continue;
-            if (uses.remove(entry.getKey(), u)) u.event.closeIfIdle();
+            if (uses.remove(entry.getKey(), u) && !u.borrowed) u.event.closeIfIdle();
         }
     }
 
@@ -80,11 +98,18 @@ final class StreamUses {
      * one call per other stream; none for its own, which is ordered already). The caller holds a
      * use of the owner and of {@code stream}.
      */
-    void makeWait(Stream stream) {
+    void makeWait(Stream stream) { makeWait(stream, false); }
+
+    /**
+     * {@link #makeWait(Stream)}; {@code skipBorrowed}: not for borrowed events (see {@link #seed}),
+     * for a pooled buffer's close(stream), where the pool orders the stream after its own event.
+     */
+    void makeWait(Stream stream, boolean skipBorrowed) {
         if (uses.isEmpty()) return;
         Object own = stream.useKey();
         for (var entry : uses.entrySet()) {
-            if (entry.getKey() != own) entry.getValue().event.makeWaitUnlessClosed(stream);
+            Use u = entry.getValue();
+            if (entry.getKey() != own && !(skipBorrowed && u.borrowed)) u.event.makeWaitUnlessClosed(stream);
         }
     }
 
@@ -113,7 +138,9 @@ final class StreamUses {
      * for or ordered before a later record by {@code cuStreamWaitEvent}). Never throws.
      */
     void destroy() {
-        for (Use u : uses.values()) EventCache.give(u.event);
+        for (Use u : uses.values()) {
+            if (!u.borrowed) EventCache.give(u.event);
+        }
         uses.clear();
     }
 

@@ -87,6 +87,11 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             public void afterEvents(String what, java.util.List<Event> events, Runnable action) {
                 StreamOrderedRelease.later(what, events, action);
             }
+
+            @Override
+            public void seedStreamUse(VirtualMemoryBuffer buffer, Stream stream, Event event) {
+                buffer.streamUses().seed(stream, event);
+            }
         });
     }
 
@@ -544,7 +549,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         StreamUses u = streamUses;
         if (u != null && !u.isEmpty()) {
             try {
-                u.makeWait(stream);
+                u.makeWait(stream, true); // the pool orders the stream after the slot's own event
             } catch (RuntimeException | Error e) {
                 System.getLogger("org.cuvmm").log(System.Logger.Level.WARNING, "close(" + stream + ") of " + this
                         + " could not order the stream after the buffer's other streams (" + e.getMessage()

@@ -117,7 +117,9 @@ import org.cuvmm.internal.Checks;
  * <li><em>Reuse on the same stream</em> (or on a stream already made to wait for the free):
  *     at once, with no driver call; stream order makes it safe. An allocation looks at up to 8
  *     idle buffers of its class (newest first, in its own free list) for one it can take
- *     without a call before it takes the newest.</li>
+ *     without a call before it takes the newest. The buffer carries the free's event as a
+ *     use recorded on that stream (no driver call), so its synchronous operations (on cuvmm's
+ *     own stream) and {@code close()} also wait for the previous owner's pending work.</li>
  * <li><em>Reuse on another stream</em>: the allocating stream is made to wait for the free's
  *     event ({@code cuStreamWaitEvent}), counted in {@link PoolStats#streamWaits()}. Chosen
  *     over polling the event ({@code cuEventQuery}) because it is always exactly one call that
@@ -223,6 +225,9 @@ public final class VirtualMemoryPool implements AutoCloseable {
      * still be pending makes {@code stream} wait for that free's event first (one
      * {@code cuStreamWaitEvent}; the caller never blocks). Close the buffer with
      * {@code close(stream)} to give the memory back in stream order. See "Streams".
+     * The previous owner's work that may still be pending counts as work recorded on the new
+     * buffer on {@code stream} (no driver call): its synchronous operations, which run on
+     * cuvmm's own stream, and its {@code close()} wait for it too.
      *
      * @param reqSize the size in bytes ({@code size()} of the result)
      * @param stream the stream the buffer is first used on

@@ -148,6 +148,44 @@ class StreamOrderedPoolTest {
         }
     }
 
+    /**
+     * Review probe: a same-stream hit makes no wait, so the previous owner's fill may still be
+     * queued on s; the new owner's synchronous copy (on cuvmm's own stream) must wait for it.
+     * The gate is never opened by the test: it times out (bounded), so before the fix the copy
+     * ran first and the late fill overwrote it (0xaa), and with the fix the copy waits for the
+     * fill and wins (0x55). Deterministic both ways, no opener racing the copy.
+     */
+    @Test
+    void sameStreamHitSynchronousOpsWaitForThePreviousOwnersWork() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             VirtualMemoryPool pool = pool(r);
+             Stream s = Stream.builder(0).nonBlocking(true).build()) {
+            VirtualMemoryBuffer b1 = pool.allocate(SIZE, s);
+            CountDownLatch gate = new CountDownLatch(1);
+            s.launchHostFunction(() -> {
+                try {
+                    gate.await(2, TimeUnit.SECONDS); // bounded; its expiry lets the queued fill run
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+            });
+            b1.fillAsync(0, SIZE, (byte) 0xAA, s);
+            b1.close(s);
+            VirtualMemoryBuffer b2 = pool.allocate(SIZE, s);
+            assertEquals(1, pool.stats(PoolLifetime.LOCAL).hits(), "same-stream reuse of b1's memory");
+            byte[] mine = new byte[16];
+            java.util.Arrays.fill(mine, (byte) 0x55);
+            b2.copyFrom(0, mine, 0, mine.length);
+            gate.countDown();
+            s.synchronize();
+            byte[] back = new byte[16];
+            b2.copyTo(0, back, 0, back.length);
+            assertEquals(0x55, back[0] & 0xff, "the synchronous write follows the previous owner's fill");
+            b2.close(s);
+            s.synchronize();
+        }
+    }
+
     /** A first round, so the range and its event exist and the counts below see steady state. */
     private static void warm(VirtualMemoryPool pool, Stream s) {
         pool.allocate(SIZE, s).close(s);
