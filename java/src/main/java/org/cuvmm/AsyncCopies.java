@@ -265,7 +265,7 @@ final class AsyncCopies {
      * {@code a} and {@code b} (may be null). The caller holds uses of both buffers.
      */
     static void synchronous(int device, VirtualMemoryBuffer a, VirtualMemoryBuffer b, Consumer<NativeStreamHandle> op) {
-        HostFunctions.refuseInsideHostFunction("a synchronous buffer operation");
+        HostFunctions.refuseInsideHostFunction(null); // names the public call (copyFrom, fill, ...)
         Stream s = InternalStreams.borrow(device);
         boolean keep = false;
         try {

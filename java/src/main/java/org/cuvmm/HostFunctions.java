@@ -31,7 +31,6 @@ final class HostFunctions {
     private static final System.Logger LOG = System.getLogger("org.cuvmm");
     private static final AtomicLong TOKENS = new AtomicLong();
     private static final ConcurrentHashMap<Long, Task> TASKS = new ConcurrentHashMap<>();
-    private static final ThreadLocal<Boolean> INSIDE = new ThreadLocal<>();
     private static volatile Thread dispatcher;
     private static final AtomicInteger THREADS = new AtomicInteger();
     private static final ExecutorService RUNNERS = new ThreadPoolExecutor(0, Integer.MAX_VALUE, 30, TimeUnit.SECONDS,
@@ -67,20 +66,11 @@ final class HostFunctions {
         }
     }
 
-    /**
-     * Throws when the calling thread runs a host function: CUDA forbids CUDA calls there, and a
-     * wait for the host function's own stream would never return.
-     */
-    static void refuseInsideHostFunction(String call) {
-        if (INSIDE.get() != null) {
-            throw new IllegalStateException(call + ": called from a host function (expected: no CUDA call and no "
-                    + "wait for a stream inside a host function; the stream waits for the host function, so the "
-                    + "call could never return. Hand the work to another thread instead)");
-        }
-    }
+    /** {@link NativeCalls#refuseInsideHostFunction}: for calls that must refuse before changing state. */
+    static void refuseInsideHostFunction(String call) { NativeCalls.refuseInsideHostFunction(call); }
 
     /** True while the calling thread runs a host function. */
-    static boolean insideHostFunction() { return INSIDE.get() != null; }
+    static boolean insideHostFunction() { return NativeCalls.insideHostFunction(); }
 
     /** Host functions posted to Java or running there now (for tests). */
     static long pending() { return NativeApi.host_functions_pending(); }
@@ -116,7 +106,7 @@ final class HostFunctions {
     }
 
     private static void run(long token, Task task) {
-        INSIDE.set(Boolean.TRUE);
+        NativeCalls.setInHostFunction(true); // from here every driver call of cuvmm's refuses (NativeCalls.status)
         try {
             task.action.run();
         } catch (Throwable t) {
@@ -124,7 +114,7 @@ final class HostFunctions {
                     + "; Stream.synchronize() will throw it", t);
             task.stream.hostFunctionFailed(t);
         } finally {
-            INSIDE.remove();
+            NativeCalls.setInHostFunction(false);
             NativeApi.host_function_done(token);
         }
     }

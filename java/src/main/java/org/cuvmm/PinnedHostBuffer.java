@@ -164,7 +164,10 @@ public final class PinnedHostBuffer implements AutoCloseable {
     /**
      * Waits for the stream work recorded on this buffer (the asynchronous copies that read or
      * write it), then frees or unregisters the memory. Idempotent. Never throws for a failed
-     * wait or release (logged).
+     * wait or release (logged). Called from a host function, it never blocks and makes no
+     * driver call: the buffer is closed at once and cuvmm's reaper thread
+     * ("cuvmm-stream-release") waits for the recorded work and frees it (a wait here for a copy
+     * queued behind the host function would never end).
      *
      * @throws IllegalStateException when another thread is inside a call on this buffer; it
      *     stays open and usable
@@ -173,11 +176,21 @@ public final class PinnedHostBuffer implements AutoCloseable {
     public void close() {
         if (state.tryClose(this, "") != AcquireState.CloseResult.CLOSED_NOW) return;
         StreamUses u = uses;
-        if (u != null) {
-            u.awaitAll(toString());
-            u.destroy();
+        if (HostFunctions.insideHostFunction()) {
+            StreamOrderedRelease.later(toString(), u == null ? java.util.List.of() : u.events(), () -> free(u));
+            return;
         }
-        handle.deallocate();
+        if (u != null) u.awaitAll(toString());
+        free(u);
+    }
+
+    /** Frees or unregisters the memory, then gives the use events back; the stream work completed. */
+    private void free(StreamUses u) {
+        try {
+            handle.deallocate();
+        } finally {
+            if (u != null) u.destroy();
+        }
     }
 
     // ---- for cuvmm's own classes ----

@@ -341,13 +341,19 @@ public final class Stream implements AutoCloseable {
      * Idempotent; a no-op for the default streams. A host-function exception not yet reported
      * by {@link #synchronize()} is dropped (it was logged when it happened).
      *
+     * Called from a host function, it makes no driver call: the stream is closed at once and
+     * cuvmm's reaper thread ("cuvmm-stream-release") destroys it.
+     *
      * @throws IllegalStateException when another thread is inside a call on this stream;
      *     the stream stays open and usable
      */
     @Override
     public void close() {
         if (kind != OWNED) return;
-        if (state.tryClose(this, "") == AcquireState.CloseResult.CLOSED_NOW) handle.deallocate();
+        if (state.tryClose(this, "") != AcquireState.CloseResult.CLOSED_NOW) return;
+        // No driver call from a host function (cuda.h, cuLaunchHostFunc): the reaper destroys it.
+        if (HostFunctions.insideHostFunction()) StreamOrderedRelease.later(toString(), List.of(), handle::deallocate);
+        else handle.deallocate();
     }
 
     // ---- for cuvmm's own classes ----

@@ -527,6 +527,8 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      */
     public void close(Stream stream) {
         Checks.notNull("stream", stream);
+        // Before the state closes: a refusal half way (NativeCalls.status) would leak the range.
+        HostFunctions.refuseInsideHostFunction("VirtualMemoryBuffer.close(Stream)");
         stream.acquire();
         try {
             if (state.tryClose(release, holders()) == AcquireState.CloseResult.CLOSED_NOW) {
@@ -843,8 +845,10 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     private void tryDeferredClose() {
         if (!state.tryCloseIfIdle()) return;
         StreamUses u = streamUses;
-        // Never blocks: with stream work pending, the reaper releases once it completed.
-        if (u == null || u.isEmpty()) finishClose();
+        // Never blocks: with stream work pending, the reaper releases once it completed. From a
+        // host function (a lease closed there), no driver call either: the reaper releases.
+        if ((u == null || u.isEmpty()) && !HostFunctions.insideHostFunction()) finishClose();
+        else if (u == null) StreamOrderedRelease.later(release.description(), java.util.List.of(), this::finishClose);
         else StreamOrderedRelease.later(release.description(), u.events(), this::finishClose);
     }
 

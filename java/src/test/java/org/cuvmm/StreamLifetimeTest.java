@@ -129,8 +129,10 @@ class StreamLifetimeTest {
                 }
             }
             assertEquals(1, b.streamUsesIfAny().size(), "the uses of closed, finished streams are forgotten");
-            assertEquals(1, (k.calls("cuEventCreate") - created) - (k.calls("cuEventDestroy") - destroyed),
-                    "one event alive for the last stream");
+            // Events come from EventCache (idle ones of earlier tests are reused, pruned ones destroyed):
+            // the net count may drop below 1, it must not grow with the streams.
+            long net = (k.calls("cuEventCreate") - created) - (k.calls("cuEventDestroy") - destroyed);
+            assertTrue(net <= 1, "at most one event alive for the last stream, not one per stream: " + net);
             long waits = k.calls("cuStreamWaitEvent");
             byte[] back = new byte[16];
             b.copyTo(0, back, 0, back.length);

@@ -21,6 +21,7 @@ import org.cuvmm.Stream;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.internal.Checks;
+import org.cuvmm.internal.NativeCalls;
 
 /**
  * Reuses the memory of closed buffers, so that a program allocating and freeing buffers of
@@ -301,6 +302,8 @@ public final class VirtualMemoryPool implements AutoCloseable {
 
     private VirtualMemoryBuffer allocate(LifetimePool lifetimePool, long reqSize, Stream stream) {
         Checks.nonNegative("reqSize", reqSize);
+        // Up front: a miss (or a leak taken back on the way) calls the driver; refuse whether or not it would.
+        NativeCalls.refuseInsideHostFunction("VirtualMemoryPool.allocate");
         if (closed) {
             throw new IllegalStateException("pool " + name + " is closed; allocate from an open pool, or from the "
                     + "resource directly");
@@ -322,6 +325,7 @@ public final class VirtualMemoryPool implements AutoCloseable {
      * @return the capacity released, in bytes
      */
     public long trim() {
+        NativeCalls.refuseInsideHostFunction("VirtualMemoryPool.trim");
         drainLeaks();
         return local.trim() + exported.trim();
     }
@@ -334,6 +338,7 @@ public final class VirtualMemoryPool implements AutoCloseable {
      */
     public long trim(PoolLifetime lifetime) {
         LifetimePool p = of(lifetime);
+        NativeCalls.refuseInsideHostFunction("VirtualMemoryPool.trim");
         drainLeaks();
         return p.trim();
     }
@@ -453,6 +458,7 @@ public final class VirtualMemoryPool implements AutoCloseable {
      */
     @Override
     public void close() {
+        NativeCalls.refuseInsideHostFunction("VirtualMemoryPool.close");
         synchronized (registered) {
             if (closed) return;
             closed = true;
