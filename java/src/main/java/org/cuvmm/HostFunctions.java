@@ -20,8 +20,10 @@ import org.cuvmm.internal.jni.NativeStatus;
  * ({@code cuLaunchHostFunc}). When the stream reaches it, the trampoline posts the token and
  * blocks the stream. The dispatcher thread ("cuvmm-host-functions", daemon) takes the token and
  * runs the Runnable on a pool thread ("cuvmm-host-function-N", daemon, one per host function
- * running at that moment, idle ones kept 30 s): so two streams' host functions run at the same
- * time, and one that waits for another stream's cannot deadlock behind it. After the Runnable
+ * running at that moment, idle ones kept 30 s), so a slow host function never holds the
+ * dispatcher. That two streams' host functions may run at the same time is not promised (cuda.h,
+ * cuLaunchHostFunc: host functions of independent streams may be serialized, and must not wait
+ * for unordered work). After the Runnable
  * returns (or throws: the exception is logged and kept for the stream's next synchronize), the
  * token is reported done and the stream continues.
  *
