@@ -89,6 +89,11 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             }
 
             @Override
+            public boolean awaitReleasesIdle(long millis) throws InterruptedException {
+                return StreamOrderedRelease.awaitIdle(millis);
+            }
+
+            @Override
             public void seedStreamUse(VirtualMemoryBuffer buffer, Stream stream, Event event) {
                 buffer.streamUses().seed(stream, event);
             }

@@ -220,8 +220,17 @@ class StreamLifetimeTest {
             VirtualMemoryBuffer again = resource.importBuffer(d, unmapped::incrementAndGet);
             CountDownLatch hold2 = gate(s);
             again.fillAsync(0, MiB, (byte) 0x43, s);
-            Thread opener = new Thread(hold2::countDown);
-            opener.start(); // opens the gate while close() waits (or before: the outcome is the same)
+            // The opener opens the gate only once close() has begun (the buffer reads closed
+            // before close() waits), so close() always meets the fill still pending.
+            Thread opener = new Thread(() -> {
+                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(StreamTestSupport.WAIT_SECONDS);
+                while (!again.isClosed() && System.nanoTime() < deadline) {
+                    java.util.concurrent.locks.LockSupport.parkNanos(100_000); // bounded poll of a flag: no latch exists inside close()
+                }
+                hold2.countDown();
+            });
+            assertFalse(s.isDone(), "the fill is pending when close() starts");
+            opener.start();
             again.close();
             assertEquals(2, unmapped.get(), "close() returned after the work and the unmap");
             owner.copyTo(0, back, 0, back.length);

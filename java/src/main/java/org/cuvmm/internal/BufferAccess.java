@@ -78,6 +78,16 @@ public final class BufferAccess {
          * free): its synchronous operations and {@code close()} wait for it. {@code event} stays
          * the caller's, open until the buffer is released; the buffer never records it.
          */
+        /**
+         * Waits (bounded) until cuvmm's release thread has no pending task (for tests: tasks
+         * finish as their events complete, not in the order handed in).
+         *
+         * @return false when tasks were still pending after {@code millis}
+         */
+        default boolean awaitReleasesIdle(long millis) throws InterruptedException {
+            throw new UnsupportedOperationException("awaitReleasesIdle");
+        }
+
         default void seedStreamUse(VirtualMemoryBuffer buffer, org.cuvmm.Stream stream, org.cuvmm.Event event) {
             throw new UnsupportedOperationException("seedStreamUse");
         }

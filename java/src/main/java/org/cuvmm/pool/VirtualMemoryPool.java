@@ -383,13 +383,11 @@ public final class VirtualMemoryPool implements AutoCloseable {
 
     /**
      * Returns when every release this pool handed to cuvmm's release thread so far has run (the
-     * thread runs them in order); for tests. Bounded: throws after {@code seconds}.
+     * thread has no pending task: it runs them as their events complete, in any order); for
+     * tests. Bounded: throws after {@code seconds}.
      */
     void awaitDeferredReleases(long seconds) throws InterruptedException {
-        java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
-        org.cuvmm.internal.BufferAccess.get().afterEvents("pool " + name + ": a test's marker", List.of(),
-                done::countDown);
-        if (!done.await(seconds, java.util.concurrent.TimeUnit.SECONDS)) {
+        if (!org.cuvmm.internal.BufferAccess.get().awaitReleasesIdle(seconds * 1000)) {
             throw new IllegalStateException("the release thread did not drain in " + seconds + " s");
         }
     }

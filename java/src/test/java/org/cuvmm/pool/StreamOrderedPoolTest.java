@@ -73,6 +73,21 @@ class StreamOrderedPoolTest {
         return d;
     }
 
+    /**
+     * The pool's and the events' entries of {@link #callsSince}: what a steady-state round may
+     * call. Other entries (a cleaner freeing another test's pinned buffer, and the context check
+     * each such call makes) can land in a counted window at any time, so they are not compared.
+     */
+    private static final java.util.Set<String> POOL_AND_EVENT_ENTRIES = java.util.Set.of("cuEventRecord",
+            "cuStreamWaitEvent", "cuEventCreate", "cuEventDestroy", "cuEventSynchronize", "cuMemCreate", "cuMemRelease",
+            "cuMemMap", "cuMemUnmap", "cuMemAddressReserve", "cuMemAddressFree", "cuMemSetAccess");
+
+    private static Map<String, Long> poolCallsSince(Map<String, Long> before) {
+        Map<String, Long> d = callsSince(before);
+        d.keySet().retainAll(POOL_AND_EVENT_ENTRIES);
+        return d;
+    }
+
     private static void assertAll(ByteBuffer b, int length, int value, String what) {
         for (int i = 0; i < length; i++) {
             if (b.get(i) != (byte) value) assertEquals((byte) value, b.get(i), what + ": byte " + i);
@@ -203,7 +218,7 @@ class StreamOrderedPoolTest {
 
             Map<String, Long> before = PoolTestSupport.counters().calls();
             for (int i = 0; i < rounds; i++) pool.allocate(SIZE, a).close(a);
-            assertEquals(Map.of("cuEventRecord", (long) rounds, "cuCtxGetCurrent", (long) rounds), callsSince(before),
+            assertEquals(Map.of("cuEventRecord", (long) rounds), poolCallsSince(before),
                     "one stream: " + rounds + " allocate + close(stream)");
 
             before = PoolTestSupport.counters().calls();
@@ -211,13 +226,13 @@ class StreamOrderedPoolTest {
                 Stream s = i % 2 == 0 ? b : a; // every round reuses what the other stream freed
                 pool.allocate(SIZE, s).close(s);
             }
-            assertEquals(Map.of("cuEventRecord", (long) rounds, "cuStreamWaitEvent", (long) rounds,
-                    "cuCtxGetCurrent", 2L * rounds), callsSince(before), "two streams taking turns: " + rounds + " rounds");
+            assertEquals(Map.of("cuEventRecord", (long) rounds, "cuStreamWaitEvent", (long) rounds),
+                    poolCallsSince(before), "two streams taking turns: " + rounds + " rounds");
 
             before = PoolTestSupport.counters().calls();
             for (int i = 0; i < rounds; i++) pool.allocate(SIZE, a).close(b); // allocated on a, freed on b
-            assertEquals(Map.of("cuEventRecord", (long) rounds, "cuStreamWaitEvent", (long) rounds,
-                    "cuCtxGetCurrent", 2L * rounds), callsSince(before), "allocate on a, free on b: " + rounds + " rounds");
+            assertEquals(Map.of("cuEventRecord", (long) rounds, "cuStreamWaitEvent", (long) rounds),
+                    poolCallsSince(before), "allocate on a, free on b: " + rounds + " rounds");
             a.synchronize();
             b.synchronize();
             assertEquals(1, pool.stats(PoolLifetime.LOCAL).eventsCreated(), "one event for the one range");
