@@ -205,8 +205,11 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
                                 + ": teardown failed (" + e + "); its import stays held (memory may still be mapped)");
                     }
                     throw e;
+                } finally {
+                    // Also when the teardown threw: the events are not needed for the memory
+                    // (the work was waited for, or the pool's own event orders the reuse).
+                    if (u != null) u.destroy();
                 }
-                if (u != null) u.destroy();
                 // Only after a completed unmap: the import's callback runs once nothing maps it.
                 if (hold != null) hold.release();
             }
@@ -796,9 +799,18 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
     /**
      * Closes this reference. The memory is unmapped and released when its last holder
-     * (this buffer, its aliases, grown buffers, ByteBuffer views) is closed. First waits for
-     * the stream work recorded on this buffer ({@code cuEventSynchronize} per stream; see
-     * "Streams"); work not recorded is not waited for. To release without blocking, use
+     * (this buffer, its aliases, grown buffers, ByteBuffer views) is closed.
+     *
+     * <p>The rule (issue 9, which replaces the brief's "refuses while an async operation is in
+     * flight"): close refuses while another thread is inside a call on this buffer or a lease
+     * holds it, and otherwise <em>waits</em> for the stream work recorded on this buffer
+     * ({@code cuEventSynchronize} per stream; see "Streams"): cuvmm's asynchronous operations
+     * record automatically, other work through {@link #recordUse(Stream)} or
+     * {@link #withAddress(Stream, java.util.function.LongConsumer)}. Work not recorded is not
+     * waited for, and each alias keeps its own record: neither this close nor the synchronous
+     * operations of one alias wait for work recorded on another alias over the same memory.
+     * So close() can block as long as the recorded work runs: a stream held by a
+     * host function that never returns blocks it for ever. To release without blocking, use
      * {@link #close(Stream)}. Called from a host function ({@link Stream#launchHostFunction}),
      * it never blocks and makes no driver call: cuvmm's reaper thread waits and releases.
      * Idempotent.
