@@ -259,8 +259,7 @@ final class AsyncCopies {
 
     private static void recordAfterQueueing(Stream stream, StreamUses a, StreamUses b) {
         try {
-            a.record(stream);
-            if (b != null) b.record(stream);
+            StreamUses.recordBoth(stream, a, b); // one cuEventRecord when the two can share the event
         } catch (RuntimeException | Error e) {
             synchronizeQuietly(stream); // the op is queued but not recorded: let it finish first
             throw e;
