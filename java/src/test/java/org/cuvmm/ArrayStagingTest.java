@@ -71,4 +71,34 @@ class ArrayStagingTest {
             assertEquals((byte) (rounds - 1), back[0]);
         }
     }
+
+    /** Review probe: a release held by one stream must not make array copies on another allocate pinned memory. */
+    @Test
+    void aReleaseHeldOnAnotherStreamDoesNotGrowTheStaging() {
+        DriverCounters k = TestSupport.counters();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             Stream a = Stream.create(0);
+             Stream b = Stream.builder(0).nonBlocking(true).build();
+             VirtualMemoryBuffer y = r.allocate(MiB)) {
+            VirtualMemoryBuffer x = r.allocate(MiB);
+            byte[] arr = new byte[(int) MiB];
+            y.copyFromAsync(0, arr, 0, arr.length, b); // warm: one piece exists
+            b.synchronize();
+            java.util.concurrent.CountDownLatch hold = StreamTestSupport.gate(a);
+            try {
+                x.fillAsync(0, 16, (byte) 1, a);
+                x.close(a); // its release waits for a, which is held
+                long allocs = k.calls("cuMemHostAlloc");
+                for (int i = 0; i < 20; i++) {
+                    y.copyFromAsync(0, arr, 0, arr.length, b);
+                    b.synchronize();
+                }
+                assertEquals(0, delta(k, "cuMemHostAlloc", allocs), "20 array copies on b while a release waits on a");
+            } finally {
+                hold.countDown();
+            }
+            a.synchronize();
+            StreamTestSupport.reaperDrained();
+        }
+    }
 }
