@@ -531,7 +531,8 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * driver error), it falls back to waiting here and logs why.
      *
      * @throws IllegalStateException when another thread is inside a call on this buffer, or a
-     *     lease holds it (nothing is released), or when {@code stream} is closed
+     *     lease holds it (nothing is released), or when {@code stream} is closed, or when called
+     *     from a host function (it calls the driver; nothing is released: use {@link #close()})
      */
     public void close(Stream stream) {
         Checks.notNull("stream", stream);
