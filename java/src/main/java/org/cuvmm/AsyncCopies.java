@@ -28,15 +28,26 @@ import org.cuvmm.internal.jni.NativeStreamHandle;
  *
  * <p>Heap arrays go through pinned staging owned by cuvmm: 1 MiB pieces, filled from the array
  * by Java (no JNI critical region, so no GC stall) before the call returns, queued as copies
- * from pinned memory, and handed back to a small pool by the reaper after an event recorded
- * behind the last piece completes.
+ * from pinned memory, a marker event (from {@link EventCache}) recorded behind every
+ * {@link #STAGING_GROUP} pieces. A batch comes back to a small idle pool ({@link #STAGING_KEPT})
+ * when its marker completed: taken back by the reaper, or sooner by a copy that needs a piece
+ * ({@code cuEventQuery} on the caller's thread before any {@code cuMemHostAlloc}). One copy
+ * holds at most {@link #STAGING_IN_FLIGHT} pieces: at the cap it waits for its oldest batch's
+ * marker ({@code cuEventSynchronize}, no lock held), so a 2 GiB array never pins 2 GiB.
  */
 final class AsyncCopies {
     /** Bytes per pinned staging piece of an array copy (1 MiB, as ArrayCopies' pieces). */
     static final int STAGING_PIECE = 1 << 20;
     /** Idle staging pieces kept (per process); more are freed when handed back. */
     static final int STAGING_KEPT = 8;
+    /** Pieces one array copy may hold in flight; at the cap it waits for its oldest batch. */
+    static final int STAGING_IN_FLIGHT = 8;
+    /** Pieces queued behind one marker event (half the cap, so the copy keeps the stream fed while it waits). */
+    static final int STAGING_GROUP = 4;
     private static final ConcurrentLinkedDeque<StagingPiece> IDLE = new ConcurrentLinkedDeque<>();
+    // Batches of every copy whose marker may still be pending (until taken back).
+    private static final java.util.concurrent.ConcurrentLinkedQueue<StagedBatch> IN_FLIGHT =
+            new java.util.concurrent.ConcurrentLinkedQueue<>();
     private static final AtomicInteger IDLE_COUNT = new AtomicInteger();
 
     private AsyncCopies() {}
@@ -193,41 +204,49 @@ final class AsyncCopies {
         try {
             dst.acquireUse();
             try {
-                List<StagingPiece> pieces = new ArrayList<>((length + STAGING_PIECE - 1) / STAGING_PIECE);
+                List<StagingPiece> group = new ArrayList<>(STAGING_GROUP); // filled, not yet behind a marker
+                java.util.ArrayDeque<StagedBatch> mine = new java.util.ArrayDeque<>(); // this copy's batches in flight
+                int inFlight = 0; // pieces of this copy queued and not yet taken back
                 boolean queued = false;
-                boolean handedOver = false;
+                boolean recorded = false;
                 try {
                     NativeStatus st = NativeCalls.status();
                     for (int done = 0; done < length; ) {
                         int n = Math.min(STAGING_PIECE, length - done);
+                        // Bounded pinning: at the cap, wait for this copy's oldest batch (no lock held).
+                        while (inFlight >= STAGING_IN_FLIGHT && !mine.isEmpty()) {
+                            StagedBatch oldest = mine.pollFirst();
+                            inFlight -= oldest.pieces.size();
+                            try {
+                                oldest.marker.synchronize();
+                                oldest.takeBack();
+                            } finally {
+                                oldest.unref();
+                            }
+                        }
                         StagingPiece piece = takePiece();
-                        pieces.add(piece);
+                        group.add(piece);
+                        inFlight++;
                         piece.buffer.put(0, src, srcOffset + done, n); // Java copy: the array is never pinned
                         NativeApi.write_pinned_async(dst.nativeRange(), offset + done, piece.handle, 0, n,
                                 stream.nativeHandle(), st);
                         NativeCalls.check(st);
                         queued = true;
                         done += n;
+                        if (group.size() == STAGING_GROUP || done == length) {
+                            mine.addLast(handOver(group, stream));
+                            group = new ArrayList<>(STAGING_GROUP);
+                        }
                     }
                     dst.streamUses().record(stream);
-                    Event marker = Event.internal(stream.device());
-                    try {
-                        marker.record(stream);
-                    } catch (RuntimeException | Error e) {
-                        marker.closeQuietly();
-                        throw e;
-                    }
-                    final List<StagingPiece> staged = pieces;
-                    StreamOrderedRelease.later("the pinned staging of an array copy", List.of(marker), () -> {
-                        for (StagingPiece p : staged) givePiece(p);
-                        marker.closeQuietly();
-                    });
-                    handedOver = true;
+                    recorded = true;
                 } finally {
-                    if (!handedOver) {
-                        // Some pieces may be queued and unrecorded: wait before reusing them.
+                    for (StagedBatch b : mine) b.unref(); // the reaper takes them back
+                    if (!recorded) {
+                        // Pieces may be queued behind no marker, or the buffer's record failed:
+                        // let the stream finish before the pieces are reused or the error is thrown.
                         if (queued) synchronizeQuietly(stream);
-                        for (StagingPiece p : pieces) givePiece(p);
+                        for (StagingPiece p : group) givePiece(p);
                     }
                 }
             } finally {
@@ -240,8 +259,7 @@ final class AsyncCopies {
 
     private static void recordAfterQueueing(Stream stream, StreamUses a, StreamUses b) {
         try {
-            a.record(stream);
-            if (b != null) b.record(stream);
+            StreamUses.recordBoth(stream, a, b); // one cuEventRecord when the two can share the event
         } catch (RuntimeException | Error e) {
             synchronizeQuietly(stream); // the op is queued but not recorded: let it finish first
             throw e;
@@ -265,7 +283,7 @@ final class AsyncCopies {
      * {@code a} and {@code b} (may be null). The caller holds uses of both buffers.
      */
     static void synchronous(int device, VirtualMemoryBuffer a, VirtualMemoryBuffer b, Consumer<NativeStreamHandle> op) {
-        HostFunctions.refuseInsideHostFunction("a synchronous buffer operation");
+        HostFunctions.refuseInsideHostFunction(null); // names the public call (copyFrom, fill, ...)
         Stream s = InternalStreams.borrow(device);
         boolean keep = false;
         try {
@@ -307,11 +325,91 @@ final class AsyncCopies {
         }
     }
 
+    /**
+     * Pieces queued behind one marker event, in flight until the marker completes. Taken back
+     * exactly once ({@link #takeBack}: by the copying thread at its cap, by any thread that
+     * needs a piece and finds the marker complete, or by the reaper). The marker is counted:
+     * the reaper and the copying thread each hold a reference, a thread querying it takes one
+     * while it does, and the last to let go gives it back to {@link EventCache}, so no thread
+     * queries or waits on a marker that another owner already re-records or destroyed.
+     */
+    private static final class StagedBatch {
+        final List<StagingPiece> pieces;
+        final Event marker;
+        private final java.util.concurrent.atomic.AtomicBoolean taken = new java.util.concurrent.atomic.AtomicBoolean();
+        private final AtomicInteger refs = new AtomicInteger(2); // the reaper's and the copying thread's
+
+        /** Takes a reference to the marker; false when it was already given back. */
+        boolean retain() {
+            for (;;) {
+                int r = refs.get();
+                if (r == 0) return false;
+                if (refs.compareAndSet(r, r + 1)) return true;
+            }
+        }
+
+        /** Drops a reference; the last gives the marker back to the cache (its record completed or is no longer waited on). */
+        void unref() {
+            if (refs.decrementAndGet() == 0) EventCache.give(marker);
+        }
+
+        StagedBatch(List<StagingPiece> pieces, Event marker) {
+            this.pieces = pieces;
+            this.marker = marker;
+        }
+
+        /** Gives the pieces back once; the marker has completed. */
+        void takeBack() {
+            if (!taken.compareAndSet(false, true)) return;
+            IN_FLIGHT.remove(this);
+            for (StagingPiece p : pieces) givePiece(p);
+        }
+    }
+
+    /**
+     * Records a marker (from {@link EventCache}) behind {@code pieces} on {@code stream} and
+     * hands them to the in-flight list and the reaper. On failure the pieces stay the caller's.
+     */
+    private static StagedBatch handOver(List<StagingPiece> pieces, Stream stream) {
+        Event marker = EventCache.take(stream.device());
+        try {
+            marker.record(stream);
+        } catch (RuntimeException | Error e) {
+            marker.closeQuietly();
+            throw e;
+        }
+        StagedBatch batch = new StagedBatch(pieces, marker);
+        IN_FLIGHT.add(batch);
+        StreamOrderedRelease.later("the pinned staging of an array copy", List.of(marker), () -> {
+            batch.takeBack();
+            batch.unref();
+        });
+        return batch;
+    }
+
+    /**
+     * An idle piece; else, on the caller's thread, the pieces of completed copies the reaper has
+     * not taken back yet ({@code cuEventQuery} per batch in flight, oldest first, stopping at the
+     * first with pieces); else new pinned memory ({@code cuMemHostAlloc}).
+     */
     private static StagingPiece takePiece() {
-        StagingPiece p = IDLE.pollFirst();
-        if (p != null) {
-            IDLE_COUNT.decrementAndGet();
-            return p;
+        StagingPiece p = pollIdle();
+        if (p != null) return p;
+        for (StagedBatch b : IN_FLIGHT) {
+            if (b.taken.get() || !b.retain()) continue;
+            boolean done;
+            try {
+                done = b.marker.isDone();
+            } catch (RuntimeException e) { // a faulted context: leave it to the reaper (which logs)
+                continue;
+            } finally {
+                b.unref();
+            }
+            if (done) {
+                b.takeBack();
+                p = pollIdle();
+                if (p != null) return p;
+            }
         }
         NativePinnedHandle h = new NativePinnedHandle();
         NativeStatus st = NativeCalls.status();
@@ -321,6 +419,12 @@ final class AsyncCopies {
             throw NativeCalls.toException(st);
         }
         return new StagingPiece(h);
+    }
+
+    private static StagingPiece pollIdle() {
+        StagingPiece p = IDLE.pollFirst();
+        if (p != null) IDLE_COUNT.decrementAndGet();
+        return p;
     }
 
     /** Keeps the piece if the pool has room, frees it otherwise. Its copies have completed. */

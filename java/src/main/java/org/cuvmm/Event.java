@@ -212,14 +212,19 @@ public final class Event implements AutoCloseable {
     }
 
     /**
-     * Destroys the event; a pending record completes first. Idempotent.
+     * Destroys the event; a pending record completes first. Idempotent. Called from a host
+     * function, it makes no driver call: the event is closed at once and cuvmm's reaper thread
+     * ("cuvmm-stream-release") destroys it.
      *
      * @throws IllegalStateException when another thread is inside a call on this event;
      *     it stays open and usable
      */
     @Override
     public void close() {
-        if (state.tryClose(this, "") == AcquireState.CloseResult.CLOSED_NOW) handle.deallocate();
+        if (state.tryClose(this, "") != AcquireState.CloseResult.CLOSED_NOW) return;
+        // No driver call from a host function (cuda.h, cuLaunchHostFunc): the reaper destroys it.
+        if (HostFunctions.insideHostFunction()) StreamOrderedRelease.later(toString(), java.util.List.of(), handle::deallocate);
+        else handle.deallocate();
     }
 
     // ---- for cuvmm's own classes ----

@@ -20,8 +20,10 @@ import org.cuvmm.internal.jni.NativeStatus;
  * ({@code cuLaunchHostFunc}). When the stream reaches it, the trampoline posts the token and
  * blocks the stream. The dispatcher thread ("cuvmm-host-functions", daemon) takes the token and
  * runs the Runnable on a pool thread ("cuvmm-host-function-N", daemon, one per host function
- * running at that moment, idle ones kept 30 s): so two streams' host functions run at the same
- * time, and one that waits for another stream's cannot deadlock behind it. After the Runnable
+ * running at that moment, idle ones kept 30 s), so a slow host function never holds the
+ * dispatcher. That two streams' host functions may run at the same time is not promised (cuda.h,
+ * cuLaunchHostFunc: host functions of independent streams may be serialized, and must not wait
+ * for unordered work). After the Runnable
  * returns (or throws: the exception is logged and kept for the stream's next synchronize), the
  * token is reported done and the stream continues.
  *
@@ -31,7 +33,6 @@ final class HostFunctions {
     private static final System.Logger LOG = System.getLogger("org.cuvmm");
     private static final AtomicLong TOKENS = new AtomicLong();
     private static final ConcurrentHashMap<Long, Task> TASKS = new ConcurrentHashMap<>();
-    private static final ThreadLocal<Boolean> INSIDE = new ThreadLocal<>();
     private static volatile Thread dispatcher;
     private static final AtomicInteger THREADS = new AtomicInteger();
     private static final ExecutorService RUNNERS = new ThreadPoolExecutor(0, Integer.MAX_VALUE, 30, TimeUnit.SECONDS,
@@ -67,20 +68,11 @@ final class HostFunctions {
         }
     }
 
-    /**
-     * Throws when the calling thread runs a host function: CUDA forbids CUDA calls there, and a
-     * wait for the host function's own stream would never return.
-     */
-    static void refuseInsideHostFunction(String call) {
-        if (INSIDE.get() != null) {
-            throw new IllegalStateException(call + ": called from a host function (expected: no CUDA call and no "
-                    + "wait for a stream inside a host function; the stream waits for the host function, so the "
-                    + "call could never return. Hand the work to another thread instead)");
-        }
-    }
+    /** {@link NativeCalls#refuseInsideHostFunction}: for calls that must refuse before changing state. */
+    static void refuseInsideHostFunction(String call) { NativeCalls.refuseInsideHostFunction(call); }
 
     /** True while the calling thread runs a host function. */
-    static boolean insideHostFunction() { return INSIDE.get() != null; }
+    static boolean insideHostFunction() { return NativeCalls.insideHostFunction(); }
 
     /** Host functions posted to Java or running there now (for tests). */
     static long pending() { return NativeApi.host_functions_pending(); }
@@ -116,7 +108,7 @@ final class HostFunctions {
     }
 
     private static void run(long token, Task task) {
-        INSIDE.set(Boolean.TRUE);
+        NativeCalls.setInHostFunction(true); // from here every driver call of cuvmm's refuses (NativeCalls.status)
         try {
             task.action.run();
         } catch (Throwable t) {
@@ -124,7 +116,7 @@ final class HostFunctions {
                     + "; Stream.synchronize() will throw it", t);
             task.stream.hostFunctionFailed(t);
         } finally {
-            INSIDE.remove();
+            NativeCalls.setInHostFunction(false);
             NativeApi.host_function_done(token);
         }
     }

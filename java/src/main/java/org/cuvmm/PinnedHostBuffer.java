@@ -163,8 +163,21 @@ public final class PinnedHostBuffer implements AutoCloseable {
 
     /**
      * Waits for the stream work recorded on this buffer (the asynchronous copies that read or
-     * write it), then frees or unregisters the memory. Idempotent. Never throws for a failed
-     * wait or release (logged).
+     * write it), then frees or unregisters the memory. Idempotent. When the memory is really
+     * freed: memory from {@link #allocate(long)} is freed ({@code cuMemFreeHost}) only once no
+     * {@link #asByteBuffer()} view of it is reachable any more (a view keeps it valid; it is
+     * freed when the last view is collected), registered memory is unregistered here (the
+     * caller's ByteBuffer stays valid and the caller's). It blocks as long as the recorded work
+     * runs (a stream held by a host function that never returns blocks it).
+     *
+     * <p>Only work recorded on this object is waited for: another {@code PinnedHostBuffer}
+     * over the same memory (for example a {@link #register(ByteBuffer)} of a view of it) keeps
+     * its own record, and neither close nor cuvmm's synchronous operations wait for work
+     * recorded on the other one. Never throws for a failed
+     * wait or release (logged). Called from a host function, it never blocks and makes no
+     * driver call: the buffer is closed at once and cuvmm's reaper thread
+     * ("cuvmm-stream-release") waits for the recorded work and frees it (a wait here for a copy
+     * queued behind the host function would never end).
      *
      * @throws IllegalStateException when another thread is inside a call on this buffer; it
      *     stays open and usable
@@ -173,11 +186,21 @@ public final class PinnedHostBuffer implements AutoCloseable {
     public void close() {
         if (state.tryClose(this, "") != AcquireState.CloseResult.CLOSED_NOW) return;
         StreamUses u = uses;
-        if (u != null) {
-            u.awaitAll(toString());
-            u.destroy();
+        if (HostFunctions.insideHostFunction()) {
+            StreamOrderedRelease.later(toString(), u == null ? java.util.List.of() : u.events(), () -> free(u));
+            return;
         }
-        handle.deallocate();
+        if (u != null) u.awaitAll(toString());
+        free(u);
+    }
+
+    /** Frees or unregisters the memory, then gives the use events back; the stream work completed. */
+    private void free(StreamUses u) {
+        try {
+            handle.deallocate();
+        } finally {
+            if (u != null) u.destroy();
+        }
     }
 
     // ---- for cuvmm's own classes ----

@@ -318,10 +318,12 @@ public final class Stream implements AutoCloseable {
     /**
      * Queues {@code action} to run on a Java thread when the work queued before it has completed
      * ({@code cuLaunchHostFunc}); work queued after it waits until it returns. It must not make
-     * CUDA calls or wait for this stream (CUDA's rule: cuvmm refuses its own calls from inside a
-     * host function with {@link IllegalStateException}); it may wait for other streams' host
-     * functions, which run on threads of their own. An exception it throws is logged and thrown
-     * by the next {@link #synchronize()} ({@link HostFunctionException}).
+     * CUDA calls (cuvmm refuses its own from inside a host function with
+     * {@link IllegalStateException}, except {@code close()}, which hands the release to cuvmm's
+     * reaper thread), and it must not wait for work that is not ordered before it: cuda.h says
+     * host functions of independent streams may be serialized, so waiting for another stream's
+     * host function, or for anything that waits for one, may deadlock. An exception it throws is
+     * logged and thrown by the next {@link #synchronize()} ({@link HostFunctionException}).
      *
      * @throws IllegalStateException when closed
      * @throws CudaException when the driver refuses
@@ -341,13 +343,19 @@ public final class Stream implements AutoCloseable {
      * Idempotent; a no-op for the default streams. A host-function exception not yet reported
      * by {@link #synchronize()} is dropped (it was logged when it happened).
      *
+     * Called from a host function, it makes no driver call: the stream is closed at once and
+     * cuvmm's reaper thread ("cuvmm-stream-release") destroys it.
+     *
      * @throws IllegalStateException when another thread is inside a call on this stream;
      *     the stream stays open and usable
      */
     @Override
     public void close() {
         if (kind != OWNED) return;
-        if (state.tryClose(this, "") == AcquireState.CloseResult.CLOSED_NOW) handle.deallocate();
+        if (state.tryClose(this, "") != AcquireState.CloseResult.CLOSED_NOW) return;
+        // No driver call from a host function (cuda.h, cuLaunchHostFunc): the reaper destroys it.
+        if (HostFunctions.insideHostFunction()) StreamOrderedRelease.later(toString(), List.of(), handle::deallocate);
+        else handle.deallocate();
     }
 
     // ---- for cuvmm's own classes ----

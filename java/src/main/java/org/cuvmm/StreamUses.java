@@ -7,7 +7,9 @@ import java.util.concurrent.ConcurrentHashMap;
 /**
  * The streams with work queued on one buffer (or one pinned host buffer): one event per
  * (buffer, stream), re-recorded after each use, so that only the first use on a stream creates
- * an event (one driver call), and every later use costs one {@code cuEventRecord}.
+ * an event (one driver call), and every later use costs one {@code cuEventRecord}. An operation
+ * on two owners (a copy between a buffer and pinned memory) records one event for both
+ * ({@link #recordBoth}: the tables share it, reference-counted).
  *
  * <p>Callers hold a use of the owner (its AcquireState) around {@link #record} and
  * {@link #makeWait}, and the owner is closed (no use possible) before {@link #awaitAll} and
@@ -22,13 +24,47 @@ import java.util.concurrent.ConcurrentHashMap;
  * kept per thread ({@link Stream#useKey()}): it is a different stream on each thread.
  */
 final class StreamUses {
+    /**
+     * An event from {@link EventCache} that one or more tables use for the same stream (an
+     * operation touching two owners records it once for both, see {@link #recordBoth}),
+     * counted: each table holding it owns one reference, and the last to let go gives it back
+     * (or destroys it, when pruned). A record by any holder only moves it later on the same
+     * stream, so a wait on it never ends before the work of any holder it covered.
+     */
+    private static final class Shared {
+        final Event event;
+        final java.util.concurrent.atomic.AtomicInteger refs = new java.util.concurrent.atomic.AtomicInteger(1);
+
+        Shared(Event event) { this.event = event; }
+
+        /** Drops one reference; the last gives the event back (pruned: destroys it if idle). */
+        void unref(boolean pruned) {
+            if (refs.decrementAndGet() != 0) return;
+            if (pruned) event.closeIfIdle();
+            else EventCache.give(event);
+        }
+    }
+
     private static final class Use {
         final Stream stream;
         final Event event;
+        // Null for an event this table does not own (a pool slot's free event, see seed()):
+        // never recorded, never given back; the first record on its stream replaces it.
+        final Shared shared;
+        final boolean borrowed;
 
-        Use(Stream stream, Event event) {
+        Use(Stream stream, Shared shared) {
             this.stream = stream;
-            this.event = event;
+            this.event = shared.event;
+            this.shared = shared;
+            this.borrowed = false;
+        }
+
+        Use(Stream stream, Event borrowedEvent) {
+            this.stream = stream;
+            this.event = borrowedEvent;
+            this.shared = null;
+            this.borrowed = true;
         }
     }
 
@@ -41,21 +77,75 @@ final class StreamUses {
      * @throws CudaException when the driver cannot create or record the event
      */
     void record(Stream stream) {
+        ownUse(stream, null).event.record(stream);
+    }
+
+    /**
+     * This table's own (not borrowed) use of {@code stream}, installed if missing: with a
+     * reference to {@code adopt} when not null (another table's event for the same stream),
+     * else with an event from {@link EventCache}. The caller holds a use of the owner and of
+     * {@code stream}; {@code adopt}'s table is held too, so its reference cannot drop meanwhile.
+     */
+    private Use ownUse(Stream stream, Shared adopt) {
         Object key = stream.useKey();
         Use use = uses.get(key);
-        if (use == null) {
-            pruneClosedStreams();
-            Event e = EventCache.take(stream.device()); // reused: no cuEventCreate once the cache is warm
-            Use mine = new Use(stream, e);
-            Use prior = uses.putIfAbsent(key, mine);
-            if (prior != null) {
-                EventCache.give(e);
-                use = prior;
+        while (use == null || use.borrowed) {
+            if (use == null) pruneClosedStreams();
+            Shared sh;
+            if (adopt != null) {
+                adopt.refs.incrementAndGet();
+                sh = adopt;
             } else {
+                sh = new Shared(EventCache.take(stream.device())); // reused: no cuEventCreate once the cache is warm
+            }
+            Use mine = new Use(stream, sh);
+            // A borrowed event is replaced: the new record on the same stream follows its record.
+            boolean won = use == null ? uses.putIfAbsent(key, mine) == null : uses.replace(key, use, mine);
+            if (won) {
                 use = mine;
+            } else {
+                sh.unref(false);
+                use = uses.get(key);
             }
         }
-        use.event.record(stream);
+        return use;
+    }
+
+    /**
+     * {@link #record} on both tables with one {@code cuEventRecord} when they can share the
+     * event: a table with no use of {@code stream} yet adopts the other's event (one reference
+     * more), and two tables already sharing one record it once. Two tables holding different
+     * events for the stream record both (replacing one could hand an event back to the cache
+     * while another thread still waits on it). {@code b} may be null or {@code a}. The caller
+     * holds uses of both owners and of {@code stream}.
+     */
+    static void recordBoth(Stream stream, StreamUses a, StreamUses b) {
+        if (b == null || b == a) {
+            a.record(stream);
+            return;
+        }
+        Object key = stream.useKey();
+        Use ua = a.uses.get(key);
+        Use ub = b.uses.get(key);
+        if (ua == null || ua.borrowed) {
+            ua = a.ownUse(stream, ub == null || ub.borrowed ? null : ub.shared);
+        }
+        if (ub == null || ub.borrowed) ub = b.ownUse(stream, ua.shared);
+        ua.event.record(stream);
+        if (ub.shared != ua.shared) ub.event.record(stream);
+    }
+
+    /**
+     * Records that work queued on {@code stream} before now may still use the owner, as covered
+     * by {@code event}'s last record (on {@code stream}), without a driver call: a pool hands
+     * out memory whose previous owner's stream-ordered free is pending on {@code stream}, and
+     * the synchronous operations (on cuvmm's own stream) and {@code close()} must wait for that
+     * work too. The event stays the caller's: this table never records it nor gives it back
+     * (the first {@link #record} on {@code stream} replaces it), and the caller keeps it open
+     * until the owner's release. No effect when {@code stream} already has a use.
+     */
+    void seed(Stream stream, Event event) {
+        uses.putIfAbsent(stream.useKey(), new Use(stream, event));
     }
 
     /**
@@ -71,7 +161,7 @@ final class StreamUses {
         for (var entry : uses.entrySet()) {
             Use u = entry.getValue();
             if (!u.stream.isClosed() || !u.event.isDoneQuietly()) continue;
-            if (uses.remove(entry.getKey(), u)) u.event.closeIfIdle();
+            if (uses.remove(entry.getKey(), u) && !u.borrowed) u.shared.unref(true);
         }
     }
 
@@ -80,11 +170,18 @@ final class StreamUses {
      * one call per other stream; none for its own, which is ordered already). The caller holds a
      * use of the owner and of {@code stream}.
      */
-    void makeWait(Stream stream) {
+    void makeWait(Stream stream) { makeWait(stream, false); }
+
+    /**
+     * {@link #makeWait(Stream)}; {@code skipBorrowed}: not for borrowed events (see {@link #seed}),
+     * for a pooled buffer's close(stream), where the pool orders the stream after its own event.
+     */
+    void makeWait(Stream stream, boolean skipBorrowed) {
         if (uses.isEmpty()) return;
         Object own = stream.useKey();
         for (var entry : uses.entrySet()) {
-            if (entry.getKey() != own) entry.getValue().event.makeWaitUnlessClosed(stream);
+            Use u = entry.getValue();
+            if (entry.getKey() != own && !(skipBorrowed && u.borrowed)) u.event.makeWaitUnlessClosed(stream);
         }
     }
 
@@ -109,11 +206,14 @@ final class StreamUses {
     }
 
     /**
-     * Gives the events back to {@link EventCache} (the owner is closed, and its work waited
-     * for or ordered before a later record by {@code cuStreamWaitEvent}). Never throws.
+     * Drops this table's reference to each event; the last holder gives it back to
+     * {@link EventCache} (the owner is closed, and its work waited for or ordered before a later
+     * record by {@code cuStreamWaitEvent}; another table sharing the event keeps it). Never throws.
      */
     void destroy() {
-        for (Use u : uses.values()) EventCache.give(u.event);
+        for (Use u : uses.values()) {
+            if (!u.borrowed) u.shared.unref(false);
+        }
         uses.clear();
     }
 

@@ -87,6 +87,16 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             public void afterEvents(String what, java.util.List<Event> events, Runnable action) {
                 StreamOrderedRelease.later(what, events, action);
             }
+
+            @Override
+            public boolean awaitReleasesIdle(long millis) throws InterruptedException {
+                return StreamOrderedRelease.awaitIdle(millis);
+            }
+
+            @Override
+            public void seedStreamUse(VirtualMemoryBuffer buffer, Stream stream, Event event) {
+                buffer.streamUses().seed(stream, event);
+            }
         });
     }
 
@@ -195,8 +205,11 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
                                 + ": teardown failed (" + e + "); its import stays held (memory may still be mapped)");
                     }
                     throw e;
+                } finally {
+                    // Also when the teardown threw: the events are not needed for the memory
+                    // (the work was waited for, or the pool's own event orders the reuse).
+                    if (u != null) u.destroy();
                 }
-                if (u != null) u.destroy();
                 // Only after a completed unmap: the import's callback runs once nothing maps it.
                 if (hold != null) hold.release();
             }
@@ -518,10 +531,13 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * driver error), it falls back to waiting here and logs why.
      *
      * @throws IllegalStateException when another thread is inside a call on this buffer, or a
-     *     lease holds it (nothing is released), or when {@code stream} is closed
+     *     lease holds it (nothing is released), or when {@code stream} is closed, or when called
+     *     from a host function (it calls the driver; nothing is released: use {@link #close()})
      */
     public void close(Stream stream) {
         Checks.notNull("stream", stream);
+        // Before the state closes: a refusal half way (NativeCalls.status) would leak the range.
+        HostFunctions.refuseInsideHostFunction("VirtualMemoryBuffer.close(Stream)");
         stream.acquire();
         try {
             if (state.tryClose(release, holders()) == AcquireState.CloseResult.CLOSED_NOW) {
@@ -544,7 +560,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         StreamUses u = streamUses;
         if (u != null && !u.isEmpty()) {
             try {
-                u.makeWait(stream);
+                u.makeWait(stream, true); // the pool orders the stream after the slot's own event
             } catch (RuntimeException | Error e) {
                 System.getLogger("org.cuvmm").log(System.Logger.Level.WARNING, "close(" + stream + ") of " + this
                         + " could not order the stream after the buffer's other streams (" + e.getMessage()
@@ -784,9 +800,18 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
     /**
      * Closes this reference. The memory is unmapped and released when its last holder
-     * (this buffer, its aliases, grown buffers, ByteBuffer views) is closed. First waits for
-     * the stream work recorded on this buffer ({@code cuEventSynchronize} per stream; see
-     * "Streams"); work not recorded is not waited for. To release without blocking, use
+     * (this buffer, its aliases, grown buffers, ByteBuffer views) is closed.
+     *
+     * <p>The rule (issue 9, which replaces the brief's "refuses while an async operation is in
+     * flight"): close refuses while another thread is inside a call on this buffer or a lease
+     * holds it, and otherwise <em>waits</em> for the stream work recorded on this buffer
+     * ({@code cuEventSynchronize} per stream; see "Streams"): cuvmm's asynchronous operations
+     * record automatically, other work through {@link #recordUse(Stream)} or
+     * {@link #withAddress(Stream, java.util.function.LongConsumer)}. Work not recorded is not
+     * waited for, and each alias keeps its own record: neither this close nor the synchronous
+     * operations of one alias wait for work recorded on another alias over the same memory.
+     * So close() can block as long as the recorded work runs: a stream held by a
+     * host function that never returns blocks it for ever. To release without blocking, use
      * {@link #close(Stream)}. Called from a host function ({@link Stream#launchHostFunction}),
      * it never blocks and makes no driver call: cuvmm's reaper thread waits and releases.
      * Idempotent.
@@ -838,8 +863,10 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     private void tryDeferredClose() {
         if (!state.tryCloseIfIdle()) return;
         StreamUses u = streamUses;
-        // Never blocks: with stream work pending, the reaper releases once it completed.
-        if (u == null || u.isEmpty()) finishClose();
+        // Never blocks: with stream work pending, the reaper releases once it completed. From a
+        // host function (a lease closed there), no driver call either: the reaper releases.
+        if ((u == null || u.isEmpty()) && !HostFunctions.insideHostFunction()) finishClose();
+        else if (u == null) StreamOrderedRelease.later(release.description(), java.util.List.of(), this::finishClose);
         else StreamOrderedRelease.later(release.description(), u.events(), this::finishClose);
     }
 

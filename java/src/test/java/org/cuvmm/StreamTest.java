@@ -192,21 +192,32 @@ class StreamTest {
     }
 
     @Test
-    void hostFunctionsOfTwoStreamsRunAtTheSameTime() {
-        // Each waits for the other: one dispatcher thread running them in turn would deadlock.
-        try (Stream a = Stream.builder(0).nonBlocking(true).build(); Stream b = Stream.builder(0).nonBlocking(true).build()) {
-            CountDownLatch aIn = new CountDownLatch(1);
-            CountDownLatch bIn = new CountDownLatch(1);
-            a.launchHostFunction(() -> {
-                aIn.countDown();
-                StreamTestSupport.await(bIn, "b's host function");
+    void hostFunctionsRunInStreamOrderBetweenTheWorkAroundThem() {
+        // What cuLaunchHostFunc promises: a host function runs after the work queued before it,
+        // and the work queued after it waits until it returns. (Not promised, so not tested:
+        // that host functions of two streams run at the same time; cuda.h says they may be
+        // serialized.)
+        try (Stream s = Stream.builder(0).nonBlocking(true).build();
+             VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             VirtualMemoryBuffer b = r.allocate(TestSupport.MiB);
+             PinnedHostBuffer p = PinnedHostBuffer.allocate(64)) {
+            b.fill(0, 64, (byte) 7);
+            List<String> order = java.util.Collections.synchronizedList(new ArrayList<>());
+            int[] seen = new int[1];
+            b.copyToAsync(0, p, 0, 64, s);
+            s.launchHostFunction(() -> {
+                order.add("first");
+                seen[0] = p.asByteBuffer().get(0);      // the copy before it completed
+                p.asByteBuffer().put(0, (byte) 9);      // host memory only: no CUDA call
             });
-            b.launchHostFunction(() -> {
-                bIn.countDown();
-                StreamTestSupport.await(aIn, "a's host function");
-            });
-            a.synchronize();
-            b.synchronize();
+            s.launchHostFunction(() -> order.add("second"));
+            b.copyFromAsync(0, p, 0, 64, s);             // must read the host function's write
+            s.synchronize();
+            assertEquals(List.of("first", "second"), order, "host functions in stream order");
+            assertEquals(7, seen[0], "the host function saw the copy queued before it");
+            byte[] back = new byte[1];
+            b.copyTo(0, back, 0, 1);
+            assertEquals(9, back[0], "the copy queued after the host function waited for it");
         }
     }
 

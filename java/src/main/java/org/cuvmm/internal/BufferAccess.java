@@ -71,6 +71,26 @@ public final class BufferAccess {
         default void afterEvents(String what, java.util.List<org.cuvmm.Event> events, Runnable action) {
             throw new UnsupportedOperationException("afterEvents");
         }
+
+        /**
+         * Records on {@code buffer}, without a driver call, that work queued on {@code stream}
+         * up to {@code event}'s last record may still use its memory (a pool slot's pending
+         * free): its synchronous operations and {@code close()} wait for it. {@code event} stays
+         * the caller's, open until the buffer is released; the buffer never records it.
+         */
+        /**
+         * Waits (bounded) until cuvmm's release thread has no pending task (for tests: tasks
+         * finish as their events complete, not in the order handed in).
+         *
+         * @return false when tasks were still pending after {@code millis}
+         */
+        default boolean awaitReleasesIdle(long millis) throws InterruptedException {
+            throw new UnsupportedOperationException("awaitReleasesIdle");
+        }
+
+        default void seedStreamUse(VirtualMemoryBuffer buffer, org.cuvmm.Stream stream, org.cuvmm.Event event) {
+            throw new UnsupportedOperationException("seedStreamUse");
+        }
     }
 
     private static final StackWalker WALKER = StackWalker.getInstance(StackWalker.Option.RETAIN_CLASS_REFERENCE);

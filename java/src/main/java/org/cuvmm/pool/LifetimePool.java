@@ -177,6 +177,10 @@ final class LifetimePool {
             buffer.close(); // returns the slot
             throw e;
         }
+        // The previous owner's work on `stream` may still be pending (a same-stream hit makes no
+        // wait): the buffer's synchronous operations run on cuvmm's own stream and close() waits
+        // for recorded uses only, so record that work as a use of the new buffer (no driver call).
+        if (hit && stream != null && slot.pending && slot.event != null) BRIDGE.seedStreamUse(buffer, stream, slot.event);
         return buffer;
     }
 

@@ -21,6 +21,7 @@ import org.cuvmm.Stream;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.internal.Checks;
+import org.cuvmm.internal.NativeCalls;
 
 /**
  * Reuses the memory of closed buffers, so that a program allocating and freeing buffers of
@@ -117,7 +118,9 @@ import org.cuvmm.internal.Checks;
  * <li><em>Reuse on the same stream</em> (or on a stream already made to wait for the free):
  *     at once, with no driver call; stream order makes it safe. An allocation looks at up to 8
  *     idle buffers of its class (newest first, in its own free list) for one it can take
- *     without a call before it takes the newest.</li>
+ *     without a call before it takes the newest. The buffer carries the free's event as a
+ *     use recorded on that stream (no driver call), so its synchronous operations (on cuvmm's
+ *     own stream) and {@code close()} also wait for the previous owner's pending work.</li>
  * <li><em>Reuse on another stream</em>: the allocating stream is made to wait for the free's
  *     event ({@code cuStreamWaitEvent}), counted in {@link PoolStats#streamWaits()}. Chosen
  *     over polling the event ({@code cuEventQuery}) because it is always exactly one call that
@@ -223,6 +226,9 @@ public final class VirtualMemoryPool implements AutoCloseable {
      * still be pending makes {@code stream} wait for that free's event first (one
      * {@code cuStreamWaitEvent}; the caller never blocks). Close the buffer with
      * {@code close(stream)} to give the memory back in stream order. See "Streams".
+     * The previous owner's work that may still be pending counts as work recorded on the new
+     * buffer on {@code stream} (no driver call): its synchronous operations, which run on
+     * cuvmm's own stream, and its {@code close()} wait for it too.
      *
      * @param reqSize the size in bytes ({@code size()} of the result)
      * @param stream the stream the buffer is first used on
@@ -296,6 +302,8 @@ public final class VirtualMemoryPool implements AutoCloseable {
 
     private VirtualMemoryBuffer allocate(LifetimePool lifetimePool, long reqSize, Stream stream) {
         Checks.nonNegative("reqSize", reqSize);
+        // Up front: a miss (or a leak taken back on the way) calls the driver; refuse whether or not it would.
+        NativeCalls.refuseInsideHostFunction("VirtualMemoryPool.allocate");
         if (closed) {
             throw new IllegalStateException("pool " + name + " is closed; allocate from an open pool, or from the "
                     + "resource directly");
@@ -317,6 +325,7 @@ public final class VirtualMemoryPool implements AutoCloseable {
      * @return the capacity released, in bytes
      */
     public long trim() {
+        NativeCalls.refuseInsideHostFunction("VirtualMemoryPool.trim");
         drainLeaks();
         return local.trim() + exported.trim();
     }
@@ -329,6 +338,7 @@ public final class VirtualMemoryPool implements AutoCloseable {
      */
     public long trim(PoolLifetime lifetime) {
         LifetimePool p = of(lifetime);
+        NativeCalls.refuseInsideHostFunction("VirtualMemoryPool.trim");
         drainLeaks();
         return p.trim();
     }
@@ -373,13 +383,11 @@ public final class VirtualMemoryPool implements AutoCloseable {
 
     /**
      * Returns when every release this pool handed to cuvmm's release thread so far has run (the
-     * thread runs them in order); for tests. Bounded: throws after {@code seconds}.
+     * thread has no pending task: it runs them as their events complete, in any order); for
+     * tests. Bounded: throws after {@code seconds}.
      */
     void awaitDeferredReleases(long seconds) throws InterruptedException {
-        java.util.concurrent.CountDownLatch done = new java.util.concurrent.CountDownLatch(1);
-        org.cuvmm.internal.BufferAccess.get().afterEvents("pool " + name + ": a test's marker", List.of(),
-                done::countDown);
-        if (!done.await(seconds, java.util.concurrent.TimeUnit.SECONDS)) {
+        if (!org.cuvmm.internal.BufferAccess.get().awaitReleasesIdle(seconds * 1000)) {
             throw new IllegalStateException("the release thread did not drain in " + seconds + " s");
         }
     }
@@ -448,6 +456,7 @@ public final class VirtualMemoryPool implements AutoCloseable {
      */
     @Override
     public void close() {
+        NativeCalls.refuseInsideHostFunction("VirtualMemoryPool.close");
         synchronized (registered) {
             if (closed) return;
             closed = true;
