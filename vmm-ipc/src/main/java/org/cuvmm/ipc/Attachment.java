@@ -83,6 +83,12 @@ public final class Attachment implements AutoCloseable {
      * (without waiting) when the last of them goes. If the connection has ended, the server
      * already freed the lease and only the buffer is closed. Idempotent.
      *
+     * <p>Stream work recorded on the buffer (its asynchronous copies and fills,
+     * {@code recordUse}, {@code withAddress(stream, ...)}) is waited for first, as
+     * {@link VirtualMemoryBuffer#close()} does: the lease goes back only once the consumer's
+     * streams are done with the memory. Called from a host function, the close is handed to
+     * cuvmm's release thread instead, and RELEASE follows when that thread unmaps.
+     *
      * <p>A close racing another one on this attachment returns at once; the other does the
      * work. No lock is held while the buffer is unmapped or the release is awaited.
      *
