@@ -1,5 +1,9 @@
 package org.cuvmm.bench.sharing;
 
+import static org.cuvmm.bench.ReportSupport.cpuModel;
+import static org.cuvmm.bench.ReportSupport.iterations;
+import static org.cuvmm.bench.ReportSupport.loadAverage;
+
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -32,8 +36,6 @@ import org.cuvmm.bench.pool.PoolThreadsBenchmark;
 import org.cuvmm.pool.PoolLifetime;
 import org.cuvmm.pool.VirtualMemoryPool;
 import org.openjdk.jmh.annotations.Mode;
-import org.openjdk.jmh.results.BenchmarkResult;
-import org.openjdk.jmh.results.IterationResult;
 import org.openjdk.jmh.results.RunResult;
 import org.openjdk.jmh.runner.Runner;
 import org.openjdk.jmh.runner.options.ChainedOptionsBuilder;
@@ -452,14 +454,6 @@ public final class SharingPoolReport {
         return results.iterator().next();
     }
 
-    static List<Double> iterations(RunResult r) {
-        List<Double> v = new ArrayList<>();
-        for (BenchmarkResult br : r.getBenchmarkResults()) {
-            for (IterationResult ir : br.getIterationResults()) v.add(ir.getPrimaryResult().getScore());
-        }
-        return v;
-    }
-
     // ---------------------------------------------------------------- formatting, machine
 
     static double median(List<Double> v) {
@@ -503,26 +497,6 @@ public final class SharingPoolReport {
                     .append(e.getValue() < 0 ? "(not integral: " + -e.getValue() + " total)" : Long.toString(e.getValue()));
         }
         return sb.length() == 0 ? "none" : sb.toString();
-    }
-
-    static String cpuModel() {
-        try {
-            for (String line : Files.readAllLines(Path.of("/proc/cpuinfo"))) {
-                if (line.startsWith("model name")) return line.substring(line.indexOf(':') + 1).trim();
-            }
-        } catch (IOException ignored) {
-            // fall through
-        }
-        return System.getProperty("os.arch");
-    }
-
-    static String loadAverage() {
-        try {
-            String[] f = Files.readString(Path.of("/proc/loadavg")).trim().split(" ");
-            return f[0] + " " + f[1] + " " + f[2];
-        } catch (IOException e) {
-            return "?";
-        }
     }
 
     static Settings parse(String[] args) {

@@ -1,5 +1,9 @@
 package org.cuvmm.bench.streams;
 
+import static org.cuvmm.bench.ReportSupport.cpuModel;
+import static org.cuvmm.bench.ReportSupport.iterations;
+import static org.cuvmm.bench.ReportSupport.loadAverage;
+
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
@@ -25,12 +29,9 @@ import org.cuvmm.bench.BaselineEnvironment;
 import org.cuvmm.bench.BenchChecks;
 import org.cuvmm.bench.CommandLine;
 import org.cuvmm.bench.RatioReport;
+import org.cuvmm.bench.ReportSupport;
 import org.openjdk.jmh.annotations.Mode;
-import org.openjdk.jmh.results.BenchmarkResult;
-import org.openjdk.jmh.results.IterationResult;
 import org.openjdk.jmh.results.RunResult;
-import org.openjdk.jmh.runner.Runner;
-import org.openjdk.jmh.runner.RunnerException;
 import org.openjdk.jmh.runner.options.ChainedOptionsBuilder;
 import org.openjdk.jmh.runner.options.OptionsBuilder;
 import org.openjdk.jmh.runner.options.TimeValue;
@@ -400,27 +401,9 @@ public final class StreamsReport {
                 .shouldFailOnError(true)
                 .jvmArgsAppend("-D" + BenchChecks.EXPECT_DRIVER_PROPERTY + "=" + kind)
                 .verbosity(s.quiet ? VerboseMode.SILENT : VerboseMode.NORMAL);
-        Collection<RunResult> results;
-        while (true) {
-            new RatioReport.BenchLock().waitUntilFree(); // JMH refuses to start while another JMH holds its lock
-            try {
-                results = new Runner(b.build()).run();
-                break;
-            } catch (RunnerException e) {
-                if (String.valueOf(e.getMessage()).contains("Unable to acquire the JMH lock")) continue;
-                throw e;
-            }
-        }
+        Collection<RunResult> results = ReportSupport.runWaitingForLock(b.build());
         if (results.size() != 1) throw new IllegalStateException(cls.getSimpleName() + "." + method + ": " + results.size() + " results");
         return results.iterator().next();
-    }
-
-    static List<Double> iterations(RunResult r) {
-        List<Double> v = new ArrayList<>();
-        for (BenchmarkResult br : r.getBenchmarkResults()) {
-            for (IterationResult ir : br.getIterationResults()) v.add(ir.getPrimaryResult().getScore());
-        }
-        return v;
     }
 
     // ---------------------------------------------------------------- formatting, machine
@@ -439,26 +422,6 @@ public final class StreamsReport {
         StringBuilder sb = new StringBuilder();
         for (double x : v) sb.append(sb.length() == 0 ? "" : ", ").append(f0(x));
         return sb.toString();
-    }
-
-    static String cpuModel() {
-        try {
-            for (String line : Files.readAllLines(Path.of("/proc/cpuinfo"))) {
-                if (line.startsWith("model name")) return line.substring(line.indexOf(':') + 1).trim();
-            }
-        } catch (IOException ignored) {
-            // fall through
-        }
-        return System.getProperty("os.arch");
-    }
-
-    static String loadAverage() {
-        try {
-            String[] f = Files.readString(Path.of("/proc/loadavg")).trim().split(" ");
-            return f[0] + " " + f[1] + " " + f[2];
-        } catch (IOException e) {
-            return "?";
-        }
     }
 
     static Settings parse(String[] args) {
