@@ -7,7 +7,6 @@ import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Consumer;
 
-import org.bytedeco.javacpp.BytePointer;
 import org.cuvmm.internal.Checks;
 import org.cuvmm.internal.NativeCalls;
 import org.cuvmm.internal.jni.NativeApi;
@@ -272,12 +271,7 @@ final class AsyncCopies {
 
         StagingPiece(NativePinnedHandle handle) {
             this.handle = handle;
-            final long base = handle.address();
-            this.buffer = new BytePointer() {
-                {
-                    address = base;
-                }
-            }.capacity(STAGING_PIECE).asByteBuffer();
+            this.buffer = ByteViews.of(handle.address(), STAGING_PIECE);
         }
     }
 
