@@ -4,8 +4,13 @@ import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.time.ZonedDateTime;
+import java.time.format.DateTimeFormatter;
 import java.util.Collection;
 import java.util.List;
+import java.util.Locale;
+
+import org.cuvmm.Driver;
 
 import org.openjdk.jmh.results.BenchmarkResult;
 import org.openjdk.jmh.results.IterationResult;
@@ -16,8 +21,8 @@ import org.openjdk.jmh.runner.options.Options;
 
 /**
  * What the streams and sharing/pool reports (and RatioReport's JMH run) share: one JMH run
- * that waits for the JMH lock, the iteration scores of a result, and the machine lines of a
- * report (CPU model, load average). Pure helpers: no state.
+ * that waits for the JMH lock, the iteration scores of a result, the lines a report starts
+ * with (date, driver, machine, load average), and writing the report. No state.
  */
 public final class ReportSupport {
     private ReportSupport() {}
@@ -69,5 +74,28 @@ public final class ReportSupport {
         } catch (IOException e) {
             return "?";
         }
+    }
+
+    /**
+     * The lines the streams and sharing/pool reports start with, after their title: date,
+     * driver (flagged when it is the host simulation), machine and load average at start.
+     */
+    public static List<String> headerLines(Driver driver) {
+        String kind = driver.kind().name().toLowerCase(Locale.ROOT);
+        return List.of(
+                "- date: " + ZonedDateTime.now().format(DateTimeFormatter.ISO_OFFSET_DATE_TIME),
+                "- driver: **" + kind + "** " + driver.versionString() + " (" + driver.reason() + ")"
+                        + (kind.equals("host") ? " — the memfd/mmap host simulation, NOT a GPU result" : ""),
+                "- machine: " + Runtime.getRuntime().availableProcessors() + " cores, " + cpuModel() + "; Java "
+                        + System.getProperty("java.version"),
+                "- load average at start: " + loadAverage());
+    }
+
+    /** Writes {@code report} to {@code out} (creating its folder) and says so; nothing when {@code out} is null. */
+    public static void write(Path out, CharSequence report) throws IOException {
+        if (out == null) return;
+        if (out.getParent() != null) Files.createDirectories(out.getParent());
+        Files.writeString(out, report);
+        System.out.println("(written to " + out + ")");
     }
 }

@@ -1,6 +1,5 @@
 package org.cuvmm.bench.sharing;
 
-import static org.cuvmm.bench.ReportSupport.cpuModel;
 import static org.cuvmm.bench.ReportSupport.iterations;
 import static org.cuvmm.bench.ReportSupport.loadAverage;
 
@@ -10,8 +9,6 @@ import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.ZonedDateTime;
-import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collection;
@@ -29,6 +26,7 @@ import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.bench.BaselineEnvironment;
 import org.cuvmm.bench.BenchChecks;
 import org.cuvmm.bench.CommandLine;
+import org.cuvmm.bench.ReportSupport;
 import org.cuvmm.bench.pool.ArenaBenchmark;
 import org.cuvmm.bench.pool.ArenaWorkloads;
 import org.cuvmm.bench.pool.PoolBenchmark;
@@ -94,12 +92,7 @@ public final class SharingPoolReport {
         String kind = driver.kind().name().toLowerCase(Locale.ROOT);
         out("# cuvmm sharing + pool benchmark report");
         out("");
-        out("- date: " + ZonedDateTime.now().format(DateTimeFormatter.ISO_OFFSET_DATE_TIME));
-        out("- driver: **" + kind + "** " + driver.versionString() + " (" + driver.reason() + ")"
-                + (kind.equals("host") ? " — the memfd/mmap host simulation, NOT a GPU result" : ""));
-        out("- machine: " + Runtime.getRuntime().availableProcessors() + " cores, " + cpuModel() + "; Java "
-                + System.getProperty("java.version"));
-        out("- load average at start: " + loadAverage());
+        for (String line : ReportSupport.headerLines(driver)) out(line);
         out("- JMH: 1 fork, " + s.warmup + " x " + s.timeMs + " ms warm-up, " + s.iterations + " x " + s.timeMs
                 + " ms measurement");
         out("");
@@ -109,11 +102,7 @@ public final class SharingPoolReport {
         if (s.only.contains("arena")) arena(s, kind);
         if (s.only.contains("trim")) trim();
         out("- load average at end: " + loadAverage());
-        if (s.out != null) {
-            if (s.out.getParent() != null) Files.createDirectories(s.out.getParent());
-            Files.writeString(s.out, REPORT.toString());
-            System.out.println("(written to " + s.out + ")");
-        }
+        ReportSupport.write(s.out, REPORT);
         if (callsMismatch) System.exit(3);
     }
 

@@ -1,6 +1,5 @@
 package org.cuvmm.bench.streams;
 
-import static org.cuvmm.bench.ReportSupport.cpuModel;
 import static org.cuvmm.bench.ReportSupport.iterations;
 import static org.cuvmm.bench.ReportSupport.loadAverage;
 
@@ -10,8 +9,6 @@ import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.ZonedDateTime;
-import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collection;
@@ -90,12 +87,7 @@ public final class StreamsReport {
         String kind = driver.kind().name().toLowerCase(Locale.ROOT);
         out("# cuvmm stream-copy benchmark report");
         out("");
-        out("- date: " + ZonedDateTime.now().format(DateTimeFormatter.ISO_OFFSET_DATE_TIME));
-        out("- driver: **" + kind + "** " + driver.versionString() + " (" + driver.reason() + ")"
-                + (kind.equals("host") ? " — the memfd/mmap host simulation, NOT a GPU result" : ""));
-        out("- machine: " + Runtime.getRuntime().availableProcessors() + " cores, " + cpuModel() + "; Java "
-                + System.getProperty("java.version"));
-        out("- load average at start: " + loadAverage());
+        for (String line : ReportSupport.headerLines(driver)) out(line);
         out("- schedule: C++ baseline, then each JMH benchmark (1 fork, " + s.warmup + " x " + s.timeMs
                 + " ms warm-up, " + s.iterations + " x " + s.timeMs + " ms measured), then the C++ baseline again; "
                 + "the baseline runs the same rounds");
@@ -124,11 +116,7 @@ public final class StreamsReport {
         if (copy || overlap) callCounts();
         if (s.only.contains("gc")) gc();
         out("- load average at end: " + loadAverage());
-        if (s.out != null) {
-            if (s.out.getParent() != null) Files.createDirectories(s.out.getParent());
-            Files.writeString(s.out, REPORT.toString());
-            System.out.println("(written to " + s.out + ")");
-        }
+        ReportSupport.write(s.out, REPORT);
     }
 
     // ---------------------------------------------------------------- tables
