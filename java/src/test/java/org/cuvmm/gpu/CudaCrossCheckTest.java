@@ -64,11 +64,7 @@ class CudaCrossCheckTest {
 
     @AfterEach
     void close() {
-        if (resource != null) {
-            resource.close();
-            LiveObjects.assertBack(liveBefore, "after the test closed its buffers");
-            GpuSupport.assertHostCountersZero();
-        }
+        GpuSupport.closeAndCheckNothingLeft(resource, liveBefore);
         if (contextRetained) PresetsDriver.releasePrimaryContext();
     }
 

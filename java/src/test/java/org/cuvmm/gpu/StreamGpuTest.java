@@ -55,11 +55,7 @@ class StreamGpuTest {
 
     @AfterEach
     void close() {
-        if (resource != null) {
-            resource.close();
-            LiveObjects.assertBack(liveBefore, "after the test closed its buffers");
-            GpuSupport.assertHostCountersZero();
-        }
+        GpuSupport.closeAndCheckNothingLeft(resource, liveBefore);
         if (contextRetained) PresetsDriver.releasePrimaryContext();
     }
 
