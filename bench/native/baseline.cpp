@@ -360,14 +360,7 @@ int main(int argc, char** argv) {
         }
     }
 
-    cuvmm::DriverKind kind;
-    try {
-        kind = cuvmm::select_driver(selection_from_environment());
-    } catch (const cuvmm::DriverError& err) {
-        die(err.what());
-    }
-    std::printf("driver kind=%s version=%d reason=%s\n", kind == cuvmm::DriverKind::cuda ? "cuda" : "host",
-                cuvmm::driver_version(), cuvmm::driver_reason().c_str());
+    cuvmm::DriverKind kind = select_and_report_driver();
 
     const cuvmm::DriverTable& table = cuvmm::driver();
     CallCounts unused;

@@ -1,4 +1,4 @@
-// What both C++ baselines share: error exits, and the driver selection from the same
+// What the C++ baselines share: error exits, and the driver selection from the same
 // CUVMM_* environment variables the Java side reads, so both sides run on the same driver.
 // Header-only; each baseline sets `program` for its messages.
 #pragma once
@@ -56,6 +56,21 @@ inline cuvmm::DriverSelection selection_from_environment() {
     s.host.granularity = static_cast<size_t>(gran);
     if (const char* lib = setting("CUVMM_CUDA_LIBRARY")) s.cuda_library = lib;
     return s;
+}
+
+// Selects the driver from the environment (selection_from_environment), exiting with the
+// driver's reason when it cannot, and prints the "driver kind=... version=... reason=..." line
+// the Java runners read.
+inline cuvmm::DriverKind select_and_report_driver() {
+    cuvmm::DriverKind kind;
+    try {
+        kind = cuvmm::select_driver(selection_from_environment());
+    } catch (const cuvmm::DriverError& err) {
+        die(err.what());
+    }
+    std::printf("driver kind=%s version=%d reason=%s\n", kind == cuvmm::DriverKind::cuda ? "cuda" : "host",
+                cuvmm::driver_version(), cuvmm::driver_reason().c_str());
+    return kind;
 }
 
 inline long parse_count(int argc, char** argv, int& i, long min) {

@@ -165,20 +165,8 @@ void test_fork_forgets_parent_work() {
 void test_fork_during_copy() {
     if (const char* e = std::getenv("CUVMM_TEST_NO_FORK"); e && *e == '1') return;
     size_t big_size = size_t(32) << 20;
-    CUmemAllocationProp prop{};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
-    CUmemGenericAllocationHandle h;
-    CUdeviceptr big;
-    OK(T.cuMemCreate(&h, big_size, &prop, 0));
-    OK(T.cuMemAddressReserve(&big, big_size, 0, 0, 0));
-    OK(T.cuMemMap(big, big_size, 0, h, 0));
-    CUmemAccessDesc a{};
-    a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    a.location.id = 0;
-    a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    OK(T.cuMemSetAccess(big, big_size, &a, 1));
+    Dev mapped(0, big_size);  // unmapped, released and freed at the end, after the stream
+    const CUdeviceptr big = mapped.p;
     CUstream s;
     OK(T.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
     for (int i = 0; i < 4; ++i) {
@@ -196,9 +184,6 @@ void test_fork_during_copy() {
         OK(T.cuStreamSynchronize(s));
     }
     OK(T.cuStreamDestroy(s));
-    OK(T.cuMemUnmap(big, big_size));
-    OK(T.cuMemRelease(h));
-    OK(T.cuMemAddressFree(big, big_size));
 }
 
 // An exception out of queued work does not end the process: it becomes the device's sticky
@@ -374,20 +359,8 @@ void test_per_thread_streams_of_dead_threads() {
 void test_pageable_htod_in_pieces() {
     const size_t n = (size_t(8) << 20) + 12345;
     size_t big_size = size_t(9) << 20;
-    CUmemAllocationProp prop{};
-    prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-    prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    prop.location.id = 0;
-    CUmemGenericAllocationHandle h;
-    CUdeviceptr big;
-    OK(T.cuMemCreate(&h, big_size, &prop, 0));
-    OK(T.cuMemAddressReserve(&big, big_size, 0, 0, 0));
-    OK(T.cuMemMap(big, big_size, 0, h, 0));
-    CUmemAccessDesc a{};
-    a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-    a.location.id = 0;
-    a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-    OK(T.cuMemSetAccess(big, big_size, &a, 1));
+    Dev mapped(0, big_size);  // unmapped, released and freed at the end, after the stream
+    const CUdeviceptr big = mapped.p;
     std::vector<unsigned char> src(n);
     for (size_t i = 0; i < n; ++i) src[i] = static_cast<unsigned char>(i * 7 + (i >> 20));
     CUstream s;
@@ -408,9 +381,6 @@ void test_pageable_htod_in_pieces() {
     for (size_t i = 0; i < n; ++i) good += back[i] == static_cast<unsigned char>(i * 7 + (i >> 20));
     CHECK(good == n);
     OK(T.cuStreamDestroy(s));
-    OK(T.cuMemUnmap(big, big_size));
-    OK(T.cuMemRelease(h));
-    OK(T.cuMemAddressFree(big, big_size));
 }
 
 void test_pinned_rules() {

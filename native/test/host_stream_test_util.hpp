@@ -56,12 +56,16 @@ struct Dev {
     CUdeviceptr p = 0;
     size_t size = 0;
     CUmemGenericAllocationHandle h = 0;
-    explicit Dev(int dev) {
+    // One granule of device `dev`.
+    explicit Dev(int dev) : Dev(dev, 0) {}
+    // `bytes` (a multiple of the granularity) of device `dev`; 0: one granule.
+    Dev(int dev, size_t bytes) {
         CUmemAllocationProp prop{};
         prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
         prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
         prop.location.id = dev;
-        OK(T.cuMemGetAllocationGranularity(&size, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+        if (bytes == 0) OK(T.cuMemGetAllocationGranularity(&size, &prop, CU_MEM_ALLOC_GRANULARITY_MINIMUM));
+        else size = bytes;
         OK(T.cuMemCreate(&h, size, &prop, 0));
         OK(T.cuMemAddressReserve(&p, size, 0, 0, 0));
         OK(T.cuMemMap(p, size, 0, h, 0));

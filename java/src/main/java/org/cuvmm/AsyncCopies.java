@@ -7,7 +7,6 @@ import java.util.concurrent.ConcurrentLinkedDeque;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.function.Consumer;
 
-import org.bytedeco.javacpp.BytePointer;
 import org.cuvmm.internal.Checks;
 import org.cuvmm.internal.NativeCalls;
 import org.cuvmm.internal.jni.NativeApi;
@@ -59,26 +58,13 @@ final class AsyncCopies {
         Checks.window("copyFromAsync", offset, length, dst.size());
         Checks.window("src", srcOffset, length, src.size());
         HostFunctions.refuseInsideHostFunction("copyFromAsync");
-        stream.acquire();
-        try {
-            dst.acquireUse();
-            try {
-                src.acquire();
-                try {
-                    NativeStatus st = NativeCalls.status();
-                    NativeApi.write_pinned_async(dst.nativeRange(), offset, src.nativeHandle(), srcOffset, length,
-                            stream.nativeHandle(), st);
-                    NativeCalls.check(st);
-                    recordAfterQueueing(stream, dst.streamUses(), src.uses());
-                } finally {
-                    src.release();
-                }
-            } finally {
-                dst.endUse();
-            }
-        } finally {
-            stream.release();
-        }
+        holding(stream, dst, src::acquire, src::release, () -> {
+            NativeStatus st = NativeCalls.status();
+            NativeApi.write_pinned_async(dst.nativeRange(), offset, src.nativeHandle(), srcOffset, length,
+                    stream.nativeHandle(), st);
+            NativeCalls.check(st);
+            recordAfterQueueing(stream, dst.streamUses(), src.uses());
+        });
     }
 
     static void toPinned(VirtualMemoryBuffer src, long offset, PinnedHostBuffer dst, long dstOffset, long length,
@@ -86,26 +72,13 @@ final class AsyncCopies {
         Checks.window("copyToAsync", offset, length, src.size());
         Checks.window("dst", dstOffset, length, dst.size());
         HostFunctions.refuseInsideHostFunction("copyToAsync");
-        stream.acquire();
-        try {
-            src.acquireUse();
-            try {
-                dst.acquire();
-                try {
-                    NativeStatus st = NativeCalls.status();
-                    NativeApi.read_pinned_async(src.nativeRange(), offset, dst.nativeHandle(), dstOffset, length,
-                            stream.nativeHandle(), st);
-                    NativeCalls.check(st);
-                    recordAfterQueueing(stream, src.streamUses(), dst.uses());
-                } finally {
-                    dst.release();
-                }
-            } finally {
-                src.endUse();
-            }
-        } finally {
-            stream.release();
-        }
+        holding(stream, src, dst::acquire, dst::release, () -> {
+            NativeStatus st = NativeCalls.status();
+            NativeApi.read_pinned_async(src.nativeRange(), offset, dst.nativeHandle(), dstOffset, length,
+                    stream.nativeHandle(), st);
+            NativeCalls.check(st);
+            recordAfterQueueing(stream, src.streamUses(), dst.uses());
+        });
     }
 
     static void fromBuffer(VirtualMemoryBuffer dst, long offset, VirtualMemoryBuffer src, long srcOffset, long length,
@@ -113,73 +86,63 @@ final class AsyncCopies {
         Checks.window("copyFromAsync", offset, length, dst.size());
         Checks.window("src", srcOffset, length, src.size());
         HostFunctions.refuseInsideHostFunction("copyFromAsync");
-        stream.acquire();
-        try {
-            dst.acquireUse();
-            try {
-                src.acquireUse();
-                try {
-                    NativeStatus st = NativeCalls.status();
-                    NativeApi.copy_range_async(dst.nativeRange(), offset, src.nativeRange(), srcOffset, length,
-                            stream.nativeHandle(), st);
-                    NativeCalls.check(st);
-                    recordAfterQueueing(stream, dst.streamUses(), src.streamUses());
-                } finally {
-                    src.endUse();
-                }
-            } finally {
-                dst.endUse();
-            }
-        } finally {
-            stream.release();
-        }
+        holding(stream, dst, src::acquireUse, src::endUse, () -> {
+            NativeStatus st = NativeCalls.status();
+            NativeApi.copy_range_async(dst.nativeRange(), offset, src.nativeRange(), srcOffset, length,
+                    stream.nativeHandle(), st);
+            NativeCalls.check(st);
+            recordAfterQueueing(stream, dst.streamUses(), src.streamUses());
+        });
     }
 
     static void fill(VirtualMemoryBuffer dst, long offset, long length, byte value, Stream stream) {
         Checks.window("fillAsync", offset, length, dst.size());
         HostFunctions.refuseInsideHostFunction("fillAsync");
-        stream.acquire();
-        try {
-            dst.acquireUse();
-            try {
-                NativeStatus st = NativeCalls.status();
-                NativeApi.fill_async(dst.nativeRange(), offset, length, value, stream.nativeHandle(), st);
-                NativeCalls.check(st);
-                recordAfterQueueing(stream, dst.streamUses(), null);
-            } finally {
-                dst.endUse();
-            }
-        } finally {
-            stream.release();
-        }
+        holding(stream, dst, NOTHING, NOTHING, () -> {
+            NativeStatus st = NativeCalls.status();
+            NativeApi.fill_async(dst.nativeRange(), offset, length, value, stream.nativeHandle(), st);
+            NativeCalls.check(st);
+            recordAfterQueueing(stream, dst.streamUses(), null);
+        });
     }
 
     /** Records {@code stream} on {@code buffer} (work queued elsewhere, a kernel). */
     static void recordUse(VirtualMemoryBuffer buffer, Stream stream) {
         HostFunctions.refuseInsideHostFunction("recordUse");
-        stream.acquire();
-        try {
-            buffer.acquireUse();
-            try {
-                buffer.streamUses().record(stream);
-            } finally {
-                buffer.endUse();
-            }
-        } finally {
-            stream.release();
-        }
+        holding(stream, buffer, NOTHING, NOTHING, () -> buffer.streamUses().record(stream));
     }
 
     /** Runs {@code action} with {@code address} holding uses of buffer and stream, then records the stream. */
     static void withAddress(VirtualMemoryBuffer buffer, long address, Stream stream, java.util.function.LongConsumer action) {
+        holding(stream, buffer, NOTHING, NOTHING, () -> {
+            try {
+                action.accept(address);
+            } finally {
+                buffer.streamUses().record(stream); // also when the action threw: it may have launched
+            }
+        });
+    }
+
+    private static final Runnable NOTHING = () -> {};
+
+    /**
+     * Runs {@code body} holding, in this order, a use of {@code stream}, a use of {@code buffer}
+     * and the other side ({@code acquireOther}, e.g. a pinned buffer or a second buffer); lets
+     * them go in the reverse order, also when an acquire or the body throws (only what was
+     * acquired is released). Shared by every asynchronous operation, so a close of any of them
+     * waits for the op to be queued and recorded.
+     */
+    private static void holding(Stream stream, VirtualMemoryBuffer buffer, Runnable acquireOther,
+                                Runnable releaseOther, Runnable body) {
         stream.acquire();
         try {
             buffer.acquireUse();
             try {
+                acquireOther.run();
                 try {
-                    action.accept(address);
+                    body.run();
                 } finally {
-                    buffer.streamUses().record(stream); // also when the action threw: it may have launched
+                    releaseOther.run();
                 }
             } finally {
                 buffer.endUse();
@@ -200,61 +163,53 @@ final class AsyncCopies {
             dst.endUse();
             return;
         }
-        stream.acquire();
-        try {
-            dst.acquireUse();
+        holding(stream, dst, NOTHING, NOTHING, () -> {
+            List<StagingPiece> group = new ArrayList<>(STAGING_GROUP); // filled, not yet behind a marker
+            java.util.ArrayDeque<StagedBatch> mine = new java.util.ArrayDeque<>(); // this copy's batches in flight
+            int inFlight = 0; // pieces of this copy queued and not yet taken back
+            boolean queued = false;
+            boolean recorded = false;
             try {
-                List<StagingPiece> group = new ArrayList<>(STAGING_GROUP); // filled, not yet behind a marker
-                java.util.ArrayDeque<StagedBatch> mine = new java.util.ArrayDeque<>(); // this copy's batches in flight
-                int inFlight = 0; // pieces of this copy queued and not yet taken back
-                boolean queued = false;
-                boolean recorded = false;
-                try {
-                    NativeStatus st = NativeCalls.status();
-                    for (int done = 0; done < length; ) {
-                        int n = Math.min(STAGING_PIECE, length - done);
-                        // Bounded pinning: at the cap, wait for this copy's oldest batch (no lock held).
-                        while (inFlight >= STAGING_IN_FLIGHT && !mine.isEmpty()) {
-                            StagedBatch oldest = mine.pollFirst();
-                            inFlight -= oldest.pieces.size();
-                            try {
-                                oldest.marker.synchronize();
-                                oldest.takeBack();
-                            } finally {
-                                oldest.unref();
-                            }
-                        }
-                        StagingPiece piece = takePiece();
-                        group.add(piece);
-                        inFlight++;
-                        piece.buffer.put(0, src, srcOffset + done, n); // Java copy: the array is never pinned
-                        NativeApi.write_pinned_async(dst.nativeRange(), offset + done, piece.handle, 0, n,
-                                stream.nativeHandle(), st);
-                        NativeCalls.check(st);
-                        queued = true;
-                        done += n;
-                        if (group.size() == STAGING_GROUP || done == length) {
-                            mine.addLast(handOver(group, stream));
-                            group = new ArrayList<>(STAGING_GROUP);
+                NativeStatus st = NativeCalls.status();
+                for (int done = 0; done < length; ) {
+                    int n = Math.min(STAGING_PIECE, length - done);
+                    // Bounded pinning: at the cap, wait for this copy's oldest batch (no lock held).
+                    while (inFlight >= STAGING_IN_FLIGHT && !mine.isEmpty()) {
+                        StagedBatch oldest = mine.pollFirst();
+                        inFlight -= oldest.pieces.size();
+                        try {
+                            oldest.marker.synchronize();
+                            oldest.takeBack();
+                        } finally {
+                            oldest.unref();
                         }
                     }
-                    dst.streamUses().record(stream);
-                    recorded = true;
-                } finally {
-                    for (StagedBatch b : mine) b.unref(); // the reaper takes them back
-                    if (!recorded) {
-                        // Pieces may be queued behind no marker, or the buffer's record failed:
-                        // let the stream finish before the pieces are reused or the error is thrown.
-                        if (queued) synchronizeQuietly(stream);
-                        for (StagingPiece p : group) givePiece(p);
+                    StagingPiece piece = takePiece();
+                    group.add(piece);
+                    inFlight++;
+                    piece.buffer.put(0, src, srcOffset + done, n); // Java copy: the array is never pinned
+                    NativeApi.write_pinned_async(dst.nativeRange(), offset + done, piece.handle, 0, n,
+                            stream.nativeHandle(), st);
+                    NativeCalls.check(st);
+                    queued = true;
+                    done += n;
+                    if (group.size() == STAGING_GROUP || done == length) {
+                        mine.addLast(handOver(group, stream));
+                        group = new ArrayList<>(STAGING_GROUP);
                     }
                 }
+                dst.streamUses().record(stream);
+                recorded = true;
             } finally {
-                dst.endUse();
+                for (StagedBatch b : mine) b.unref(); // the reaper takes them back
+                if (!recorded) {
+                    // Pieces may be queued behind no marker, or the buffer's record failed:
+                    // let the stream finish before the pieces are reused or the error is thrown.
+                    if (queued) synchronizeQuietly(stream);
+                    for (StagingPiece p : group) givePiece(p);
+                }
             }
-        } finally {
-            stream.release();
-        }
+        });
     }
 
     private static void recordAfterQueueing(Stream stream, StreamUses a, StreamUses b) {
@@ -316,12 +271,7 @@ final class AsyncCopies {
 
         StagingPiece(NativePinnedHandle handle) {
             this.handle = handle;
-            final long base = handle.address();
-            this.buffer = new BytePointer() {
-                {
-                    address = base;
-                }
-            }.capacity(STAGING_PIECE).asByteBuffer();
+            this.buffer = ByteViews.of(handle.address(), STAGING_PIECE);
         }
     }
 

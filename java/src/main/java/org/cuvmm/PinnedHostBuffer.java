@@ -2,7 +2,6 @@ package org.cuvmm;
 
 import java.nio.ByteBuffer;
 
-import org.bytedeco.javacpp.BytePointer;
 import org.bytedeco.javacpp.Pointer;
 import org.cuvmm.internal.AcquireState;
 import org.cuvmm.internal.Checks;
@@ -143,13 +142,7 @@ public final class PinnedHostBuffer implements AutoCloseable {
             NativePinnedHandle viewRef = new NativePinnedHandle(handle);
             ByteBuffer view;
             try {
-                final long base = address;
-                BytePointer p = new BytePointer() {
-                    {
-                        address = base;
-                    }
-                };
-                view = p.capacity(size).asByteBuffer();
+                view = ByteViews.of(address, size);
                 LeakDetection.CLEANER.register(view, viewRef::deallocate);
             } catch (RuntimeException | Error e) {
                 viewRef.deallocate();

@@ -4,7 +4,6 @@ import java.lang.ref.Cleaner;
 import java.nio.ByteBuffer;
 import java.nio.ReadOnlyBufferException;
 
-import org.bytedeco.javacpp.BytePointer;
 import org.bytedeco.javacpp.Pointer;
 import org.cuvmm.internal.AcquireState;
 import org.cuvmm.internal.ArrayCopies;
@@ -664,14 +663,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             };
             ByteBuffer view;
             try {
-                final long base = address;
-                // BytePointer: element size 1, so capacity is in bytes (a plain Pointer counts 8-byte elements).
-                BytePointer p = new BytePointer() {
-                    {
-                        address = base;
-                    }
-                };
-                view = p.capacity(size).asByteBuffer();
+                view = ByteViews.of(address, size);
                 LeakDetection.CLEANER.register(view, dropView);
             } catch (RuntimeException | Error e) {
                 dropView.run(); // no view escaped: give its references back now

@@ -12,7 +12,6 @@ import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
@@ -20,8 +19,6 @@ import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
-import org.cuvmm.testing.LiveObjects;
-import org.cuvmm.testing.OpenFds;
 import org.cuvmm.testing.TestData;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -34,26 +31,18 @@ import org.junit.jupiter.api.Test;
  * synchronous copies on cuvmm's own stream, and eight threads with their own streams.
  */
 class StreamLifetimeTest {
-    private Map<String, Long> live;
-    private Map<String, String> fds;
+    private StreamTestSupport.Fixture fixture;
     private VirtualMemoryResource resource;
 
     @BeforeEach
     void open() {
-        Driver.get();
-        StreamTestSupport.reaperDrained();
-        live = LiveObjects.now();
-        fds = OpenFds.byNumber();
-        resource = VirtualMemoryResource.create(0);
+        fixture = StreamTestSupport.Fixture.open();
+        resource = fixture.resource;
     }
 
     @AfterEach
     void close() {
-        StreamTestSupport.delay(0);
-        resource.close();
-        StreamTestSupport.reaperDrained();
-        LiveObjects.assertBack(live, "after the test");
-        OpenFds.assertNoNewFds(fds, "after the test");
+        fixture.close();
     }
 
     @Test
@@ -188,7 +177,7 @@ class StreamLifetimeTest {
             }
             s.synchronize();
             StreamTestSupport.reaperDrained();
-            assertEquals(live.get("mappings"), TestSupport.counters().liveMappings(), "unmapped after both streams passed");
+            assertEquals(fixture.live.get("mappings"), TestSupport.counters().liveMappings(), "unmapped after both streams passed");
         }
     }
 

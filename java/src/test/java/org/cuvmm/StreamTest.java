@@ -17,11 +17,8 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
-import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 
-import org.cuvmm.testing.LiveObjects;
-import org.cuvmm.testing.OpenFds;
 import org.cuvmm.testing.TestData;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -35,26 +32,18 @@ import org.junit.jupiter.api.Test;
  * for a latch), so what is still pending is known without timing.
  */
 class StreamTest {
-    private Map<String, Long> live;
-    private Map<String, String> fds;
+    private StreamTestSupport.Fixture fixture;
     private VirtualMemoryResource resource;
 
     @BeforeEach
     void open() {
-        Driver.get();
-        StreamTestSupport.reaperDrained();
-        live = LiveObjects.now();
-        fds = OpenFds.byNumber();
-        resource = VirtualMemoryResource.create(0);
+        fixture = StreamTestSupport.Fixture.open();
+        resource = fixture.resource;
     }
 
     @AfterEach
     void close() {
-        StreamTestSupport.delay(0);
-        resource.close();
-        StreamTestSupport.reaperDrained();
-        LiveObjects.assertBack(live, "after the test");
-        OpenFds.assertNoNewFds(fds, "after the test");
+        fixture.close();
     }
 
     @Test

@@ -4,10 +4,13 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import java.nio.ByteBuffer;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
 import org.cuvmm.internal.HostDriverHooks;
+import org.cuvmm.testing.LiveObjects;
+import org.cuvmm.testing.OpenFds;
 
 /** Helpers of the stream tests: gates that hold a stream, the reaper's progress, byte checks. */
 final class StreamTestSupport {
@@ -15,6 +18,39 @@ final class StreamTestSupport {
     static final long WAIT_SECONDS = 30;
 
     private StreamTestSupport() {}
+
+    /**
+     * The per-test fixture of StreamTest and StreamLifetimeTest: a resource opened once the reaper
+     * is drained and the live counters and open fds taken; {@link #close} resets the stream
+     * delay, closes the resource, drains the reaper and asserts that counters and fds are back.
+     */
+    static final class Fixture {
+        final Map<String, Long> live;
+        final VirtualMemoryResource resource;
+        private final Map<String, String> fds;
+
+        private Fixture(Map<String, Long> live, Map<String, String> fds, VirtualMemoryResource resource) {
+            this.live = live;
+            this.fds = fds;
+            this.resource = resource;
+        }
+
+        static Fixture open() {
+            Driver.get();
+            reaperDrained();
+            Map<String, Long> live = LiveObjects.now();
+            Map<String, String> fds = OpenFds.byNumber();
+            return new Fixture(live, fds, VirtualMemoryResource.create(0));
+        }
+
+        void close() {
+            delay(0);
+            resource.close();
+            reaperDrained();
+            LiveObjects.assertBack(live, "after the test");
+            OpenFds.assertNoNewFds(fds, "after the test");
+        }
+    }
 
     /**
      * Holds {@code stream} at this point until the returned latch is counted down: a host

@@ -29,7 +29,6 @@ import org.openjdk.jmh.annotations.Mode;
 import org.openjdk.jmh.results.BenchmarkResult;
 import org.openjdk.jmh.results.IterationResult;
 import org.openjdk.jmh.results.RunResult;
-import org.openjdk.jmh.runner.Runner;
 import org.openjdk.jmh.runner.RunnerException;
 import org.openjdk.jmh.runner.options.ChainedOptionsBuilder;
 import org.openjdk.jmh.runner.options.OptionsBuilder;
@@ -272,19 +271,7 @@ public final class RatioReport {
                 .jvmArgsAppend("-D" + BenchChecks.EXPECT_DRIVER_PROPERTY + "=" + kind)
                 .verbosity(s.quiet ? VerboseMode.SILENT : VerboseMode.NORMAL);
         if (op.param != null) b.param(op.param, op.paramValue);
-        Collection<RunResult> results;
-        while (true) {
-            // JMH takes /tmp/jmh.lock itself and refuses to start while another JMH holds it:
-            // wait for it to be free rather than fail (another benchmark on a shared machine).
-            new BenchLock().waitUntilFree();
-            try {
-                results = new Runner(b.build()).run();
-                break;
-            } catch (RunnerException e) {
-                if (String.valueOf(e.getMessage()).contains("Unable to acquire the JMH lock")) continue;
-                throw e;
-            }
-        }
+        Collection<RunResult> results = ReportSupport.runWaitingForLock(b.build());
         if (results.size() != 1) {
             throw new IllegalStateException(op.label + ": JMH returned " + results.size() + " results (expected 1)");
         }

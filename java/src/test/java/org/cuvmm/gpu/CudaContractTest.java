@@ -58,10 +58,7 @@ class CudaContractTest {
 
     @AfterEach
     void closeAndCheckNothingLeft() {
-        if (resource == null) return; // skipped before anything was opened
-        resource.close();
-        LiveObjects.assertBack(liveBefore, "after the test closed its buffers");
-        GpuSupport.assertHostCountersZero();
+        GpuSupport.closeAndCheckNothingLeft(resource, liveBefore);
     }
 
     @Test

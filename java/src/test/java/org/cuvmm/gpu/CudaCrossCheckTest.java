@@ -11,7 +11,6 @@ import static org.cuvmm.gpu.PresetsDriver.name;
 
 import java.util.Map;
 
-import org.bytedeco.cuda.cudart.CUctx_st;
 import org.bytedeco.cuda.cudart.CUmemLocation_v1;
 import org.bytedeco.cuda.global.cudart;
 import org.bytedeco.javacpp.BytePointer;
@@ -56,12 +55,8 @@ class CudaCrossCheckTest {
     @BeforeEach
     void open() {
         driver = GpuSupport.assumeCuda();
-        PresetsDriver.load("so the cross-check did not run");
-        check(cudart.cuInit(0), "cuInit");
-        CUctx_st ctx = new CUctx_st();
-        check(cudart.cuDevicePrimaryCtxRetain(ctx, 0), "cuDevicePrimaryCtxRetain(device 0)");
+        PresetsDriver.retainPrimaryContext("so the cross-check did not run");
         contextRetained = true;
-        check(cudart.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
         liveBefore = LiveObjects.now();
         resource = VirtualMemoryResource.create(0);
         g = resource.granularity();
@@ -69,12 +64,8 @@ class CudaCrossCheckTest {
 
     @AfterEach
     void close() {
-        if (resource != null) {
-            resource.close();
-            LiveObjects.assertBack(liveBefore, "after the test closed its buffers");
-            GpuSupport.assertHostCountersZero();
-        }
-        if (contextRetained) check(cudart.cuDevicePrimaryCtxRelease(0), "cuDevicePrimaryCtxRelease(device 0)");
+        GpuSupport.closeAndCheckNothingLeft(resource, liveBefore);
+        if (contextRetained) PresetsDriver.releasePrimaryContext();
     }
 
     @Test

@@ -22,7 +22,6 @@ import java.util.Map;
 import java.util.Set;
 import java.util.TreeSet;
 
-import org.bytedeco.cuda.cudart.CUctx_st;
 import org.bytedeco.cuda.cudart.CUmemAccessDesc_v1;
 import org.bytedeco.cuda.cudart.CUmemAllocationProp_v1;
 import org.bytedeco.cuda.cudart.CUmemLocation_v1;
@@ -76,19 +75,15 @@ class DriverObservationsTest {
     @BeforeEach
     void open() {
         driver = GpuSupport.assumeCuda();
-        PresetsDriver.load("so nothing was observed");
-        check(cudart.cuInit(0), "cuInit");
-        CUctx_st ctx = new CUctx_st();
-        check(cudart.cuDevicePrimaryCtxRetain(ctx, 0), "cuDevicePrimaryCtxRetain(device 0)");
+        PresetsDriver.retainPrimaryContext("so nothing was observed");
         contextRetained = true;
-        check(cudart.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
         g = Cu.granularity(0);
     }
 
     @AfterEach
     void close() {
         while (!undo.isEmpty()) undo.pop().run();
-        if (contextRetained) check(cudart.cuDevicePrimaryCtxRelease(0), "cuDevicePrimaryCtxRelease(device 0)");
+        if (contextRetained) PresetsDriver.releasePrimaryContext();
     }
 
     /** A7: does cuMemGetAddressRange report the mapping (chunk) or the whole reservation? */

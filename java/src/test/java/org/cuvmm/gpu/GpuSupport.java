@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 
 import java.util.Arrays;
 import java.util.Locale;
+import java.util.Map;
 
 import org.cuvmm.Driver;
 import org.cuvmm.DriverCounters;
@@ -12,6 +13,7 @@ import org.cuvmm.DriverKind;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.VirtualMemoryResourceOptions;
+import org.cuvmm.testing.LiveObjects;
 import org.junit.jupiter.api.Assumptions;
 
 /**
@@ -50,6 +52,18 @@ final class GpuSupport {
         Assumptions.assumeTrue(ab && ba, () -> "needs devices " + a + " and " + b + " to be peer-capable both ways; "
                 + "cuDeviceCanAccessPeer(" + a + ", " + b + ") = " + ab + ", (" + b + ", " + a + ") = " + ba + ": "
                 + d.devices());
+    }
+
+    /**
+     * The end of a gpu test that opened {@code resource} after taking {@code liveBefore}:
+     * closes it and checks that every live object is back and the host driver's counters stayed
+     * 0. Nothing when {@code resource} is null (skipped before it was opened).
+     */
+    static void closeAndCheckNothingLeft(VirtualMemoryResource resource, Map<String, Long> liveBefore) {
+        if (resource == null) return;
+        resource.close();
+        LiveObjects.assertBack(liveBefore, "after the test closed its buffers");
+        assertHostCountersZero();
     }
 
     /** The host driver's own counters stay 0 while the cuda driver runs. */

@@ -2,6 +2,7 @@ package org.cuvmm.gpu;
 
 import static org.junit.jupiter.api.Assertions.fail;
 
+import org.bytedeco.cuda.cudart.CUctx_st;
 import org.bytedeco.cuda.global.cudart;
 import org.bytedeco.javacpp.BytePointer;
 import org.bytedeco.javacpp.Loader;
@@ -26,6 +27,30 @@ final class PresetsDriver {
                     + "runtime): scripts/gpu-check bundles libcudart.so.13 and puts it on LD_LIBRARY_PATH; under "
                     + "Maven, put a CUDA 13 toolkit's lib64 on LD_LIBRARY_PATH. Cause: " + t, t);
         }
+    }
+
+    /**
+     * Loads the presets ({@link #load}), initializes the driver and retains device 0's primary
+     * context, current on this thread (cuvmm's buffers use the same one). Returns only with the
+     * context retained and current: when making it current fails, it is released again before the
+     * failure is thrown. The caller releases it with {@link #releasePrimaryContext()}.
+     */
+    static void retainPrimaryContext(String whatIsLost) {
+        load(whatIsLost);
+        check(cudart.cuInit(0), "cuInit");
+        CUctx_st ctx = new CUctx_st();
+        check(cudart.cuDevicePrimaryCtxRetain(ctx, 0), "cuDevicePrimaryCtxRetain(device 0)");
+        try {
+            check(cudart.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+        } catch (Throwable t) {
+            releasePrimaryContext();
+            throw t;
+        }
+    }
+
+    /** Releases device 0's primary context retained by {@link #retainPrimaryContext}. */
+    static void releasePrimaryContext() {
+        check(cudart.cuDevicePrimaryCtxRelease(0), "cuDevicePrimaryCtxRelease(device 0)");
     }
 
     static void check(int rc, String call) {

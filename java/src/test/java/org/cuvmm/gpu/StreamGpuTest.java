@@ -14,7 +14,6 @@ import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
-import org.bytedeco.cuda.cudart.CUctx_st;
 import org.bytedeco.cuda.cudart.CUstream_st;
 import org.bytedeco.cuda.global.cudart;
 import org.bytedeco.javacpp.Pointer;
@@ -47,12 +46,8 @@ class StreamGpuTest {
     @BeforeEach
     void open() {
         GpuSupport.assumeCuda();
-        PresetsDriver.load("so the stream cross-check did not run");
-        check(cudart.cuInit(0), "cuInit");
-        CUctx_st ctx = new CUctx_st();
-        check(cudart.cuDevicePrimaryCtxRetain(ctx, 0), "cuDevicePrimaryCtxRetain(device 0)");
+        PresetsDriver.retainPrimaryContext("so the stream cross-check did not run");
         contextRetained = true;
-        check(cudart.cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
         liveBefore = LiveObjects.now();
         resource = VirtualMemoryResource.create(0);
         g = resource.granularity();
@@ -60,12 +55,8 @@ class StreamGpuTest {
 
     @AfterEach
     void close() {
-        if (resource != null) {
-            resource.close();
-            LiveObjects.assertBack(liveBefore, "after the test closed its buffers");
-            GpuSupport.assertHostCountersZero();
-        }
-        if (contextRetained) check(cudart.cuDevicePrimaryCtxRelease(0), "cuDevicePrimaryCtxRelease(device 0)");
+        GpuSupport.closeAndCheckNothingLeft(resource, liveBefore);
+        if (contextRetained) PresetsDriver.releasePrimaryContext();
     }
 
     private static CUstream_st stream(Stream s) {

@@ -1,13 +1,14 @@
 package org.cuvmm.bench.sharing;
 
+import static org.cuvmm.bench.ReportSupport.iterations;
+import static org.cuvmm.bench.ReportSupport.loadAverage;
+
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.ZonedDateTime;
-import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collection;
@@ -25,6 +26,7 @@ import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.bench.BaselineEnvironment;
 import org.cuvmm.bench.BenchChecks;
 import org.cuvmm.bench.CommandLine;
+import org.cuvmm.bench.ReportSupport;
 import org.cuvmm.bench.pool.ArenaBenchmark;
 import org.cuvmm.bench.pool.ArenaWorkloads;
 import org.cuvmm.bench.pool.PoolBenchmark;
@@ -32,8 +34,6 @@ import org.cuvmm.bench.pool.PoolThreadsBenchmark;
 import org.cuvmm.pool.PoolLifetime;
 import org.cuvmm.pool.VirtualMemoryPool;
 import org.openjdk.jmh.annotations.Mode;
-import org.openjdk.jmh.results.BenchmarkResult;
-import org.openjdk.jmh.results.IterationResult;
 import org.openjdk.jmh.results.RunResult;
 import org.openjdk.jmh.runner.Runner;
 import org.openjdk.jmh.runner.options.ChainedOptionsBuilder;
@@ -92,12 +92,7 @@ public final class SharingPoolReport {
         String kind = driver.kind().name().toLowerCase(Locale.ROOT);
         out("# cuvmm sharing + pool benchmark report");
         out("");
-        out("- date: " + ZonedDateTime.now().format(DateTimeFormatter.ISO_OFFSET_DATE_TIME));
-        out("- driver: **" + kind + "** " + driver.versionString() + " (" + driver.reason() + ")"
-                + (kind.equals("host") ? " — the memfd/mmap host simulation, NOT a GPU result" : ""));
-        out("- machine: " + Runtime.getRuntime().availableProcessors() + " cores, " + cpuModel() + "; Java "
-                + System.getProperty("java.version"));
-        out("- load average at start: " + loadAverage());
+        for (String line : ReportSupport.headerLines(driver)) out(line);
         out("- JMH: 1 fork, " + s.warmup + " x " + s.timeMs + " ms warm-up, " + s.iterations + " x " + s.timeMs
                 + " ms measurement");
         out("");
@@ -107,11 +102,7 @@ public final class SharingPoolReport {
         if (s.only.contains("arena")) arena(s, kind);
         if (s.only.contains("trim")) trim();
         out("- load average at end: " + loadAverage());
-        if (s.out != null) {
-            if (s.out.getParent() != null) Files.createDirectories(s.out.getParent());
-            Files.writeString(s.out, REPORT.toString());
-            System.out.println("(written to " + s.out + ")");
-        }
+        ReportSupport.write(s.out, REPORT);
         if (callsMismatch) System.exit(3);
     }
 
@@ -452,14 +443,6 @@ public final class SharingPoolReport {
         return results.iterator().next();
     }
 
-    static List<Double> iterations(RunResult r) {
-        List<Double> v = new ArrayList<>();
-        for (BenchmarkResult br : r.getBenchmarkResults()) {
-            for (IterationResult ir : br.getIterationResults()) v.add(ir.getPrimaryResult().getScore());
-        }
-        return v;
-    }
-
     // ---------------------------------------------------------------- formatting, machine
 
     static double median(List<Double> v) {
@@ -503,26 +486,6 @@ public final class SharingPoolReport {
                     .append(e.getValue() < 0 ? "(not integral: " + -e.getValue() + " total)" : Long.toString(e.getValue()));
         }
         return sb.length() == 0 ? "none" : sb.toString();
-    }
-
-    static String cpuModel() {
-        try {
-            for (String line : Files.readAllLines(Path.of("/proc/cpuinfo"))) {
-                if (line.startsWith("model name")) return line.substring(line.indexOf(':') + 1).trim();
-            }
-        } catch (IOException ignored) {
-            // fall through
-        }
-        return System.getProperty("os.arch");
-    }
-
-    static String loadAverage() {
-        try {
-            String[] f = Files.readString(Path.of("/proc/loadavg")).trim().split(" ");
-            return f[0] + " " + f[1] + " " + f[2];
-        } catch (IOException e) {
-            return "?";
-        }
     }
 
     static Settings parse(String[] args) {

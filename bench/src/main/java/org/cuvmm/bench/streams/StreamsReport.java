@@ -1,13 +1,14 @@
 package org.cuvmm.bench.streams;
 
+import static org.cuvmm.bench.ReportSupport.iterations;
+import static org.cuvmm.bench.ReportSupport.loadAverage;
+
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
-import java.time.ZonedDateTime;
-import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.Collection;
@@ -25,12 +26,9 @@ import org.cuvmm.bench.BaselineEnvironment;
 import org.cuvmm.bench.BenchChecks;
 import org.cuvmm.bench.CommandLine;
 import org.cuvmm.bench.RatioReport;
+import org.cuvmm.bench.ReportSupport;
 import org.openjdk.jmh.annotations.Mode;
-import org.openjdk.jmh.results.BenchmarkResult;
-import org.openjdk.jmh.results.IterationResult;
 import org.openjdk.jmh.results.RunResult;
-import org.openjdk.jmh.runner.Runner;
-import org.openjdk.jmh.runner.RunnerException;
 import org.openjdk.jmh.runner.options.ChainedOptionsBuilder;
 import org.openjdk.jmh.runner.options.OptionsBuilder;
 import org.openjdk.jmh.runner.options.TimeValue;
@@ -89,12 +87,7 @@ public final class StreamsReport {
         String kind = driver.kind().name().toLowerCase(Locale.ROOT);
         out("# cuvmm stream-copy benchmark report");
         out("");
-        out("- date: " + ZonedDateTime.now().format(DateTimeFormatter.ISO_OFFSET_DATE_TIME));
-        out("- driver: **" + kind + "** " + driver.versionString() + " (" + driver.reason() + ")"
-                + (kind.equals("host") ? " — the memfd/mmap host simulation, NOT a GPU result" : ""));
-        out("- machine: " + Runtime.getRuntime().availableProcessors() + " cores, " + cpuModel() + "; Java "
-                + System.getProperty("java.version"));
-        out("- load average at start: " + loadAverage());
+        for (String line : ReportSupport.headerLines(driver)) out(line);
         out("- schedule: C++ baseline, then each JMH benchmark (1 fork, " + s.warmup + " x " + s.timeMs
                 + " ms warm-up, " + s.iterations + " x " + s.timeMs + " ms measured), then the C++ baseline again; "
                 + "the baseline runs the same rounds");
@@ -123,11 +116,7 @@ public final class StreamsReport {
         if (copy || overlap) callCounts();
         if (s.only.contains("gc")) gc();
         out("- load average at end: " + loadAverage());
-        if (s.out != null) {
-            if (s.out.getParent() != null) Files.createDirectories(s.out.getParent());
-            Files.writeString(s.out, REPORT.toString());
-            System.out.println("(written to " + s.out + ")");
-        }
+        ReportSupport.write(s.out, REPORT);
     }
 
     // ---------------------------------------------------------------- tables
@@ -400,27 +389,9 @@ public final class StreamsReport {
                 .shouldFailOnError(true)
                 .jvmArgsAppend("-D" + BenchChecks.EXPECT_DRIVER_PROPERTY + "=" + kind)
                 .verbosity(s.quiet ? VerboseMode.SILENT : VerboseMode.NORMAL);
-        Collection<RunResult> results;
-        while (true) {
-            new RatioReport.BenchLock().waitUntilFree(); // JMH refuses to start while another JMH holds its lock
-            try {
-                results = new Runner(b.build()).run();
-                break;
-            } catch (RunnerException e) {
-                if (String.valueOf(e.getMessage()).contains("Unable to acquire the JMH lock")) continue;
-                throw e;
-            }
-        }
+        Collection<RunResult> results = ReportSupport.runWaitingForLock(b.build());
         if (results.size() != 1) throw new IllegalStateException(cls.getSimpleName() + "." + method + ": " + results.size() + " results");
         return results.iterator().next();
-    }
-
-    static List<Double> iterations(RunResult r) {
-        List<Double> v = new ArrayList<>();
-        for (BenchmarkResult br : r.getBenchmarkResults()) {
-            for (IterationResult ir : br.getIterationResults()) v.add(ir.getPrimaryResult().getScore());
-        }
-        return v;
     }
 
     // ---------------------------------------------------------------- formatting, machine
@@ -439,26 +410,6 @@ public final class StreamsReport {
         StringBuilder sb = new StringBuilder();
         for (double x : v) sb.append(sb.length() == 0 ? "" : ", ").append(f0(x));
         return sb.toString();
-    }
-
-    static String cpuModel() {
-        try {
-            for (String line : Files.readAllLines(Path.of("/proc/cpuinfo"))) {
-                if (line.startsWith("model name")) return line.substring(line.indexOf(':') + 1).trim();
-            }
-        } catch (IOException ignored) {
-            // fall through
-        }
-        return System.getProperty("os.arch");
-    }
-
-    static String loadAverage() {
-        try {
-            String[] f = Files.readString(Path.of("/proc/loadavg")).trim().split(" ");
-            return f[0] + " " + f[1] + " " + f[2];
-        } catch (IOException e) {
-            return "?";
-        }
     }
 
     static Settings parse(String[] args) {
