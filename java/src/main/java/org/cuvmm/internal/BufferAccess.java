@@ -59,18 +59,22 @@ public final class BufferAccess {
          * per-thread stream is a different queue on every thread). Two keys are the same object
          * exactly when work queued with them is ordered.
          */
-        default Object streamKey(org.cuvmm.Stream stream) {
-            throw new UnsupportedOperationException("streamKey");
-        }
+        Object streamKey(org.cuvmm.Stream stream);
 
         /**
          * Runs {@code action} on cuvmm's release thread ("cuvmm-stream-release") once every event
          * of {@code events} has completed (a failed wait is logged and the action runs anyway);
          * never blocks the caller. The events stay open until then.
          */
-        default void afterEvents(String what, java.util.List<org.cuvmm.Event> events, Runnable action) {
-            throw new UnsupportedOperationException("afterEvents");
-        }
+        void afterEvents(String what, java.util.List<org.cuvmm.Event> events, Runnable action);
+
+        /**
+         * Waits (bounded) until cuvmm's release thread has no pending task (for tests: tasks
+         * finish as their events complete, not in the order handed in).
+         *
+         * @return false when tasks were still pending after {@code millis}
+         */
+        boolean awaitReleasesIdle(long millis) throws InterruptedException;
 
         /**
          * Records on {@code buffer}, without a driver call, that work queued on {@code stream}
@@ -78,19 +82,7 @@ public final class BufferAccess {
          * free): its synchronous operations and {@code close()} wait for it. {@code event} stays
          * the caller's, open until the buffer is released; the buffer never records it.
          */
-        /**
-         * Waits (bounded) until cuvmm's release thread has no pending task (for tests: tasks
-         * finish as their events complete, not in the order handed in).
-         *
-         * @return false when tasks were still pending after {@code millis}
-         */
-        default boolean awaitReleasesIdle(long millis) throws InterruptedException {
-            throw new UnsupportedOperationException("awaitReleasesIdle");
-        }
-
-        default void seedStreamUse(VirtualMemoryBuffer buffer, org.cuvmm.Stream stream, org.cuvmm.Event event) {
-            throw new UnsupportedOperationException("seedStreamUse");
-        }
+        void seedStreamUse(VirtualMemoryBuffer buffer, org.cuvmm.Stream stream, org.cuvmm.Event event);
     }
 
     private static final StackWalker WALKER = StackWalker.getInstance(StackWalker.Option.RETAIN_CLASS_REFERENCE);

@@ -35,6 +35,22 @@ class BufferAccessGuardTest {
 
             @Override
             public void reportLeak(long address, long size, Throwable site) {}
+
+            @Override
+            public Object streamKey(org.cuvmm.Stream stream) { throw new AssertionError("the foreign bridge was used"); }
+
+            @Override
+            public void afterEvents(String what, java.util.List<org.cuvmm.Event> events, Runnable action) {
+                throw new AssertionError("the foreign bridge was used");
+            }
+
+            @Override
+            public boolean awaitReleasesIdle(long millis) { throw new AssertionError("the foreign bridge was used"); }
+
+            @Override
+            public void seedStreamUse(VirtualMemoryBuffer buffer, org.cuvmm.Stream stream, org.cuvmm.Event event) {
+                throw new AssertionError("the foreign bridge was used");
+            }
         };
         try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
              VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(resource).build()) {
