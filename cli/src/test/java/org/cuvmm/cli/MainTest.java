@@ -112,6 +112,12 @@ class MainTest {
             Result r = cuvmm(spelling);
             assertEquals(0, r.status());
             for (String c : Main.commands().keySet()) assertTrue(r.out().contains("  " + c + " "), r.out());
+            // Every driver setting org.cuvmm.Driver reads, with its environment variable.
+            for (String setting : new String[] {"cuvmm.driver / CUVMM_DRIVER", "cuvmm.host.devices / CUVMM_HOST_DEVICES",
+                    "cuvmm.host.granularity / CUVMM_HOST_GRANULARITY", "cuvmm.cuda.library / CUVMM_CUDA_LIBRARY",
+                    "cuvmm.host.streamDelayMicros / CUVMM_HOST_STREAM_DELAY_MICROS"}) {
+                assertTrue(r.out().contains(setting), () -> setting + " missing from:\n" + r.out());
+            }
         }
     }
 
