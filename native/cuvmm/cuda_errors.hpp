@@ -1,7 +1,7 @@
 // Names and descriptions of CUresult codes, shared by both drivers and the error path.
 #pragma once
 
-#include <cuda.h>
+#include "cuvmm/cuda_api.hpp"
 
 #include <string>
 

@@ -5,11 +5,12 @@
 //           (cuda_driver.cpp). The library is never linked.
 //   - host: our own strict implementation over memfd/mmap (native/host/).
 // Code above this table (the VMM object model, the JNI facade) never knows which
-// driver it talks to. Types come from cuda.h so signatures match the real driver
+// driver it talks to. Types come from our copy of cuda.h's declarations (cuda_api.hpp,
+// checked against a real cuda.h when one is found) so signatures match the real driver
 // exactly; a table entry is a plain function pointer with the driver's signature.
 #pragma once
 
-#include <cuda.h>
+#include "cuvmm/cuda_api.hpp"
 
 #include <atomic>
 #include <cstdint>
