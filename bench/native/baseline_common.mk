@@ -1,13 +1,14 @@
 # What the three baseline makefiles share (Makefile, transport.mk, streams.mk include it
 # first, then name their `all`): the toolchain settings, the build of native/ into
 # $(BUILD)/native/libcuvmm_native.a (native's own Makefile), and the link of one baseline
-# source with it. Like the library, no baseline links libcuda (dlopen at run time).
+# source with it. Like the library, no baseline links libcuda (dlopen at run time) and none
+# needs the CUDA toolkit; CUDA_HOME is only passed on to native/, for its declarations check.
 CUDA_HOME ?= /usr/local/cuda
 BUILD ?= ../target
 CXX ?= g++
 # Same optimisation as native/ builds the library with, so the comparison is like for like.
 CXXFLAGS ?= -O2 -g
-CXXFLAGS += -std=c++17 -Wall -Wextra -I../../native -I$(CUDA_HOME)/include
+CXXFLAGS += -std=c++17 -Wall -Wextra -I../../native
 NATIVE_LIB := $(BUILD)/native/libcuvmm_native.a
 # What every baseline binary depends on besides its own source.
 BASELINE_DEPS := baseline_common.hpp $(NATIVE_LIB) $(wildcard ../../native/cuvmm/*.hpp)
