@@ -18,7 +18,7 @@ cxx="${CXX:-g++}"
 # No CUDA toolkit needed (cuvmm/cuda_api.hpp declares what we use). With a real cuda.h, first
 # prove our declarations match it (compile-only, as native/Makefile does).
 if [[ -f "$cuda_include/cuda.h" ]]; then
-    "$cxx" -std=c++17 -Wall -Wextra -I"$native" -fsyntax-only "$here/cuda_api_check.cpp"
+    "$cxx" -std=c++17 -Wall -Wextra -I"$native" -I"$cuda_include" -fsyntax-only "$here/cuda_api_check.cpp"
     echo "cuda_api_check: cuvmm/cuda_api.hpp matches $cuda_include/cuda.h"
 else
     echo "cuda_api_check skipped: no cuda.h at $cuda_include (our declarations are not compared with one)"
