@@ -109,6 +109,35 @@ CUmemAccessDesc access(CUmemLocationType type, int id, CUmemAccess_flags flags) 
     return d;
 }
 
+// One granule of `first` (an allocation made with `first_prop`) at va and one DEVICE-located
+// granule of device 0 at va + G, in one reservation: the shape of the tests that compare what
+// the host may do with host-located and with device-located memory side by side.
+struct SideBySide {
+    CUmemGenericAllocationHandle first = 0, device = 0;
+    CUdeviceptr va = 0;
+
+    explicit SideBySide(const CUmemAllocationProp& first_prop) {
+        CUmemAllocationProp pd = dev_prop(0);
+        OK(T.cuMemCreate(&first, G, &first_prop, 0));
+        OK(T.cuMemCreate(&device, G, &pd, 0));
+        OK(T.cuMemAddressReserve(&va, 2 * G, 0, 0, 0));
+        OK(T.cuMemMap(va, G, 0, first, 0));
+        OK(T.cuMemMap(va + G, G, 0, device, 0));
+    }
+    ~SideBySide() {
+        OK(T.cuMemUnmap(va, 2 * G));
+        OK(T.cuMemAddressFree(va, 2 * G));
+        OK(T.cuMemRelease(first));
+        OK(T.cuMemRelease(device));
+    }
+};
+
+// cuMemGetAccess of `location` at `at`, or 1000 when the call fails.
+unsigned long long access_at(const CUmemLocation& location, CUdeviceptr at) {
+    unsigned long long f = 99;
+    return T.cuMemGetAccess(&f, &location, at) == CUDA_SUCCESS ? f : 1000;
+}
+
 CUmemAccessDesc dev_access(int dev, CUmemAccess_flags flags) {
     return access(CU_MEM_LOCATION_TYPE_DEVICE, dev, flags);
 }
@@ -623,20 +652,10 @@ void test_copies() {
 // HOST_NUMA access (cuda.h, cuMemSetAccess): only for HOST_NUMA-located allocations, and
 // its id is ignored.
 void test_host_numa_access() {
-    CUmemGenericAllocationHandle hn = 0, hd = 0;
-    CUmemAllocationProp pn = prop_on(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, kPosix);
-    CUmemAllocationProp pd = dev_prop(0);
-    OK(T.cuMemCreate(&hn, G, &pn, 0));
-    OK(T.cuMemCreate(&hd, G, &pd, 0));
-    CUdeviceptr va = 0;
-    OK(T.cuMemAddressReserve(&va, 2 * G, 0, 0, 0));
-    OK(T.cuMemMap(va, G, 0, hn, 0));
-    OK(T.cuMemMap(va + G, G, 0, hd, 0));
-    CUmemLocation host_loc{CU_MEM_LOCATION_TYPE_HOST_NUMA, 0};
-    auto host_access = [&](CUdeviceptr p) {
-        unsigned long long f = 99;
-        return T.cuMemGetAccess(&f, &host_loc, p) == CUDA_SUCCESS ? f : 1000;
-    };
+    SideBySide m(prop_on(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, kPosix));
+    const CUdeviceptr va = m.va;
+    CUmemLocation host_loc{CU_MEM_LOCATION_TYPE_HOST_NUMA, 0};  // its id is changed below
+    auto host_access = [&](CUdeviceptr p) { return access_at(host_loc, p); };
 
     // The id is ignored: 0, 7 and -1 all name the host.
     CUmemAccessDesc numa = access(CU_MEM_LOCATION_TYPE_HOST_NUMA, 7, CU_MEM_ACCESS_FLAGS_PROT_READ);
@@ -674,10 +693,6 @@ void test_host_numa_access() {
     OK(T.cuMemSetAccess(va, 2 * G, mixed, 1));
     CHECK(get_access(0, va) == 3 && get_access(0, va + G) == 3);
 
-    OK(T.cuMemUnmap(va, 2 * G));
-    OK(T.cuMemAddressFree(va, 2 * G));
-    OK(T.cuMemRelease(hn));
-    OK(T.cuMemRelease(hd));
 }
 
 // A host pointer into mapped VMM memory (unified addressing: the real driver resolves it)
@@ -1263,20 +1278,10 @@ void test_map_whole_allocation_only() {
 // with a device descriptor, or over a range that also maps host memory; nothing changes.
 // On HOST-located memory it is fine.
 void test_device_memory_is_not_host_memory() {
-    CUmemGenericAllocationHandle hh = 0, hd = 0;
-    CUmemAllocationProp ph = prop_on(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_HANDLE_TYPE_NONE);
-    CUmemAllocationProp pd = dev_prop(0);
-    OK(T.cuMemCreate(&hh, G, &ph, 0));
-    OK(T.cuMemCreate(&hd, G, &pd, 0));
-    CUdeviceptr va = 0;
-    OK(T.cuMemAddressReserve(&va, 2 * G, 0, 0, 0));
-    OK(T.cuMemMap(va, G, 0, hh, 0));
-    OK(T.cuMemMap(va + G, G, 0, hd, 0));
-    CUmemLocation cpu{CU_MEM_LOCATION_TYPE_HOST, 0};
-    auto cpu_access = [&](CUdeviceptr at) {
-        unsigned long long f = 99;
-        return T.cuMemGetAccess(&f, &cpu, at) == CUDA_SUCCESS ? f : 1000;
-    };
+    SideBySide m(prop_on(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_HANDLE_TYPE_NONE));
+    const CUdeviceptr va = m.va;
+    const CUmemLocation cpu{CU_MEM_LOCATION_TYPE_HOST, 0};
+    auto cpu_access = [&](CUdeviceptr at) { return access_at(cpu, at); };
     // HOST_NUMA_CURRENT names a host NUMA node, so the HOST_NUMA rule (INVALID_VALUE on memory
     // not located at HOST_NUMA, test_host_numa_access) refuses it first, on both allocations.
     {
@@ -1297,10 +1302,6 @@ void test_device_memory_is_not_host_memory() {
         h.flags = CU_MEM_ACCESS_FLAGS_PROT_NONE;
         OK(T.cuMemSetAccess(va, G, &h, 1));
     }
-    OK(T.cuMemUnmap(va, 2 * G));
-    OK(T.cuMemAddressFree(va, 2 * G));
-    OK(T.cuMemRelease(hh));
-    OK(T.cuMemRelease(hd));
 }
 
 // The permissions /proc/self/maps shows for the page at `p` ("rw-s", "---s", ...), or "".
