@@ -35,6 +35,7 @@
 //   events.cpp    events
 //   pinned.cpp    page-locked host memory (cuMemHostAlloc / Register) and its pending uses
 //   async_copies.cpp  cuMemcpy*Async / cuMemsetD8Async
+//   pointers.cpp  cuMemGetAddressRange / cuPointerGetAttribute (host library only: cuvmm/host_pointers.hpp)
 //
 // Misuse rules and what they return (one code per rule; this table is the documentation):
 //

@@ -46,6 +46,7 @@ constexpr long long CUDA_VERSION_ = CUDA_VERSION;
 #define CUVMM_CUDA_API_CHECK
 #include "cuvmm/cuda_api.hpp"
 #include "cuvmm/driver_table.hpp"
+#include "hostcuda/exports.hpp"
 
 namespace {
 
@@ -113,6 +114,21 @@ static_assert(static_cast<long long>(ours::CU_DEVICE_ATTRIBUTE_HOST_VIRTUAL_MEMO
 static_assert(static_cast<long long>(ours::CU_DEVICE_ATTRIBUTE_MAX) == static_cast<long long>(::CU_DEVICE_ATTRIBUTE_MAX), "CU_DEVICE_ATTRIBUTE_MAX");
 static_assert(static_cast<long long>(ours::CU_GET_PROC_ADDRESS_DEFAULT) == static_cast<long long>(::CU_GET_PROC_ADDRESS_DEFAULT), "CU_GET_PROC_ADDRESS_DEFAULT");
 static_assert(static_cast<long long>(ours::CU_GET_PROC_ADDRESS_LEGACY_STREAM) == static_cast<long long>(::CU_GET_PROC_ADDRESS_LEGACY_STREAM), "CU_GET_PROC_ADDRESS_LEGACY_STREAM");
+static_assert(static_cast<long long>(ours::CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) == static_cast<long long>(::CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM), "CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM");
+static_assert(static_cast<long long>(ours::CU_POINTER_ATTRIBUTE_CONTEXT) == static_cast<long long>(::CU_POINTER_ATTRIBUTE_CONTEXT), "CU_POINTER_ATTRIBUTE_CONTEXT");
+static_assert(static_cast<long long>(ours::CU_POINTER_ATTRIBUTE_MEMORY_TYPE) == static_cast<long long>(::CU_POINTER_ATTRIBUTE_MEMORY_TYPE), "CU_POINTER_ATTRIBUTE_MEMORY_TYPE");
+static_assert(static_cast<long long>(ours::CU_POINTER_ATTRIBUTE_DEVICE_POINTER) == static_cast<long long>(::CU_POINTER_ATTRIBUTE_DEVICE_POINTER), "CU_POINTER_ATTRIBUTE_DEVICE_POINTER");
+static_assert(static_cast<long long>(ours::CU_POINTER_ATTRIBUTE_HOST_POINTER) == static_cast<long long>(::CU_POINTER_ATTRIBUTE_HOST_POINTER), "CU_POINTER_ATTRIBUTE_HOST_POINTER");
+static_assert(static_cast<long long>(ours::CU_POINTER_ATTRIBUTE_IS_MANAGED) == static_cast<long long>(::CU_POINTER_ATTRIBUTE_IS_MANAGED), "CU_POINTER_ATTRIBUTE_IS_MANAGED");
+static_assert(static_cast<long long>(ours::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL) == static_cast<long long>(::CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL), "CU_POINTER_ATTRIBUTE_DEVICE_ORDINAL");
+static_assert(static_cast<long long>(ours::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) == static_cast<long long>(::CU_POINTER_ATTRIBUTE_RANGE_START_ADDR), "CU_POINTER_ATTRIBUTE_RANGE_START_ADDR");
+static_assert(static_cast<long long>(ours::CU_POINTER_ATTRIBUTE_RANGE_SIZE) == static_cast<long long>(::CU_POINTER_ATTRIBUTE_RANGE_SIZE), "CU_POINTER_ATTRIBUTE_RANGE_SIZE");
+static_assert(static_cast<long long>(ours::CU_POINTER_ATTRIBUTE_MAPPED) == static_cast<long long>(::CU_POINTER_ATTRIBUTE_MAPPED), "CU_POINTER_ATTRIBUTE_MAPPED");
+static_assert(static_cast<long long>(ours::CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES) == static_cast<long long>(::CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES), "CU_POINTER_ATTRIBUTE_ALLOWED_HANDLE_TYPES");
+static_assert(static_cast<long long>(ours::CU_MEMORYTYPE_HOST) == static_cast<long long>(::CU_MEMORYTYPE_HOST), "CU_MEMORYTYPE_HOST");
+static_assert(static_cast<long long>(ours::CU_MEMORYTYPE_DEVICE) == static_cast<long long>(::CU_MEMORYTYPE_DEVICE), "CU_MEMORYTYPE_DEVICE");
+static_assert(static_cast<long long>(ours::CU_MEMORYTYPE_ARRAY) == static_cast<long long>(::CU_MEMORYTYPE_ARRAY), "CU_MEMORYTYPE_ARRAY");
+static_assert(static_cast<long long>(ours::CU_MEMORYTYPE_UNIFIED) == static_cast<long long>(::CU_MEMORYTYPE_UNIFIED), "CU_MEMORYTYPE_UNIFIED");
 static_assert(static_cast<long long>(ours::CU_GET_PROC_ADDRESS_SUCCESS) == static_cast<long long>(::CU_GET_PROC_ADDRESS_SUCCESS), "CU_GET_PROC_ADDRESS_SUCCESS");
 static_assert(static_cast<long long>(ours::CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND) == static_cast<long long>(::CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND), "CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND");
 static_assert(static_cast<long long>(ours::CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT) == static_cast<long long>(::CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT), "CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT");
@@ -256,6 +272,8 @@ CUVMM_SAME_TYPE(CUhostFn)
 CUVMM_SAME_SIZE(CUcontext)
 CUVMM_SAME_SIZE(CUevent)
 CUVMM_SAME_SIZE(CUstream)
+CUVMM_SAME_SIZE(CUpointer_attribute)
+CUVMM_SAME_SIZE(CUmemorytype)
 
 // ---- structs: size, alignment, and each member's offset and size
 #define CUVMM_SAME_STRUCT(T) static_assert(sizeof(ours::T) == sizeof(::T) && alignof(ours::T) == alignof(::T), #T);
@@ -285,6 +303,17 @@ CUVMM_SAME_MEMBER(CUmemAccessDesc, flags)
     static_assert(std::is_same_v<decltype(cuvmm::DriverTable::name), decltype(&::name)>,     \
                   "driver table entry " #name " differs from cuda.h");
 CUVMM_DRIVER_ENTRY_POINTS(CUVMM_SAME_ENTRY)
+
+// ---- every function the host library exports (hostcuda/exports.hpp) has cuda.h's type for
+// its symbol (an undecorated alias such as cuStreamDestroy is checked against the _v2 that
+// cuda.h's macro names: the same ABI, which is why the alias is exported at all).
+#define CUVMM_SAME_EXPORT(symbol, impl, params, args)                                         \
+    static_assert(std::is_same_v<CUresult(CUDAAPI*) params, decltype(&::symbol)>,            \
+                  "host library export " #symbol " differs from cuda.h");
+CUVMM_HOSTCUDA_EXPORTS(CUVMM_SAME_EXPORT)
+static_assert(std::is_same_v<CUresult(CUDAAPI*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*),
+                             decltype(&::cuGetProcAddress_v2)>, "cuGetProcAddress_v2");
+static_assert(std::is_same_v<CUresult(CUDAAPI*)(unsigned int), decltype(&::cuInit)>, "cuInit");
 
 }  // namespace
 
