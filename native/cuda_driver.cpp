@@ -2,6 +2,9 @@
 // through cuGetProcAddress with the CUDA version that introduced it, so the signature we
 // declare is the one we get (cuMemcpyHtoD at 3020 is the 64-bit _v2, and so on).
 // libcuda is never linked: the jar loads on machines without an NVIDIA driver.
+// A library that exports cuvmmHostLibraryDescription is cuvmm's own host library
+// (native/hostcuda: the CUDA driver API over the host driver, no GPU); the reason says so
+// ("cuda driver API over the host library (no GPU)") and *host_library tells the caller.
 #include "cuvmm/driver.hpp"
 
 #include "cuvmm/cuda_errors.hpp"
@@ -26,7 +29,8 @@ const char* symbol_status_text(CUdriverProcAddressQueryResult s) {
 
 }  // namespace
 
-bool load_cuda_driver(DriverTable& table, const std::string& library, std::string& reason) {
+bool load_cuda_driver(DriverTable& table, const std::string& library, std::string& reason, bool* host_library) {
+    if (host_library != nullptr) *host_library = false;
     dlerror();
     void* lib = dlopen(library.c_str(), RTLD_NOW | RTLD_LOCAL);
     if (lib == nullptr) {
@@ -81,9 +85,18 @@ bool load_cuda_driver(DriverTable& table, const std::string& library, std::strin
     int version = 0;
     rc = t.cuDriverGetVersion(&version);
     if (rc != CUDA_SUCCESS) return refuse("cuDriverGetVersion failed: " + describe_result(rc));
+    // The identity marker: only cuvmm's host library has it (a real libcuda never does).
+    using Describe = const char* (*)();
+    auto describe = reinterpret_cast<Describe>(dlsym(lib, "cuvmmHostLibraryDescription"));
+    const char* description = describe != nullptr ? describe() : nullptr;
     table = t;
     reason = library + " loaded, CUDA driver " + std::to_string(version / 1000) + "." +
              std::to_string(version % 1000 / 10) + ", " + std::to_string(count) + " device(s)";
+    if (describe != nullptr) {
+        reason += ": cuda driver API over the host library (no GPU)";
+        if (description != nullptr) reason += std::string(" [") + description + "]";
+    }
+    if (host_library != nullptr) *host_library = describe != nullptr;
     return true;  // the handle stays open for the life of the process
 }
 

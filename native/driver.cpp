@@ -17,6 +17,7 @@ DriverTable g_table;
 std::atomic<int> g_kind{static_cast<int>(DriverKind::none)};
 std::string g_reason;
 int g_version = 0;
+bool g_host_library = false;  // the cuda driver installed is cuvmm's host library
 
 std::array<std::atomic<long long>, kEntryCount> g_calls{};
 std::atomic<long long> g_cleanup_failures{0};
@@ -101,8 +102,10 @@ DriverKind select_driver(const DriverSelection& selection) {
     }
     DriverTable t;
     std::string why;
+    bool host_library = false;
     std::string lib = selection.cuda_library.empty() ? "libcuda.so.1" : selection.cuda_library;
-    if (load_cuda_driver(t, lib, why)) {
+    if (load_cuda_driver(t, lib, why, &host_library)) {
+        g_host_library = host_library;  // before install's release store publishes it
         install(t, DriverKind::cuda,
                 selection.mode == DriverMode::cuda ? "cuda driver forced; " + why : "auto: " + why);
         return DriverKind::cuda;
@@ -117,6 +120,8 @@ DriverKind select_driver(const DriverSelection& selection) {
     install(h, DriverKind::host, "auto: cuda unavailable (" + why + "), using the host driver");
     return DriverKind::host;
 }
+
+bool driver_is_host_library() { return driver_kind() == DriverKind::cuda && g_host_library; }
 
 DriverKind driver_kind() { return static_cast<DriverKind>(g_kind.load(std::memory_order_acquire)); }
 

@@ -150,6 +150,7 @@ std::string driver_kind_name() {
 
 std::string driver_reason() { return cuvmm::driver_reason(); }
 int driver_version() { return cuvmm::driver_version(); }
+bool driver_is_host_library() { return cuvmm::driver_is_host_library(); }
 
 int device_count(Status& status) {
     int count = 0;

@@ -59,10 +59,15 @@ DriverKind driver_kind();             // none before select_driver
 const std::string& driver_reason();   // why this driver runs (or why cuda did not load)
 const DriverTable& driver();          // the installed table; throws if none
 int driver_version();                 // cuDriverGetVersion of the installed driver
+bool driver_is_host_library();        // the cuda driver runs, and it is cuvmm's host library (no GPU)
 
 // Tries to fill `table` from libcuda. On failure returns false and says why in `reason`
 // (library absent, cuGetProcAddress absent, symbol absent, cuInit error, zero devices).
-bool load_cuda_driver(DriverTable& table, const std::string& library, std::string& reason);
+// *host_library (when non-null) is set to whether the library is cuvmm's host library
+// (it exports cuvmmHostLibraryDescription; the reason then says "cuda driver API over the
+// host library (no GPU)").
+bool load_cuda_driver(DriverTable& table, const std::string& library, std::string& reason,
+                      bool* host_library = nullptr);
 
 // Call counters, one per entry point, counted for whichever driver is installed.
 long long call_count(Entry entry);

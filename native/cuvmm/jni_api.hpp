@@ -140,6 +140,7 @@ int select_driver(int mode, int host_devices, long long host_granularity, long l
 std::string driver_kind_name();  // "cuda", "host" or "none"
 std::string driver_reason();
 int driver_version();
+bool driver_is_host_library();  // the cuda driver runs over cuvmm's host library (no GPU)
 int device_count(Status& status);
 void device_info(int ordinal, DeviceInfo& out, Status& status);
 // cuDeviceCanAccessPeer(device, peer): 1 when `device` can directly access memory on

@@ -5,7 +5,11 @@
 #                     over the host driver, with a spy on some entry points, and the cuda
 #                     loader over a stand-in libcuda (fake_cuda.cpp);
 #   host_stream_test  the host driver's streams, events, pinned memory and async copies,
-#                     also built with ThreadSanitizer when available.
+#                     also built with ThreadSanitizer when available;
+#   hostcuda_test     the host library (native/hostcuda, libcuda.so.1 over the host driver),
+#                     dlopen'ed as native/Makefile built it: from $HOSTCUDA_DIR when set (Maven
+#                     passes its build's), else built here with make; plus an `nm -D` check
+#                     that it exports only cu* C names.
 # Uses AddressSanitizer + UBSan when the toolchain supports them, else builds without.
 # Exit status: 0 when all tests passed, else the first failing test's.
 set -euo pipefail
@@ -67,6 +71,30 @@ if [[ $status -eq 0 ]]; then status=$vmm_status; fi
 stream_status=0
 "$work/host_stream_test" || stream_status=$?
 if [[ $status -eq 0 ]]; then status=$stream_status; fi
+
+# The host library, as native/Makefile builds it (plain -O2, no sanitizers: dlopen'ed by
+# an instrumented test). Its exports: C names starting with "cu" only, no C++ symbol.
+hostcuda_dir="${HOSTCUDA_DIR:-}"
+if [[ -z "$hostcuda_dir" ]]; then
+    make --no-print-directory -s -C "$native" BUILD="$work/make" hostcuda
+    hostcuda_dir="$work/make/hostcuda"
+fi
+hostcuda_lib="$hostcuda_dir/libcuda.so.1"
+hostcuda_status=0
+foreign="$(nm -D --defined-only "$hostcuda_lib" | awk '{print $3}' | grep -v '^cu' || true)"
+if [[ -n "$foreign" ]]; then
+    echo "FAIL: $hostcuda_lib exports names other than cu*: $foreign"
+    hostcuda_status=1
+fi
+if ! readelf -d "$hostcuda_lib" | grep -q 'Library soname: \[libcuda.so.1\]'; then
+    echo "FAIL: $hostcuda_lib has no SONAME libcuda.so.1"
+    hostcuda_status=1
+fi
+"$cxx" "${flags[@]}" "$here/hostcuda_test.cpp" "$here/hostcuda_test_vmm.cpp" "$work/cuda_driver.o" \
+    "$work/cuda_errors.o" -ldl -o "$work/hostcuda_test"
+"$work/hostcuda_test" "$hostcuda_lib" || hostcuda_status=$?
+CUVMM_HOST_DEVICES=9 "$work/hostcuda_test" "$hostcuda_lib" bad-config || hostcuda_status=$?
+if [[ $status -eq 0 ]]; then status=$hostcuda_status; fi
 
 # The stream workers are threads: host_stream_test again under ThreadSanitizer (data races
 # in the queues), when the toolchain has it. Its fork()ed tests are skipped there.

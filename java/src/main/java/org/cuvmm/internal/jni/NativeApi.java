@@ -26,6 +26,8 @@ public final class NativeApi {
     public static native @StdString String driver_kind_name();
     public static native @StdString String driver_reason();
     public static native int driver_version();
+    /** True when the cuda driver runs and is cuvmm's host library (libcuvmm-hostcuda.so: no GPU). */
+    public static native boolean driver_is_host_library();
     public static native int device_count(@ByRef NativeStatus status);
     public static native void device_info(int ordinal, @ByRef NativeDeviceInfo out, @ByRef NativeStatus status);
     public static native int can_access_peer(int device, int peer, @ByRef NativeStatus status);
