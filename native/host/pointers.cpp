@@ -6,7 +6,10 @@
 //                                  chunk; audit A7: a GPU may report the chunk or more, the
 //                                  callers accept any range holding the chunk). Not inside a
 //                                  mapping: CUDA_ERROR_NOT_FOUND. Null pbase/psize: ignored.
-//   RANGE_START_ADDR / RANGE_SIZE  the same mapping (CUdeviceptr / size_t)
+//   RANGE_START_ADDR / RANGE_SIZE  the reservation holding the mapping (CUdeviceptr / size_t):
+//                                  cuda.h 13.0 says these are the mappable address range the
+//                                  pointer references (e.g. from cuMemAddressReserve), not
+//                                  the mapped chunk cuMemGetAddressRange reports
 //   MAPPED                         bool (one byte): 1 inside a mapping; 0 inside a
 //                                  reservation but unmapped; else CUDA_ERROR_INVALID_VALUE
 //   MEMORY_TYPE                    CUmemorytype (4 bytes): DEVICE for DEVICE-located
@@ -62,8 +65,17 @@ CUresult pointer_attribute(void* data, CUpointer_attribute attribute, CUdevicept
     const CUmemLocation& loc = a->second->prop.location;
     const bool on_device = loc.type == CU_MEM_LOCATION_TYPE_DEVICE;
     switch (attribute) {
-        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR: put<CUdeviceptr>(data, it->first); return CUDA_SUCCESS;
-        case CU_POINTER_ATTRIBUTE_RANGE_SIZE: put<size_t>(data, it->second.size); return CUDA_SUCCESS;
+        case CU_POINTER_ATTRIBUTE_RANGE_START_ADDR:
+        case CU_POINTER_ATTRIBUTE_RANGE_SIZE: {
+            auto r = find_reservation(st, p, 1);  // a mapping always lies inside a reservation
+            if (r == st.reservations.end()) return CUDA_ERROR_INVALID_VALUE;
+            if (attribute == CU_POINTER_ATTRIBUTE_RANGE_START_ADDR) {
+                put<CUdeviceptr>(data, r->first);
+            } else {
+                put<size_t>(data, r->second);
+            }
+            return CUDA_SUCCESS;
+        }
         case CU_POINTER_ATTRIBUTE_MAPPED: put<bool>(data, true); return CUDA_SUCCESS;
         case CU_POINTER_ATTRIBUTE_IS_MANAGED: put<bool>(data, false); return CUDA_SUCCESS;
         case CU_POINTER_ATTRIBUTE_MEMORY_TYPE:
