@@ -9,16 +9,17 @@
 //     or a version newer than this driver's (13000)                 CUDA_ERROR_INVALID_VALUE
 //   a name with no row (every name we do not implement, kernels and modules included;
 //     a decorated name such as "cuMemcpyHtoD_v2": cuda.h asks for base names)
-//                                                                  NOT_FOUND, SYMBOL_NOT_FOUND
-//   a version older than the name's first variant                  NOT_FOUND, VERSION_NOT_SUFFICIENT
-//   the chosen variant is one we do not implement                  NOT_FOUND, SYMBOL_NOT_FOUND
+//                                                                  SUCCESS, SYMBOL_NOT_FOUND
+//   a version older than the name's first variant                  SUCCESS, VERSION_NOT_SUFFICIENT
+//   the chosen variant is one we do not implement                  SUCCESS, SYMBOL_NOT_FOUND
 //   PER_THREAD_DEFAULT_STREAM for a name that has a per-thread (_ptsz/_ptds) variant at that
-//     version: we implement none (no per-thread default stream here)  NOT_FOUND, SYMBOL_NOT_FOUND
+//     version: we implement none (no per-thread default stream here)  SUCCESS, SYMBOL_NOT_FOUND
 //   otherwise                                                       CUDA_SUCCESS, SUCCESS
-// *pfn is null on every failure. cuda.h documents CUDA_SUCCESS with a null *pfn for "not
-// found"; drivers since 12.0 answer CUDA_ERROR_NOT_FOUND, which is what we do (callers that
-// check pfn and the status, as cuvmm's loader does, accept either). DEFAULT means
-// LEGACY_STREAM: this library is not built with per-thread default streams.
+// *pfn is null on every answer but the last. "Not found" is CUDA_SUCCESS with a null *pfn
+// and the symbol status, as cuda.h 13.0 documents it (its return list has no NOT_FOUND);
+// what real drivers answer is not verified here. Callers must check pfn and the status, as
+// cuvmm's loader does. DEFAULT means LEGACY_STREAM: this library is not built with
+// per-thread default streams.
 #include "hostcuda/exports.hpp"
 
 #include <cstring>
@@ -129,12 +130,12 @@ CUresult lookup(const char* symbol, void** pfn, int version, cuuint64_t flags, C
         known = true;
         if (v.since <= version && (chosen == nullptr || v.since > chosen->since)) chosen = &v;
     }
-    if (!known) return answer(CUDA_ERROR_NOT_FOUND, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, nullptr);
-    if (chosen == nullptr) return answer(CUDA_ERROR_NOT_FOUND, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, nullptr);
+    if (!known) return answer(CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, nullptr);
+    if (chosen == nullptr) return answer(CUDA_SUCCESS, CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT, nullptr);
     const bool per_thread = (flags & CU_GET_PROC_ADDRESS_PER_THREAD_DEFAULT_STREAM) != 0 && chosen->per_thread != 0 &&
                             chosen->per_thread <= version;
     if (chosen->fn == nullptr || per_thread) {
-        return answer(CUDA_ERROR_NOT_FOUND, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, nullptr);
+        return answer(CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND, nullptr);
     }
     return answer(CUDA_SUCCESS, CU_GET_PROC_ADDRESS_SUCCESS, chosen->fn);
 }
