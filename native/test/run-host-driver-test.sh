@@ -9,7 +9,8 @@
 #   hostcuda_test     the host library (native/hostcuda, libcuda.so.1 over the host driver),
 #                     dlopen'ed as native/Makefile built it: from $HOSTCUDA_DIR when set (Maven
 #                     passes its build's), else built here with make; plus an `nm -D` check
-#                     that it exports only cu* C names.
+#                     that it exports only cu* C names and imports only versioned libc /
+#                     libstdc++ names (and the toolchain's weak hooks).
 # Uses AddressSanitizer + UBSan when the toolchain supports them, else builds without.
 # Exit status: 0 when all tests passed, else the first failing test's.
 set -euo pipefail
@@ -84,6 +85,16 @@ hostcuda_status=0
 foreign="$(nm -D --defined-only "$hostcuda_lib" | awk '{print $3}' | grep -v '^cu' || true)"
 if [[ -n "$foreign" ]]; then
     echo "FAIL: $hostcuda_lib exports names other than cu*: $foreign"
+    hostcuda_status=1
+fi
+# What it needs from elsewhere: versioned libc / libstdc++ / libgcc names and the toolchain's
+# weak hooks only (an unversioned weak reference, e.g. a TLS init wrapper _ZTH*, would bind to
+# whatever RTLD_GLOBAL library defines it).
+imported="$(nm -D --undefined-only "$hostcuda_lib" | awk '{print $NF}' \
+    | grep -Ev '@(GLIBC|GLIBCXX|CXXABI|GCC)_[0-9.]+$|^_ITM_(de)?registerTMCloneTable$|^__gmon_start__$|^__cxa_finalize$' \
+    || true)"
+if [[ -n "$imported" ]]; then
+    echo "FAIL: $hostcuda_lib imports names other than versioned libc/libstdc++ ones: $imported"
     hostcuda_status=1
 fi
 if ! readelf -d "$hostcuda_lib" | grep -q 'Library soname: \[libcuda.so.1\]'; then
