@@ -1,6 +1,8 @@
 // The host library's exported C functions: each forwards to the host driver's table
 // (hostcuda/library.hpp), with no logic of its own. cuInit adds one thing: it refuses when
 // the environment's configuration was refused (library.cpp), saying why on stderr once.
+// cuCtxSynchronize_v2 (CUDA 13.0) is the one composed export: the table's cuCtxSynchronize
+// with ctx made current for the call (the host driver has no per-context synchronize).
 #include "hostcuda/exports.hpp"
 
 #include "hostcuda/library.hpp"
@@ -9,6 +11,7 @@
 #include <mutex>
 #include <type_traits>
 
+using cuvmm::DriverTable;
 using cuvmm::hostcuda::library;
 
 // Each export's signature is the host driver's for that entry point (compile-time proof).
@@ -33,6 +36,24 @@ CUresult CUDAAPI cuInit(unsigned int flags) {
         return CUDA_ERROR_INVALID_VALUE;
     }
     return lib.table.cuInit(flags);
+}
+
+// cuda.h 13.0: blocks until ctx's work is done; a null ctx means the current context. The
+// current context is per thread, so swapping it here is invisible to other threads; the
+// previous one is restored (or, if it was released meanwhile, none is left current).
+CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
+    const DriverTable& t = library().table;
+    if (ctx == nullptr) return t.cuCtxSynchronize();
+    CUcontext previous = nullptr;
+    CUresult rc = t.cuCtxGetCurrent(&previous);
+    if (rc != CUDA_SUCCESS) return rc;
+    if (ctx == previous) return t.cuCtxSynchronize();
+    rc = t.cuCtxSetCurrent(ctx);  // INVALID_CONTEXT for an unknown or released context
+    if (rc != CUDA_SUCCESS) return rc;
+    rc = t.cuCtxSynchronize();
+    CUresult restored = t.cuCtxSetCurrent(previous);
+    if (restored != CUDA_SUCCESS) t.cuCtxSetCurrent(nullptr);
+    return rc != CUDA_SUCCESS ? rc : restored;
 }
 
 const char* cuvmmHostLibraryDescription(void) {

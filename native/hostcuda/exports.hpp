@@ -4,8 +4,9 @@
 // cuStreamDestroy -> cuStreamDestroy_v2, ...), plus the undecorated name where the real
 // libcuda exports one with the same ABI (cuStreamDestroy, cuEventDestroy,
 // cuDevicePrimaryCtxRelease, cuMemHostRegister, cuEventElapsedTime; never the 32-bit
-// cuMemcpyHtoD and the like, whose ABI differs). cuInit, cuGetProcAddress(_v2) and the
-// identity marker are written by hand (exports.cpp, proc_address.cpp).
+// cuMemcpyHtoD and the like, whose ABI differs). cuInit, cuCtxSynchronize_v2,
+// cuGetProcAddress(_v2) and the identity marker are written by hand (exports.cpp,
+// proc_address.cpp).
 // test/cuda_api_check.cpp proves each row's parameter list is cuda.h's for that symbol;
 // exports.cpp proves it is the host driver's.
 #pragma once
@@ -103,6 +104,7 @@
 CUVMM_HOSTCUDA_EXPORTS(CUVMM_HOSTCUDA_DECLARE)
 #undef CUVMM_HOSTCUDA_DECLARE
 CUVMM_HOSTCUDA_API CUresult CUDAAPI cuInit(unsigned int flags);
+CUVMM_HOSTCUDA_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx);
 CUVMM_HOSTCUDA_API CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
                                                      cuuint64_t flags);
 CUVMM_HOSTCUDA_API CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion,

@@ -3,7 +3,7 @@
 //
 // Rows: one per ABI variant of a base name, with the version that introduced it
 // (cudaTypedefs.h's PFN_<name>_v<version>), and our function, or null for a variant we do
-// not implement (the 32-bit cuMemcpyHtoD of CUDA 2.0, cuCtxSynchronize_v2(ctx) of 13.0).
+// not implement (the 32-bit cuMemcpyHtoD of CUDA 2.0 and the like).
 // A request picks the newest variant whose version <= the requested one:
 //   symbol or pfn null, flags outside DEFAULT|LEGACY_STREAM|PER_THREAD_DEFAULT_STREAM,
 //     or a version newer than this driver's (13000)                 CUDA_ERROR_INVALID_VALUE
@@ -50,7 +50,7 @@ const Variant kVariants[] = {
     {"cuCtxSetCurrent", 4000, FN(cuCtxSetCurrent), 0},
     {"cuCtxGetCurrent", 4000, FN(cuCtxGetCurrent), 0},
     {"cuCtxSynchronize", 2000, FN(cuCtxSynchronize), 0},
-    {"cuCtxSynchronize", 13000, nullptr, 0},  // cuCtxSynchronize_v2(CUcontext)
+    {"cuCtxSynchronize", 13000, FN(cuCtxSynchronize_v2), 0},
     {"cuMemGetAllocationGranularity", 10020, FN(cuMemGetAllocationGranularity), 0},
     {"cuMemCreate", 10020, FN(cuMemCreate), 0},
     {"cuMemRelease", 10020, FN(cuMemRelease), 0},

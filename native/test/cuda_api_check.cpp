@@ -314,6 +314,7 @@ CUVMM_HOSTCUDA_EXPORTS(CUVMM_SAME_EXPORT)
 static_assert(std::is_same_v<CUresult(CUDAAPI*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*),
                              decltype(&::cuGetProcAddress_v2)>, "cuGetProcAddress_v2");
 static_assert(std::is_same_v<CUresult(CUDAAPI*)(unsigned int), decltype(&::cuInit)>, "cuInit");
+static_assert(std::is_same_v<CUresult(CUDAAPI*)(CUcontext), decltype(&::cuCtxSynchronize_v2)>, "cuCtxSynchronize_v2");
 
 }  // namespace
 

@@ -10,6 +10,7 @@
 //   H4  a VMM sequence (create / reserve / map / set access / copy / unmap / release), export
 //       and import of a POSIX fd, cuMemGetAddressRange / cuPointerGetAttribute answers
 //   H5  a stream, an event, async copies and a host function
+//   H5b cuCtxSynchronize_v2(ctx): null = current, another context, an unknown one
 //   H6  cuGetErrorName / cuGetErrorString
 //   H7  cuvmm's own load_cuda_driver loads it, and says it is the host library (no GPU)
 //   H8  `bad-config` mode (run with CUVMM_HOST_DEVICES=9): cuInit refuses, INVALID_VALUE
@@ -86,10 +87,11 @@ void test_exports() {
     CUVMM_HOSTCUDA_EXPORTS(EXPORTED)
 #undef EXPORTED
     CHECK(dlsym(g_lib, "cuInit") != nullptr);
+    CHECK(dlsym(g_lib, "cuCtxSynchronize_v2") != nullptr);
     CHECK(g_v1 != nullptr && g_v2 != nullptr);
     CHECK(dlsym(g_lib, "cuvmmHostLibraryDescription") != nullptr);
     for (const char* absent : {"cuModuleLoadData", "cuLaunchKernel", "cuMemcpyHtoD", "cuMemsetD8", "cuDeviceTotalMem",
-                               "cuMemGetAddressRange", "cuCtxSynchronize_v2", "cuStreamSynchronize_ptsz",
+                               "cuMemGetAddressRange", "cuStreamSynchronize_ptsz",
                                "cuMemcpyHtoD_v2_ptds", "install_host_driver"}) {
         CHECK(dlsym(g_lib, absent) == nullptr);
     }
@@ -158,7 +160,8 @@ void test_proc_address() {
     CHECK(not_found(ask("cuLaunchKernel", 4000, 0), CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND));
     CHECK(not_found(ask("cuMemcpyHtoD_v2", 13000, 0), CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND));
     CHECK(not_found(ask("cuMemcpyHtoD", 3010, 0), CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND));  // 32-bit
-    CHECK(not_found(ask("cuCtxSynchronize", 13000, 0), CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND));  // _v2(ctx)
+    CHECK(found(ask("cuCtxSynchronize", 12080, 0), "cuCtxSynchronize"));
+    CHECK(found(ask("cuCtxSynchronize", 13000, 0), "cuCtxSynchronize_v2"));  // (CUcontext ctx)
     // Older than the first variant.
     CHECK(not_found(ask("cuMemCreate", 10010, 0), CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT));
     CHECK(not_found(ask("cuMemRetainAllocationHandle", 10020, 0), CU_GET_PROC_ADDRESS_VERSION_NOT_SUFFICIENT));
@@ -197,6 +200,27 @@ DriverTable resolve_table() {
 void test_vmm_and_streams(const DriverTable& t);  // hostcuda_test_vmm.cpp
 
 namespace {
+
+// ---- H5b: cuCtxSynchronize_v2(ctx) (CUDA 13.0): null = the current context; another
+// context is synchronized without staying current; an unknown one is INVALID_CONTEXT.
+void test_ctx_synchronize_v2(const DriverTable& t) {
+    auto sync = sym<CUresult (*)(CUcontext)>("cuCtxSynchronize_v2");
+    CHECK(sync != nullptr);
+    if (sync == nullptr) return;
+    CUcontext c0 = nullptr, c1 = nullptr, current = nullptr;
+    CHECK(sync(nullptr) == CUDA_ERROR_INVALID_CONTEXT);  // none current, as cuCtxSynchronize()
+    CHECK(t.cuDevicePrimaryCtxRetain(&c0, 0) == CUDA_SUCCESS && t.cuDevicePrimaryCtxRetain(&c1, 1) == CUDA_SUCCESS);
+    CHECK(t.cuCtxSetCurrent(c0) == CUDA_SUCCESS);
+    CHECK(sync(nullptr) == CUDA_SUCCESS);
+    CHECK(sync(c0) == CUDA_SUCCESS);
+    CHECK(sync(c1) == CUDA_SUCCESS);
+    CHECK(t.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == c0);  // c0 stays current
+    int bogus = 0;
+    CHECK(sync(reinterpret_cast<CUcontext>(&bogus)) == CUDA_ERROR_INVALID_CONTEXT);
+    CHECK(t.cuCtxGetCurrent(&current) == CUDA_SUCCESS && current == c0);
+    CHECK(t.cuCtxSetCurrent(nullptr) == CUDA_SUCCESS);
+    CHECK(t.cuDevicePrimaryCtxRelease(1) == CUDA_SUCCESS && t.cuDevicePrimaryCtxRelease(0) == CUDA_SUCCESS);
+}
 
 // ---- H6 -------------------------------------------------------------------------------
 void test_error_strings(const DriverTable& t) {
@@ -261,6 +285,7 @@ int main(int argc, char** argv) {
         CHECK(cu_init(0) == CUDA_SUCCESS);
         DriverTable t = resolve_table();
         test_vmm_and_streams(t);
+        test_ctx_synchronize_v2(t);
         test_error_strings(t);
         CHECK(open_fds() == fds_before);  // every fd the sequence made is closed again
         test_cuvmm_loader(argv[1]);
