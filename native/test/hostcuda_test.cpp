@@ -13,8 +13,10 @@
 //   H5b cuCtxSynchronize_v2(ctx): null = current, another context, an unknown one
 //   H6  cuGetErrorName / cuGetErrorString
 //   H7  cuvmm's own load_cuda_driver loads it, and says it is the host library (no GPU)
-//   H8  `bad-config` mode (run with CUVMM_HOST_DEVICES=9): cuInit refuses, INVALID_VALUE
-// Usage: hostcuda_test <path of libcuda.so.1> [bad-config]. Sets CUVMM_HOST_DEVICES=2 itself
+//   H8  `bad-config` mode (run with a bad CUVMM_HOST_* variable): cuInit refuses with
+//       INVALID_VALUE, twice, and writes exactly one stderr line, holding <expected text>
+// Usage: hostcuda_test <path of libcuda.so.1> [bad-config [<expected text>]] (default text:
+// "CUVMM_HOST_DEVICES: 9 (expected: "). Sets CUVMM_HOST_DEVICES=2 itself
 // otherwise. Plain main(): one line per failed check, then "N passed, M failed".
 #include "cuvmm/driver.hpp"
 #include "cuvmm/host_pointers.hpp"
@@ -92,7 +94,12 @@ void test_exports() {
     CHECK(dlsym(g_lib, "cuvmmHostLibraryDescription") != nullptr);
     for (const char* absent : {"cuModuleLoadData", "cuLaunchKernel", "cuMemcpyHtoD", "cuMemsetD8", "cuDeviceTotalMem",
                                "cuMemGetAddressRange", "cuStreamSynchronize_ptsz",
-                               "cuMemcpyHtoD_v2_ptds", "install_host_driver"}) {
+                               "cuMemcpyHtoD_v2_ptds",
+                               // the host driver's C++ functions stay local (exports.map; the
+                               // script's nm -D check covers every other _Z* name)
+                               "_ZN5cuvmm19install_host_driverERNS_11DriverTableERKNS_16HostDriverConfigE",
+                               "_ZN5cuvmm28install_host_pointer_entriesERNS_18HostPointerEntriesE",
+                               "_ZN5cuvmm8hostcuda7libraryEv"}) {
         CHECK(dlsym(g_lib, absent) == nullptr);
     }
 }
@@ -253,7 +260,7 @@ void test_cuvmm_loader(const char* path) {
 
 int main(int argc, char** argv) {
     if (argc < 2) {
-        std::fprintf(stderr, "usage: hostcuda_test <path of libcuda.so.1> [bad-config]\n");
+        std::fprintf(stderr, "usage: hostcuda_test <path of libcuda.so.1> [bad-config [<expected text>]]\n");
         return 2;
     }
     alarm(120);
@@ -268,8 +275,35 @@ int main(int argc, char** argv) {
     g_v2 = sym<GetProcV2>("cuGetProcAddress_v2");
     auto cu_init = sym<CUresult (*)(unsigned)>("cuInit");
     if (bad_config) {  // H8
-        CHECK(cu_init(0) == CUDA_ERROR_INVALID_VALUE);
-        CHECK(cu_init(0) == CUDA_ERROR_INVALID_VALUE);  // stays refused (and says so once)
+        // cuInit refuses, twice, and says why on stderr exactly once (captured in a file).
+        const char* expected = argc > 3 ? argv[3] : "CUVMM_HOST_DEVICES: 9 (expected: ";
+        char path[] = "/tmp/hostcuda_test_stderr_XXXXXX";
+        int err_fd = mkstemp(path);
+        CHECK(err_fd >= 0);
+        if (err_fd < 0) return 1;
+        unlink(path);
+        std::fflush(stderr);
+        int saved = dup(2);
+        dup2(err_fd, 2);
+        CUresult first = cu_init(0);
+        CUresult second = cu_init(0);
+        std::fflush(stderr);
+        dup2(saved, 2);
+        close(saved);
+        CHECK(first == CUDA_ERROR_INVALID_VALUE);
+        CHECK(second == CUDA_ERROR_INVALID_VALUE);  // stays refused
+        std::string said;
+        char buf[512];
+        ssize_t got;
+        lseek(err_fd, 0, SEEK_SET);
+        while ((got = read(err_fd, buf, sizeof buf)) > 0) said.append(buf, static_cast<size_t>(got));
+        close(err_fd);
+        std::printf("bad config said: %s", said.c_str());
+        size_t lines = 0;
+        for (char c : said) lines += c == '\n' ? 1 : 0;
+        CHECK(lines == 1);  // once, for both calls
+        CHECK(said.rfind("cuvmm host library: cuInit refused: ", 0) == 0);
+        CHECK(said.find(expected) != std::string::npos);
         int n = 0;
         CHECK(sym<CUresult (*)(int*)>("cuDeviceGetCount")(&n) == CUDA_ERROR_NOT_INITIALIZED);
     } else {
