@@ -96,6 +96,10 @@
     X(cuPointerGetAttribute, pointers.cuPointerGetAttribute, (void* d, CUpointer_attribute a, CUdeviceptr p), \
       (d, a, p))
 
+// cuGetProcAddress v1's parameters (CUDA 11.3; cuda.h declares only v2 under that name, so
+// test/cuda_api_check.cpp proves this list against cudaTypedefs.h's PFN_cuGetProcAddress_v11030).
+#define CUVMM_HOSTCUDA_GET_PROC_V1_PARAMS (const char* symbol, void** pfn, int cudaVersion, cuuint64_t flags)
+
 #ifndef CUVMM_CUDA_API_CHECK  // test/cuda_api_check.cpp uses the list only
 #define CUVMM_HOSTCUDA_API extern "C" __attribute__((visibility("default")))
 
@@ -105,8 +109,7 @@ CUVMM_HOSTCUDA_EXPORTS(CUVMM_HOSTCUDA_DECLARE)
 #undef CUVMM_HOSTCUDA_DECLARE
 CUVMM_HOSTCUDA_API CUresult CUDAAPI cuInit(unsigned int flags);
 CUVMM_HOSTCUDA_API CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx);
-CUVMM_HOSTCUDA_API CUresult CUDAAPI cuGetProcAddress(const char* symbol, void** pfn, int cudaVersion,
-                                                     cuuint64_t flags);
+CUVMM_HOSTCUDA_API CUresult CUDAAPI cuGetProcAddress CUVMM_HOSTCUDA_GET_PROC_V1_PARAMS;
 CUVMM_HOSTCUDA_API CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int cudaVersion,
                                                         cuuint64_t flags, CUdriverProcAddressQueryResult* symbolStatus);
 // The identity marker: a real libcuda has no such symbol. cuvmm's loader (cuda_driver.cpp)

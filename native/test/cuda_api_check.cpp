@@ -10,6 +10,7 @@
 // prove the table we call libcuda through is cuda.h's ABI. Any mismatch fails the build.
 // When an enumerator, struct or macro is added to cuda_api.hpp, add its line here.
 #include <cuda.h>
+#include <cudaTypedefs.h>  // PFN_<name>_v<version>: each ABI variant's type, by first version
 
 #include <cstddef>
 #include <type_traits>
@@ -315,6 +316,43 @@ static_assert(std::is_same_v<CUresult(CUDAAPI*)(const char*, void**, int, cuuint
                              decltype(&::cuGetProcAddress_v2)>, "cuGetProcAddress_v2");
 static_assert(std::is_same_v<CUresult(CUDAAPI*)(unsigned int), decltype(&::cuInit)>, "cuInit");
 static_assert(std::is_same_v<CUresult(CUDAAPI*)(CUcontext), decltype(&::cuCtxSynchronize_v2)>, "cuCtxSynchronize_v2");
+
+// ---- the same, against cudaTypedefs.h's PFN_<name>_v<version>: every table entry at the
+// version cuvmm asks for it, and every export at the version of the ABI variant
+// cuGetProcAddress hands it out for (hostcuda/proc_address.cpp's rows). cudaTypedefs.h
+// declares the superseded variants (PFN_cuStreamDestroy_v2000, ...) only for NVIDIA's own
+// build (__CUDA_API_VERSION_INTERNAL): an undecorated alias is checked against the
+// variant that replaced it, whose ABI is the same (which is why it is exported at all).
+#define CUVMM_SAME_PFN(name, version, params)                                                  \
+    static_assert(std::is_same_v<decltype(cuvmm::DriverTable::name), PFN_##name##_v##version>, \
+                  "driver table entry " #name " differs from PFN_" #name "_v" #version);
+CUVMM_DRIVER_ENTRY_POINTS(CUVMM_SAME_PFN)
+namespace export_type {
+#define CUVMM_EXPORT_TYPE(symbol, impl, params, args) using symbol##_t = CUresult(CUDAAPI*) params;
+CUVMM_HOSTCUDA_EXPORTS(CUVMM_EXPORT_TYPE)
+using cuGetProcAddress_t = CUresult(CUDAAPI*) CUVMM_HOSTCUDA_GET_PROC_V1_PARAMS;
+}  // namespace export_type
+#define CUVMM_EXPORT_PFN(symbol, pfn) \
+    static_assert(std::is_same_v<export_type::symbol##_t, pfn>, "host library export " #symbol " differs from " #pfn);
+CUVMM_EXPORT_PFN(cuGetProcAddress, PFN_cuGetProcAddress_v11030)  // the 4-argument v1
+CUVMM_EXPORT_PFN(cuStreamDestroy, PFN_cuStreamDestroy_v4000)  // v2000: same ABI
+CUVMM_EXPORT_PFN(cuStreamDestroy_v2, PFN_cuStreamDestroy_v4000)
+CUVMM_EXPORT_PFN(cuEventDestroy, PFN_cuEventDestroy_v4000)  // v2000: same ABI
+CUVMM_EXPORT_PFN(cuEventDestroy_v2, PFN_cuEventDestroy_v4000)
+CUVMM_EXPORT_PFN(cuDevicePrimaryCtxRelease, PFN_cuDevicePrimaryCtxRelease_v11000)  // v7000: same ABI
+CUVMM_EXPORT_PFN(cuDevicePrimaryCtxRelease_v2, PFN_cuDevicePrimaryCtxRelease_v11000)
+CUVMM_EXPORT_PFN(cuMemHostRegister, PFN_cuMemHostRegister_v6050)  // v4000: same ABI
+CUVMM_EXPORT_PFN(cuMemHostRegister_v2, PFN_cuMemHostRegister_v6050)
+CUVMM_EXPORT_PFN(cuEventElapsedTime, PFN_cuEventElapsedTime_v2000)
+CUVMM_EXPORT_PFN(cuEventElapsedTime_v2, PFN_cuEventElapsedTime_v12080)
+CUVMM_EXPORT_PFN(cuCtxSynchronize, PFN_cuCtxSynchronize_v2000)
+CUVMM_EXPORT_PFN(cuMemGetAddressRange_v2, PFN_cuMemGetAddressRange_v3020)
+CUVMM_EXPORT_PFN(cuPointerGetAttribute, PFN_cuPointerGetAttribute_v4000)
+CUVMM_EXPORT_PFN(cuMemcpyHtoD_v2, PFN_cuMemcpyHtoD_v3020)
+CUVMM_EXPORT_PFN(cuMemcpyDtoHAsync_v2, PFN_cuMemcpyDtoHAsync_v3020)
+static_assert(std::is_same_v<CUresult(CUDAAPI*)(const char*, void**, int, cuuint64_t, CUdriverProcAddressQueryResult*),
+                             PFN_cuGetProcAddress_v12000>, "cuGetProcAddress_v2");
+static_assert(std::is_same_v<CUresult(CUDAAPI*)(CUcontext), PFN_cuCtxSynchronize_v13000>, "cuCtxSynchronize_v2");
 
 }  // namespace
 
