@@ -4,7 +4,7 @@
 
 #include <unistd.h>
 
-#include <cerrno>
+#include <climits>
 #include <cstdlib>
 #include <mutex>
 
@@ -12,20 +12,29 @@ namespace cuvmm {
 namespace hostcuda {
 namespace {
 
-// Reads `name` as a decimal integer in [lo, hi] into *out (unchanged when unset). Returns
-// "" or the sentence naming the variable, its value and what it expects.
-std::string read_env(const char* name, long long lo, long long hi, const char* expected, long long* out) {
+// Reads `name` as a decimal integer in [lo, hi] into *out (unchanged when unset or empty).
+// Digits only: no sign, no space, no other base (" 3", "+3", "3 ", "0x10" are refused).
+// Returns "" or the sentence naming the variable, its value and what it expects.
+std::string read_env(const char* name, long long lo, long long hi, const std::string& expected, long long* out) {
     const char* raw = std::getenv(name);
     if (raw == nullptr || *raw == '\0') return "";
-    errno = 0;
-    char* end = nullptr;
-    long long v = std::strtoll(raw, &end, 10);
-    if (errno != 0 || end == raw || *end != '\0' || v < lo || v > hi) {
-        return std::string(name) + ": " + raw + " (expected: " + expected + ")";
+    long long v = 0;
+    bool ok = true;
+    for (const char* c = raw; *c != '\0' && ok; ++c) {
+        if (*c < '0' || *c > '9' || v > (LLONG_MAX - (*c - '0')) / 10) {
+            ok = false;  // not a digit, or past LLONG_MAX (and so past every bound)
+        } else {
+            v = v * 10 + (*c - '0');
+        }
     }
+    if (!ok || v < lo || v > hi) return std::string(name) + ": \"" + raw + "\" (expected: " + expected + ")";
     *out = v;
     return "";
 }
+
+// The accepted ranges (VMM_DESIGN §5): those of cuvmm's own selection (jni_api.cpp
+// select_driver), with granularity's floor the page size as the host driver applies it.
+constexpr long long kMaxGranularity = 1LL << 62;  // the largest power of two a long long holds
 
 Library* build() {
     auto* lib = new Library();  // process lifetime, like the host driver's state
@@ -33,18 +42,20 @@ Library* build() {
     long long devices = config.device_count;
     long long granularity = static_cast<long long>(config.granularity);
     long long delay = config.stream_delay_micros;
-    std::string err = read_env("CUVMM_HOST_DEVICES", 1, 8, "an integer from 1 to 8", &devices);
+    long page = ::sysconf(_SC_PAGESIZE);
+    if (page < 4096) page = 4096;
+    const std::string granularity_expected = "a power of two from the page size " + std::to_string(page) + " to " +
+                                             std::to_string(kMaxGranularity) + ", in bytes, digits only";
+    std::string err = read_env("CUVMM_HOST_DEVICES", 1, 8, "an integer from 1 to 8, digits only", &devices);
     if (err.empty()) {
-        err = read_env("CUVMM_HOST_GRANULARITY", 1, 1LL << 40, "a power of two, at least the page size, in bytes",
-                       &granularity);
-        long page = ::sysconf(_SC_PAGESIZE);
-        if (err.empty() && ((granularity & (granularity - 1)) != 0 || granularity < page)) {
-            err = "CUVMM_HOST_GRANULARITY: " + std::to_string(granularity) +
-                  " (expected: a power of two, at least the page size " + std::to_string(page) + ", in bytes)";
+        err = read_env("CUVMM_HOST_GRANULARITY", page, kMaxGranularity, granularity_expected, &granularity);
+        if (err.empty() && (granularity & (granularity - 1)) != 0) {
+            err = "CUVMM_HOST_GRANULARITY: \"" + std::to_string(granularity) + "\" (expected: " + granularity_expected + ")";
         }
     }
     if (err.empty()) {
-        err = read_env("CUVMM_HOST_STREAM_DELAY_MICROS", 0, 60LL * 1000 * 1000, "0 to 60000000 microseconds", &delay);
+        err = read_env("CUVMM_HOST_STREAM_DELAY_MICROS", 0, LLONG_MAX,
+                       "microseconds from 0 to " + std::to_string(LLONG_MAX) + ", digits only", &delay);
     }
     if (err.empty()) {
         config.device_count = static_cast<int>(devices);

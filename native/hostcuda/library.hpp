@@ -16,9 +16,9 @@ struct Library {
 };
 
 // Installed on first use (any exported call), never destroyed. Reads CUVMM_HOST_DEVICES
-// (1..8, default 1), CUVMM_HOST_GRANULARITY (bytes, a power of two of at least a page,
-// default 2 MiB) and CUVMM_HOST_STREAM_DELAY_MICROS (0 or more, default 0) once; a value
-// that is not a decimal number in range leaves the defaults installed and sets config_error
+// (1..8, default 1), CUVMM_HOST_GRANULARITY (bytes, a power of two from the page size to
+// 2^62, default 2 MiB) and CUVMM_HOST_STREAM_DELAY_MICROS (0..2^63-1, default 0) once, digits
+// only; a value that is not in range leaves the defaults installed and sets config_error
 // (cuInit then refuses with CUDA_ERROR_INVALID_VALUE).
 const Library& library();
 

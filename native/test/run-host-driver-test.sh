@@ -105,6 +105,18 @@ fi
     "$work/cuda_errors.o" -ldl -o "$work/hostcuda_test"
 "$work/hostcuda_test" "$hostcuda_lib" || hostcuda_status=$?
 CUVMM_HOST_DEVICES=9 "$work/hostcuda_test" "$hostcuda_lib" bad-config || hostcuda_status=$?
+# Digits only, bounds stated (library.cpp): each refused with one stderr line naming them.
+bad_configs=(
+    'CUVMM_HOST_DEVICES= 3|CUVMM_HOST_DEVICES: " 3" (expected: an integer from 1 to 8, digits only)'
+    'CUVMM_HOST_DEVICES=+3|CUVMM_HOST_DEVICES: "+3" (expected: an integer from 1 to 8'
+    'CUVMM_HOST_DEVICES=3 |CUVMM_HOST_DEVICES: "3 " (expected: an integer from 1 to 8'
+    'CUVMM_HOST_GRANULARITY=12288|CUVMM_HOST_GRANULARITY: "12288" (expected: a power of two from the page size'
+    'CUVMM_HOST_GRANULARITY=9223372036854775808|to 4611686018427387904, in bytes, digits only)'
+    'CUVMM_HOST_STREAM_DELAY_MICROS=-1|CUVMM_HOST_STREAM_DELAY_MICROS: "-1" (expected: microseconds from 0 to 9223372036854775807'
+)
+for case in "${bad_configs[@]}"; do
+    env "${case%%|*}" "$work/hostcuda_test" "$hostcuda_lib" bad-config "${case#*|}" || hostcuda_status=$?
+done
 if [[ $status -eq 0 ]]; then status=$hostcuda_status; fi
 
 # The stream workers are threads: host_stream_test again under ThreadSanitizer (data races
