@@ -1,6 +1,7 @@
 // The host library's exported C functions: each forwards to the host driver's table
 // (hostcuda/library.hpp), with no logic of its own. cuInit adds one thing: it refuses when
 // the environment's configuration was refused (library.cpp), saying why on stderr once.
+// Out of memory while setting up: cuInit answers OUT_OF_MEMORY, the rest NOT_INITIALIZED.
 // cuCtxSynchronize_v2 (CUDA 13.0) is the one composed export: the table's cuCtxSynchronize
 // with ctx made current for the call (the host driver has no per-context synchronize).
 #include "hostcuda/exports.hpp"
@@ -21,13 +22,25 @@ using cuvmm::hostcuda::library;
 CUVMM_HOSTCUDA_EXPORTS(CUVMM_HOSTCUDA_SAME)
 #undef CUVMM_HOSTCUDA_SAME
 
-#define CUVMM_HOSTCUDA_DEFINE(symbol, impl, params, args) \
-    CUresult CUDAAPI symbol params { return library().impl args; }
+// Not ready (out of memory while setting up, library.cpp): the table may be unfilled, and
+// nothing can have been initialized, so every call answers NOT_INITIALIZED.
+#define CUVMM_HOSTCUDA_DEFINE(symbol, impl, params, args)           \
+    CUresult CUDAAPI symbol params {                               \
+        const auto& lib = library();                               \
+        return lib.ready ? lib.impl args : CUDA_ERROR_NOT_INITIALIZED; \
+    }
 CUVMM_HOSTCUDA_EXPORTS(CUVMM_HOSTCUDA_DEFINE)
 #undef CUVMM_HOSTCUDA_DEFINE
 
 CUresult CUDAAPI cuInit(unsigned int flags) {
     const auto& lib = library();
+    if (!lib.ready) {
+        static std::once_flag told;
+        std::call_once(told, [] {
+            std::fputs("cuvmm host library: cuInit refused: out of memory while setting up\n", stderr);
+        });
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     if (!lib.config_error.empty()) {
         static std::once_flag told;
         std::call_once(told, [&] {
@@ -42,7 +55,9 @@ CUresult CUDAAPI cuInit(unsigned int flags) {
 // current context is per thread, so swapping it here is invisible to other threads; the
 // previous one is restored (or, if it was released meanwhile, none is left current).
 CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
-    const DriverTable& t = library().table;
+    const auto& lib = library();
+    if (!lib.ready) return CUDA_ERROR_NOT_INITIALIZED;
+    const DriverTable& t = lib.table;
     if (ctx == nullptr) return t.cuCtxSynchronize();
     CUcontext previous = nullptr;
     CUresult rc = t.cuCtxGetCurrent(&previous);

@@ -7,6 +7,7 @@
 #include <climits>
 #include <cstdlib>
 #include <mutex>
+#include <new>
 
 namespace cuvmm {
 namespace hostcuda {
@@ -36,8 +37,8 @@ std::string read_env(const char* name, long long lo, long long hi, const std::st
 // select_driver), with granularity's floor the page size as the host driver applies it.
 constexpr long long kMaxGranularity = 1LL << 62;  // the largest power of two a long long holds
 
-Library* build() {
-    auto* lib = new Library();  // process lifetime, like the host driver's state
+// Fills *lib; may throw (bad_alloc), caught by build().
+void configure(Library* lib) {
     HostDriverConfig config;
     long long devices = config.device_count;
     long long granularity = static_cast<long long>(config.granularity);
@@ -67,6 +68,20 @@ Library* build() {
     }
     install_host_driver(lib->table, config);
     install_host_pointer_entries(lib->pointers);
+    lib->ready = true;
+}
+
+// Never throws: the Library lives in static storage (no allocation, never destroyed: calls
+// may come during exit), and a bad_alloc while configuring leaves ready false, which the
+// exports answer (exports.cpp) instead of an exception crossing extern "C".
+Library* build() noexcept {
+    alignas(Library) static unsigned char storage[sizeof(Library)];
+    auto* lib = new (storage) Library();  // Library's construction allocates nothing
+    try {
+        configure(lib);
+    } catch (...) {
+        lib->ready = false;
+    }
     return lib;
 }
 

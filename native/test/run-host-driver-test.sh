@@ -10,7 +10,8 @@
 #                     dlopen'ed as native/Makefile built it: from $HOSTCUDA_DIR when set (Maven
 #                     passes its build's), else built here with make; plus an `nm -D` check
 #                     that it exports only cu* C names and imports only versioned libc /
-#                     libstdc++ names (and the toolchain's weak hooks).
+#                     libstdc++ names (and the toolchain's weak hooks); hostcuda_oom_test
+#                     (a bad_alloc while it sets itself up) and the bad configurations.
 # Uses AddressSanitizer + UBSan when the toolchain supports them, else builds without.
 # Exit status: 0 when all tests passed, else the first failing test's.
 set -euo pipefail
@@ -105,6 +106,11 @@ fi
     "$work/cuda_errors.o" -ldl -o "$work/hostcuda_test"
 "$work/hostcuda_test" "$hostcuda_lib" || hostcuda_status=$?
 CUVMM_HOST_DEVICES=9 "$work/hostcuda_test" "$hostcuda_lib" bad-config || hostcuda_status=$?
+# Out of memory while the library sets itself up: no exception crosses extern "C" (no
+# sanitizers: this test replaces operator new, exported with -rdynamic to the library).
+"$cxx" -std=c++17 -O1 -g -Wall -Wextra -I"$native" -pthread -rdynamic "$here/hostcuda_oom_test.cpp" -ldl \
+    -o "$work/hostcuda_oom_test"
+"$work/hostcuda_oom_test" "$hostcuda_lib" || hostcuda_status=$?
 # Digits only, bounds stated (library.cpp): each refused with one stderr line naming them.
 bad_configs=(
     'CUVMM_HOST_DEVICES= 3|CUVMM_HOST_DEVICES: " 3" (expected: an integer from 1 to 8, digits only)'
