@@ -16,7 +16,7 @@
 //   H8  `bad-config` mode (run with a bad CUVMM_HOST_* variable): cuInit refuses with
 //       INVALID_VALUE, twice, and writes exactly one stderr line, holding <expected text>
 // Usage: hostcuda_test <path of libcuda.so.1> [bad-config [<expected text>]] (default text:
-// "CUVMM_HOST_DEVICES: 9 (expected: "). Sets CUVMM_HOST_DEVICES=2 itself
+// "CUVMM_HOST_DEVICES: \"9\" (expected: an integer from 1 to 8"). Sets CUVMM_HOST_DEVICES=2 itself
 // otherwise. Plain main(): one line per failed check, then "N passed, M failed".
 #include "cuvmm/driver.hpp"
 #include "cuvmm/host_pointers.hpp"
@@ -276,7 +276,7 @@ int main(int argc, char** argv) {
     auto cu_init = sym<CUresult (*)(unsigned)>("cuInit");
     if (bad_config) {  // H8
         // cuInit refuses, twice, and says why on stderr exactly once (captured in a file).
-        const char* expected = argc > 3 ? argv[3] : "CUVMM_HOST_DEVICES: 9 (expected: ";
+        const char* expected = argc > 3 ? argv[3] : "CUVMM_HOST_DEVICES: \"9\" (expected: an integer from 1 to 8";
         char path[] = "/tmp/hostcuda_test_stderr_XXXXXX";
         int err_fd = mkstemp(path);
         CHECK(err_fd >= 0);
