@@ -93,8 +93,10 @@ bool load_cuda_driver(DriverTable& table, const std::string& library, std::strin
     reason = library + " loaded, CUDA driver " + std::to_string(version / 1000) + "." +
              std::to_string(version % 1000 / 10) + ", " + std::to_string(count) + " device(s)";
     if (describe != nullptr) {
+        // The label is the loader's, said once; the library's description only adds which
+        // library and API version (it says nothing about a GPU, so nothing is repeated).
         reason += ": cuda driver API over the host library (no GPU)";
-        if (description != nullptr) reason += std::string(" [") + description + "]";
+        if (description != nullptr && *description != '\0') reason += std::string(" [") + description + "]";
     }
     if (host_library != nullptr) *host_library = describe != nullptr;
     return true;  // the handle stays open for the life of the process

@@ -74,5 +74,6 @@ CUresult CUDAAPI cuCtxSynchronize_v2(CUcontext ctx) {
 const char* cuvmmHostLibraryDescription(void) {
     // A literal: callable any time, also during exit (no static object to destroy).
     static_assert(CUDA_VERSION == 13000, "update the description's API version");
-    return "cuvmm host library (CUDA 13.0 driver API): the CUDA driver API over cuvmm's host driver (no GPU)";
+    // What and which API version; the loader adds "(no GPU)" once, in its own words.
+    return "cuvmm host library, CUDA 13.0 driver API over cuvmm's host driver";
 }

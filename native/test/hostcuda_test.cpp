@@ -248,6 +248,8 @@ void test_cuvmm_loader(const char* path) {
     CHECK(load_cuda_driver(t, path, reason, &host_library));
     CHECK(host_library);
     CHECK(reason.find("cuda driver API over the host library (no GPU)") != std::string::npos);
+    // Said once: the library's description does not repeat it.
+    CHECK(reason.find("(no GPU)") == reason.rfind("(no GPU)"));
     CHECK(reason.find("2 device(s)") != std::string::npos);
     std::printf("load_cuda_driver: %s\n", reason.c_str());
     // glibc loads the file once: cuvmm's table reaches the same exports, the same state.

@@ -45,12 +45,14 @@ public final class Driver {
     private final String reason;
     private final int version;
     private final List<Device> devices;
+    private final boolean hostLibrary;
 
-    private Driver(DriverKind kind, String reason, int version, List<Device> devices) {
+    private Driver(DriverKind kind, String reason, int version, List<Device> devices, boolean hostLibrary) {
         this.kind = kind;
         this.reason = reason;
         this.version = version;
         this.devices = devices;
+        this.hostLibrary = hostLibrary;
     }
 
     /**
@@ -111,7 +113,7 @@ public final class Driver {
             info.close();
         }
         Driver d = new Driver(kind, NativeApi.driver_reason(), NativeApi.driver_version(),
-                Collections.unmodifiableList(list));
+                Collections.unmodifiableList(list), NativeApi.driver_is_host_library());
         instance = d;
         return d;
     }
@@ -132,6 +134,26 @@ public final class Driver {
 
     /** Why this driver runs, for example the dlopen error that made auto fall back to host. */
     public String reason() { return reason; }
+
+    /**
+     * Whether the cuda driver runs over cuvmm's host library ({@code libcuvmm-hostcuda.so}, the
+     * CUDA driver API over the host driver, loaded as {@code libcuda.so.1} through
+     * {@code cuvmm.cuda.library} or the library path) rather than the NVIDIA driver: the library
+     * exports {@code cuvmmHostLibraryDescription}, which a real libcuda never has. When true,
+     * nothing runs on a GPU: results prove the cuda code path (loader, ABI, call sequences,
+     * error paths), never device behaviour or performance. Always false on the host driver.
+     */
+    public boolean isHostLibrary() { return hostLibrary; }
+
+    /**
+     * What runs, in one line for reports and {@code cuvmm info}: "NVIDIA driver (cuda)",
+     * "cuda driver API over the host library (no GPU)" when {@link #isHostLibrary()}, or
+     * "host driver (memfd/mmap simulation, no GPU)". Only the first is a GPU.
+     */
+    public String describe() {
+        if (kind == DriverKind.HOST) return "host driver (memfd/mmap simulation, no GPU)";
+        return hostLibrary ? "cuda driver API over the host library (no GPU)" : "NVIDIA driver (cuda)";
+    }
 
     /** {@code cuDriverGetVersion}: 12040 for CUDA 12.4. */
     public int version() { return version; }
@@ -178,7 +200,8 @@ public final class Driver {
 
     @Override
     public String toString() {
-        return "Driver[" + kind + " " + versionString() + ", " + devices.size() + " device(s): " + reason + "]";
+        return "Driver[" + kind + (hostLibrary ? " over the host library" : "") + " " + versionString() + ", "
+                + devices.size() + " device(s): " + reason + "]";
     }
 
     static String setting(String property, String variable, String fallback) {

@@ -24,6 +24,8 @@ class DriverSelectionTest {
                 System.out.println("KIND=" + d.kind());
                 System.out.println("REASON=" + d.reason());
                 System.out.println("DEVICES=" + d.deviceCount());
+                System.out.println("HOST_LIBRARY=" + d.isHostLibrary());
+                System.out.println("DESCRIBE=" + d.describe());
             } catch (CudaException e) {
                 System.out.println("CUDA_EXCEPTION=" + e.resultName() + " | " + e.getMessage());
                 System.exit(3);
@@ -31,14 +33,58 @@ class DriverSelectionTest {
         }
     }
 
+    /**
+     * Whether dlopen("libcuda.so.1") could succeed: installed, or in a folder of
+     * LD_LIBRARY_PATH (the cuda pass puts the host library there).
+     */
     private static boolean libcudaPresent() {
-        return List.of("/usr/lib/x86_64-linux-gnu/libcuda.so.1", "/usr/lib64/libcuda.so.1", "/usr/lib/libcuda.so.1")
-                .stream().anyMatch(p -> Files.exists(Path.of(p)));
+        List<String> dirs = new java.util.ArrayList<>(List.of("/usr/lib/x86_64-linux-gnu", "/usr/lib64", "/usr/lib"));
+        String path = System.getenv("LD_LIBRARY_PATH");
+        if (path != null) for (String dir : path.split(":")) if (!dir.isBlank()) dirs.add(dir);
+        return dirs.stream().anyMatch(dir -> Files.exists(Path.of(dir, "libcuda.so.1")));
+    }
+
+    /**
+     * The cuda driver forced at the host library (native/hostcuda): it loads, presents the
+     * devices of CUVMM_HOST_DEVICES, and says it is no GPU, once: the reason, isHostLibrary()
+     * and describe().
+     */
+    @Test
+    void theCudaDriverOverTheHostLibrarySaysItIsNoGpu() throws Exception {
+        String library = System.getProperty("cuvmm.test.hostLibrary");
+        assumeTrue(library != null && Files.exists(Path.of(library)),
+                () -> "the host library is not built: cuvmm.test.hostLibrary=" + library);
+        ChildJvm.Result r = TestSupport.runChild(Probe.class,
+                List.of("-Dcuvmm.driver=cuda", "-Dcuvmm.cuda.library=" + library), Map.of("CUVMM_HOST_DEVICES", "2"));
+        assertEquals(0, r.exitCode(), r.toString());
+        assertTrue(r.output().contains("KIND=CUDA\n"), r.toString());
+        assertTrue(r.output().contains("DEVICES=2\n"), r.toString());
+        assertTrue(r.output().contains("HOST_LIBRARY=true\n"), r.toString());
+        assertTrue(r.output().contains("DESCRIBE=cuda driver API over the host library (no GPU)\n"), r.toString());
+        String reason = r.output().lines().filter(l -> l.startsWith("REASON=")).findFirst().orElseThrow();
+        assertTrue(reason.contains(library + " loaded") && reason.contains(": cuda driver API over the host library (no GPU)"),
+                reason);
+        assertEquals(reason.indexOf("no GPU"), reason.lastIndexOf("no GPU"), "said once: " + reason);
+    }
+
+    @Test
+    void theRunningDriverSaysWhatItIs() {
+        Driver d = Driver.get();
+        boolean label = d.reason().contains("cuda driver API over the host library (no GPU)");
+        assertEquals(label, d.isHostLibrary(), d.toString());
+        if (d.kind() == DriverKind.HOST) {
+            assertEquals(false, d.isHostLibrary());
+            assertEquals("host driver (memfd/mmap simulation, no GPU)", d.describe());
+        } else {
+            assertEquals(d.isHostLibrary() ? "cuda driver API over the host library (no GPU)" : "NVIDIA driver (cuda)",
+                    d.describe());
+        }
     }
 
     @Test
     void autoFallsBackToHostAndSaysWhyWhenLibcudaIsAbsent() throws Exception {
-        assumeTrue(!libcudaPresent(), "libcuda.so.1 is installed here; the fallback reason cannot be observed");
+        assumeTrue(!libcudaPresent(), "libcuda.so.1 can be loaded here (installed, or on LD_LIBRARY_PATH as in the "
+                + "cuda pass); the fallback reason cannot be observed");
         ChildJvm.Result r = TestSupport.runChild(Probe.class, List.of(), Map.of("CUVMM_DRIVER", "auto"));
         assertEquals(0, r.exitCode(), r.toString());
         assertTrue(r.output().contains("KIND=HOST"), r.toString());
@@ -47,7 +93,8 @@ class DriverSelectionTest {
 
     @Test
     void forcedCudaWithoutTheDriverFailsWithTheReason() throws Exception {
-        assumeTrue(!libcudaPresent(), "libcuda.so.1 is installed here");
+        assumeTrue(!libcudaPresent(), "libcuda.so.1 can be loaded here (installed, or on LD_LIBRARY_PATH as in the "
+                + "cuda pass)");
         ChildJvm.Result r = TestSupport.runChild(Probe.class, List.of("-Dcuvmm.driver=cuda"), Map.of());
         assertEquals(3, r.exitCode(), r.toString());
         assertTrue(r.output().contains("CUDA_EXCEPTION=CUDA_ERROR_NO_DEVICE"), r.toString());

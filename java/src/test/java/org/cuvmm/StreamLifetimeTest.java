@@ -145,7 +145,9 @@ class StreamLifetimeTest {
                 b.close();
                 assertThrows(IllegalStateException.class, () -> b.fill((byte) 3));
                 assertEquals(mappedWithB, TestSupport.counters().liveMappings(), "nothing unmapped before the stream got there");
-                assertEquals(hostMappedWithB, TestSupport.counters().hostMappings());
+                // The host driver's own count, where it is the driver (on cuda it stays 0: the
+                // library's copy of the host driver keeps its own); cuvmm's count above holds on both.
+                if (TestSupport.onHostDriver()) assertEquals(hostMappedWithB, TestSupport.counters().hostMappings());
                 assertTrue(StreamOrderedRelease.pending() >= 1, "the release waits on the reaper");
             } finally {
                 hold.countDown();
@@ -153,7 +155,9 @@ class StreamLifetimeTest {
             s.synchronize(); // an unmap before the fill ran would fault it (CUDA_ERROR_ILLEGAL_ADDRESS) here
             StreamTestSupport.reaperDrained();
             assertEquals(mappedWithB - 1, TestSupport.counters().liveMappings(), "released once the stream passed");
-            assertEquals(hostMappedWithB - 1, TestSupport.counters().hostMappings());
+            if (TestSupport.onHostDriver()) {
+                assertEquals(hostMappedWithB - 1, TestSupport.counters().hostMappings(), "the host driver unmapped it");
+            }
         }
     }
 

@@ -425,6 +425,7 @@ public final class RatioReport {
         StringBuilder sb = new StringBuilder();
         sb.append("Driver: **").append(kind).append("** (").append(driver.reason()).append(")");
         if ("host".equals(kind)) sb.append(" -- the memfd/mmap host driver, not a GPU result");
+        else if (driver.isHostLibrary()) sb.append(" -- cuda driver API over the host library (no GPU), not a GPU result");
         sb.append("\n\n");
         sb.append("Machine: ").append(machine).append("\n\n");
         sb.append("Date: ").append(started).append("; load average before ").append(loadBefore).append(", after ")

@@ -85,10 +85,20 @@ public final class ReportSupport {
         return List.of(
                 "- date: " + ZonedDateTime.now().format(DateTimeFormatter.ISO_OFFSET_DATE_TIME),
                 "- driver: **" + kind + "** " + driver.versionString() + " (" + driver.reason() + ")"
-                        + (kind.equals("host") ? " — the memfd/mmap host simulation, NOT a GPU result" : ""),
+                        + notAGpuResult(kind, driver.isHostLibrary()),
                 "- machine: " + Runtime.getRuntime().availableProcessors() + " cores, " + cpuModel() + "; Java "
                         + System.getProperty("java.version"),
                 "- load average at start: " + loadAverage());
+    }
+
+    /**
+     * What a report's driver line adds when its numbers are no GPU result: the host driver, or
+     * the cuda driver over cuvmm's host library ({@link Driver#isHostLibrary()}); "" on the
+     * NVIDIA driver.
+     */
+    public static String notAGpuResult(String kind, boolean hostLibrary) {
+        if (kind.equals("host")) return " — the memfd/mmap host simulation, NOT a GPU result";
+        return hostLibrary ? " — cuda driver API over the host library (no GPU), NOT a GPU result" : "";
     }
 
     /** Writes {@code report} to {@code out} (creating its folder) and says so; nothing when {@code out} is null. */

@@ -51,7 +51,7 @@ final class InfoCommand implements Command {
             out.printf(KEY, "driver", "none: " + e.getMessage());
             return FAILED;
         }
-        out.printf(KEY, "driver", describe(driver.kind()));
+        out.printf(KEY, "driver", describe(driver));
         out.printf(KEY, "why", driver.reason());
         out.printf(KEY, "driver version", driver.versionString() + " (" + driver.version()
                 + (driver.kind() == DriverKind.HOST ? "; the host driver reports the CUDA version of the cuda.h it "
@@ -66,6 +66,10 @@ final class InfoCommand implements Command {
             out.println();
             out.println("The host driver simulates the CUDA VMM API in host memory: buffers are real shared memory,");
             out.println("but nothing here runs on a GPU, and timings taken on it are not GPU results.");
+        } else if (driver.isHostLibrary()) {
+            out.println();
+            out.println("The cuda driver loaded cuvmm's host library, the CUDA driver API over the host driver: it runs");
+            out.println("cuvmm's cuda code path, but nothing here runs on a GPU, and timings taken on it are not GPU results.");
         }
         return ok ? OK : FAILED;
     }
@@ -107,10 +111,11 @@ final class InfoCommand implements Command {
         return ok;
     }
 
-    private static String describe(DriverKind kind) {
-        return kind == DriverKind.CUDA
-                ? "cuda (the NVIDIA driver, libcuda.so.1)"
-                : "host (cuvmm's strict simulation over memfd/mmap: no GPU)";
+    private static String describe(Driver driver) {
+        if (driver.kind() == DriverKind.HOST) return "host (cuvmm's strict simulation over memfd/mmap: no GPU)";
+        return driver.isHostLibrary()
+                ? "cuda (" + driver.describe() + ": cuvmm's native/hostcuda, not the NVIDIA driver)"
+                : "cuda (the NVIDIA driver, libcuda.so.1)";
     }
 
     private static String yesNo(boolean b) { return b ? "yes" : "no"; }

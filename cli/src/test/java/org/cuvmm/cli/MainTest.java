@@ -7,12 +7,17 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.List;
+import java.util.Map;
 import java.util.stream.Collectors;
 
 import org.cuvmm.Driver;
 import org.cuvmm.DriverKind;
+import org.cuvmm.testing.ChildJvm;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 
 /** Runs the cuvmm command in-process, as ./cuvmm would, and checks its status and output. */
@@ -59,9 +64,30 @@ class MainTest {
         assertTrue(r.out().matches("(?s).*minimum granularity     \\d+ [KMG]?i?B \\(\\d+ bytes.*"), r.out());
         assertTrue(r.out().contains("handle types            NONE"), r.out());
         assertFalse(r.out().contains("granularity unavailable"), r.out());
-        if (driver.kind() == DriverKind.HOST) {
+        if (driver.kind() == DriverKind.HOST || driver.isHostLibrary()) {
             assertTrue(r.out().contains("not GPU results"), r.out());
         }
+        assertEquals(driver.isHostLibrary(), r.out().contains("cuda driver API over the host library (no GPU)"), r.out());
+    }
+
+    /**
+     * ./cuvmm info with the cuda driver forced at the host library (a child JVM, so it runs in
+     * both passes): the devices of CUVMM_HOST_DEVICES, and it says what it is, never a GPU.
+     */
+    @Test
+    void infoOverTheHostLibrarySaysItIsNoGpu() throws Exception {
+        String library = System.getProperty("cuvmm.test.hostLibrary");
+        Assumptions.assumeTrue(library != null && Files.exists(Path.of(library)),
+                () -> "the host library is not built: cuvmm.test.hostLibrary=" + library);
+        ChildJvm.Result r = ChildJvm.run(Main.class, List.of("-Dcuvmm.driver=cuda", "-Dcuvmm.cuda.library=" + library),
+                Map.of("CUVMM_HOST_DEVICES", "2"), "info");
+        assertEquals(0, r.exitCode(), r.toString());
+        assertTrue(r.output().contains("driver                    cuda (cuda driver API over the host library (no GPU): "),
+                r.toString());
+        assertTrue(r.output().contains("devices                   2\n"), r.toString());
+        assertTrue(r.output().contains("device 1 "), r.toString());
+        assertTrue(r.output().contains("not GPU results"), r.toString());
+        assertFalse(r.output().contains("the NVIDIA driver, libcuda.so.1"), r.toString());
     }
 
     @Test

@@ -44,7 +44,8 @@ import org.cuvmm.VirtualMemoryResource;
  * <p>Exit status: {@value #EXIT_OK} the kernel ran and every element is right;
  * {@value #EXIT_FAILED} a wrong element (or a CUDA/NVRTC call failed: the exception names
  * the call and its CUresult/nvrtcResult); {@value #EXIT_CANNOT_RUN_HERE} the kernel cannot
- * run on this machine: cuvmm runs its host driver (no GPU), or the presets' native libraries
+ * run on this machine: cuvmm runs its host driver or the cuda driver over the host library (no
+ * GPU, no kernels), or the presets' native libraries
  * ({@code libcuda.so.1}, {@code libcudart.so.13}, {@code libnvrtc.so.13}) do not load. One
  * line says which. Run it with
  * {@code mvn -q -pl examples exec:java -Dexec.mainClass=org.cuvmm.examples.KernelOnBuffer}.
@@ -71,8 +72,11 @@ public final class KernelOnBuffer {
         out.println("driver: " + kind + " " + driver.versionString() + " (" + driver.reason() + ")");
         // Checked before any org.bytedeco.cuda class is touched: their static initializers load
         // a JNI library that needs libcuda.so.1 and throw UnsatisfiedLinkError without it.
-        if (driver.kind() != DriverKind.CUDA) {
-            out.println("kernel part cannot run here: cuvmm runs the " + kind + " driver (" + driver.reason()
+        // The host library (cuda over cuvmm's host driver) has no modules or kernels: a presets
+        // call to cuModuleLoadData there would end the JVM (symbol lookup error), so stop here too.
+        if (driver.kind() != DriverKind.CUDA || driver.isHostLibrary()) {
+            String what = driver.isHostLibrary() ? "cuda driver over the host library" : kind + " driver";
+            out.println("kernel part cannot run here: cuvmm runs the " + what + " (" + driver.reason()
                     + "), and a CUDA kernel needs the NVIDIA driver (cuda)");
             return EXIT_CANNOT_RUN_HERE;
         }

@@ -33,11 +33,13 @@ import org.junit.jupiter.api.io.TempDir;
  */
 class KernelOnBufferTest {
 
+    /** Without a GPU (the host driver, or the cuda driver over the host library): one line, no presets call. */
     @Test
     void onTheHostDriverItSaysWhyTheKernelCannotRunAndLeavesNothingBehind() throws Exception {
         Driver driver = Driver.get();
-        Assumptions.assumeTrue(driver.kind() == DriverKind.HOST, () -> "shows the host-driver outcome; this JVM runs "
-                + "the cuda driver (the gpu-tagged tests cover it; the child-JVM test forces host)");
+        Assumptions.assumeTrue(driver.kind() == DriverKind.HOST || driver.isHostLibrary(), () -> "shows the no-GPU "
+                + "outcome; this JVM runs the NVIDIA driver (the gpu-hardware tests cover it; the child-JVM test forces host)");
+        String what = driver.isHostLibrary() ? "cuda driver over the host library" : "host driver";
         Leaks.Snapshot baseline = Leaks.baselineAfter(() -> KernelOnBuffer.run(new Leaks.Output().stream));
 
         Leaks.Output out = new Leaks.Output();
@@ -45,8 +47,9 @@ class KernelOnBufferTest {
         String text = out.text();
 
         assertEquals(KernelOnBuffer.EXIT_CANNOT_RUN_HERE, status, text);
-        assertEquals("driver: host " + driver.versionString() + " (" + driver.reason() + ")\n"
-                + "kernel part cannot run here: cuvmm runs the host driver (" + driver.reason()
+        assertEquals("driver: " + driver.kind().name().toLowerCase(Locale.ROOT) + " " + driver.versionString() + " ("
+                + driver.reason() + ")\n"
+                + "kernel part cannot run here: cuvmm runs the " + what + " (" + driver.reason()
                 + "), and a CUDA kernel needs the NVIDIA driver (cuda)\n", text);
         baseline.assertBack("after KernelOnBuffer on the host driver");
     }
@@ -84,6 +87,7 @@ class KernelOnBufferTest {
 
     @Test
     @Tag("gpu")
+    @Tag("gpu-hardware")
     void onTheCudaDriverTheKernelRunsAndEveryElementIsRight() throws Exception {
         assumeCuda();
         Leaks.Snapshot baseline = Leaks.baselineAfter(() -> KernelOnBuffer.run(new Leaks.Output().stream));
@@ -107,6 +111,7 @@ class KernelOnBufferTest {
      */
     @Test
     @Tag("gpu")
+    @Tag("gpu-hardware")
     void theKernelWritesExactlyYAndComputesAxPlusY() {
         assumeCuda();
         int n = 1000 * 3 + 7;
@@ -137,10 +142,16 @@ class KernelOnBufferTest {
         }
     }
 
+    /**
+     * The NVIDIA driver, or the calling test skips: checked before any presets call (over the
+     * host library, cuModuleLoadData is not exported and the first call would end the JVM).
+     */
     private static void assumeCuda() {
         Driver d = Driver.get();
         Assumptions.assumeTrue(d.kind() == DriverKind.CUDA, () -> "needs the NVIDIA driver (cuda); this JVM runs the "
                 + d.kind().name().toLowerCase(Locale.ROOT) + " driver: " + d.reason());
+        Assumptions.assumeFalse(d.isHostLibrary(), () -> "needs a GPU (an NVRTC kernel); this JVM runs the "
+                + d.describe() + ", which has no modules or kernels: " + d.reason());
     }
 
     private static void write(VirtualMemoryBuffer b, long offset, float[] values) {

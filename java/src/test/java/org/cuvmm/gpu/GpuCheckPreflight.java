@@ -38,7 +38,11 @@ public final class GpuCheckPreflight {
             facts.add("driver=" + d.kind());
             facts.add("version=" + d.versionString());
             facts.add("reason=" + oneLine(d.reason()));
+            facts.add("hostLibrary=" + d.isHostLibrary());
             System.out.println("gpu-check: driver running: " + d.kind() + " " + d.versionString() + " (" + d.reason() + ")");
+            if (d.isHostLibrary()) {
+                System.out.println("gpu-check: this is " + d.describe() + ", not the NVIDIA driver: not a GPU result");
+            }
             for (Device dev : d.devices()) {
                 facts.add("device=" + oneLine(dev.toString()));
                 System.out.println("gpu-check:   " + dev);

@@ -21,7 +21,8 @@ import org.w3c.dom.NodeList;
 /**
  * Last step of {@code scripts/gpu-check}'s run: reads the JUnit console launcher's legacy
  * XML reports and the facts {@link GpuCheckPreflight} wrote, and prints which tests ran on
- * which driver (the real NVIDIA driver or the host driver), which failed, and which were
+ * which driver (the real NVIDIA driver, the cuda driver over cuvmm's host library, or the host
+ * driver: only the first is a GPU), which failed, and which were
  * skipped and why, then "What the driver did": the lines {@link DriverObservationsTest}
  * recorded, and "not observed: why" for each of its audit entries whose test skipped, failed
  * or did not run. Arguments: reports folder, preflight facts file, launcher exit status,
@@ -67,8 +68,8 @@ public final class GpuCheckSummary {
         }
         String driver = first(facts, "driver", "unknown");
         boolean cuda = driver.equals("CUDA");
-        String where = cuda ? "the real NVIDIA driver (cuda " + first(facts, "version", "?") + ")"
-                : "the " + driver.toLowerCase(Locale.ROOT) + " driver";
+        boolean hostLibrary = cuda && overHostLibrary(facts);
+        String where = where(facts);
 
         results.sort(java.util.Comparator.comparing((Result r) -> !r.gpu()).thenComparing(r -> r.className)
                 .thenComparing(r -> r.name));
@@ -82,8 +83,7 @@ public final class GpuCheckSummary {
 
         StringBuilder out = new StringBuilder();
         out.append("\n==================== gpu-check summary ====================\n");
-        out.append("driver:   ").append(driver).append(cuda ? " (real NVIDIA driver, " + first(facts, "version", "?") + ")"
-                : driver.equals("HOST") ? " (cuvmm's host driver: memfd/mmap simulation, NO GPU involved)" : "").append('\n');
+        out.append("driver:   ").append(driverLine(facts)).append('\n');
         out.append("why:      ").append(first(facts, "reason", "")).append('\n');
         for (String d : facts.getOrDefault("device", List.of())) out.append("device:   ").append(d).append('\n');
         if (facts.containsKey("presets")) out.append("presets:  ").append(first(facts, "presets", "")).append('\n');
@@ -104,6 +104,9 @@ public final class GpuCheckSummary {
         if (!cuda) {
             out.append("NOTE: no test ran on the NVIDIA driver in this run");
             out.append(driver.equals("HOST") ? " (host driver selected; gpu-tagged tests skip).\n" : ".\n");
+        } else if (hostLibrary) {
+            out.append("NOTE: no test ran on a GPU in this run: the cuda driver loaded cuvmm's host library (the CUDA "
+                    + "driver API over the host driver). It proves the cuda code path, not device behaviour.\n");
         }
         if (launcherStatus != 0 && failed.isEmpty()) {
             out.append("NOTE: the JUnit console launcher exited with ").append(launcherStatus)
@@ -146,6 +149,35 @@ public final class GpuCheckSummary {
                     .append(why.getOrDefault(entry, "no result (its test did not run)")).append('\n');
         }
         return out.toString();
+    }
+
+    /**
+     * Whether the preflight facts say the cuda driver was cuvmm's host library
+     * ({@code hostLibrary=true}, from {@link org.cuvmm.Driver#isHostLibrary()}), or its reason says so.
+     */
+    static boolean overHostLibrary(Map<String, List<String>> facts) {
+        return "true".equals(first(facts, "hostLibrary", "false"))
+                || first(facts, "reason", "").contains("cuda driver API over the host library (no GPU)");
+    }
+
+    /** The summary's "driver:" line: a GPU only when the NVIDIA driver ran. */
+    static String driverLine(Map<String, List<String>> facts) {
+        String driver = first(facts, "driver", "unknown");
+        if (driver.equals("CUDA")) {
+            return overHostLibrary(facts)
+                    ? "CUDA over the host library (cuda driver API over the host library (no GPU), "
+                            + first(facts, "version", "?") + ": NOT a GPU result)"
+                    : "CUDA (real NVIDIA driver, " + first(facts, "version", "?") + ")";
+        }
+        return driver.equals("HOST") ? "HOST (cuvmm's host driver: memfd/mmap simulation, NO GPU involved)" : driver;
+    }
+
+    /** What the tests "Ran on", in the summary's words. */
+    static String where(Map<String, List<String>> facts) {
+        String driver = first(facts, "driver", "unknown");
+        if (!driver.equals("CUDA")) return "the " + driver.toLowerCase(Locale.ROOT) + " driver";
+        return overHostLibrary(facts) ? "the cuda driver API over the host library (no GPU)"
+                : "the real NVIDIA driver (cuda " + first(facts, "version", "?") + ")";
     }
 
     private static Map<String, List<String>> readFacts(Path file) throws IOException {
