@@ -47,15 +47,9 @@ bool args_ok(State& st, const CopyArgs& a, int dev, bool check_host) {
     return false;
 }
 
-// Runs on the worker: re-check, then copy; a failed re-check faults the device.
-void execute(const CopyArgs& a, int dev, const unsigned char* staged) {
-    if (sticky_error(dev) != CUDA_SUCCESS) return;  // the context is dead: skipped
-    Shared lock(g_state->mutex);
-    State& st = *g_state;
-    if (!args_ok(st, a, dev, staged == nullptr)) {
-        set_sticky_error(dev, CUDA_ERROR_ILLEGAL_ADDRESS);
-        return;
-    }
+// The copy itself, arguments checked. Registry mutex held (shared). A failure becomes the
+// device's sticky error: the op cannot report to its caller any more.
+void copy_checked(State& st, const CopyArgs& a, int dev, const unsigned char* staged) {
     CUresult rc = CUDA_SUCCESS;
     switch (a.kind) {
         case Kind::htod:
@@ -69,6 +63,18 @@ void execute(const CopyArgs& a, int dev, const unsigned char* staged) {
     // these addresses since then can still lack one. The op cannot report to its caller any
     // more: like any failure of queued work, it becomes the device's sticky error.
     if (rc != CUDA_SUCCESS) set_sticky_error(dev, rc);
+}
+
+// Runs on the worker: re-check, then copy; a failed re-check faults the device.
+void execute(const CopyArgs& a, int dev, const unsigned char* staged) {
+    if (sticky_error(dev) != CUDA_SUCCESS) return;  // the context is dead: skipped
+    Shared lock(g_state->mutex);
+    State& st = *g_state;
+    if (!args_ok(st, a, dev, staged == nullptr)) {
+        set_sticky_error(dev, CUDA_ERROR_ILLEGAL_ADDRESS);
+        return;
+    }
+    copy_checked(st, a, dev, staged);
 }
 
 // The private views of the device ranges `a` touches (views.cpp), mapped at the call.
@@ -143,6 +149,7 @@ CUresult enqueue(CUstream hStream, const CopyArgs& a) {
                        : a.kind == Kind::dtoh ? reinterpret_cast<const void*>(a.dst)
                                               : nullptr;
     bool device_memory = false;  // the host range is mapped VMM memory the CPU may touch
+    Queues& q = queues();
     {
         Shared lock(g_state->mutex);
         if (!args_ok(*g_state, a, dev, true)) return CUDA_ERROR_INVALID_VALUE;
@@ -152,8 +159,30 @@ CUresult enqueue(CUstream hStream, const CopyArgs& a) {
         // GPU page-locks. Such a copy is fully asynchronous, like one on pinned memory; an unmap
         // before it runs makes it fault (execute re-checks), as on a GPU.
         device_memory = host != nullptr && overlaps_reservation(*g_state, reinterpret_cast<uintptr_t>(host), a.n);
+        // Inline: a small op on an idle stream (no delay, nothing queued or running, no
+        // implicit dependency pending) runs here, under the registry lock that checked it (no
+        // re-check needed: nothing was unmapped meanwhile), instead of paying the handoff to
+        // the worker and back (kInlineMaxBytes, stream_queue.hpp). Lock order registry ->
+        // queue, as everywhere. The stream is busy meanwhile (begin_inline); a pinned range
+        // counts the use, as for a queued op, so cuMemFreeHost waits. Outcome as if queued:
+        // a failure is the sticky error, the call succeeds (pageable DtoH returns the sticky
+        // error: it returns only once its op has run).
+        if (a.n <= kInlineMaxBytes) {
+            std::unique_lock<std::mutex> ql(q.mutex);
+            if (begin_inline(q, s)) {
+                const bool registered = host != nullptr && !device_memory && pinned_use(q, host, a.n, true);
+                const bool pageable_dtoh = host != nullptr && !registered && !device_memory && a.kind == Kind::dtoh;
+                ql.unlock();
+                if (sticky_error(dev) == CUDA_SUCCESS) {  // skipped once the context is dead, as queued
+                    run_guarded(dev, [&] { copy_checked(*g_state, a, dev, nullptr); });
+                }
+                ql.lock();
+                if (registered) pinned_release(q, host);
+                end_inline(q, s);
+                return pageable_dtoh ? sticky_error(dev) : CUDA_SUCCESS;
+            }
+        }
     }
-    Queues& q = queues();
     std::unique_lock<std::mutex> lock(q.mutex);
     const bool registered = host != nullptr && !device_memory && pinned_use(q, host, a.n, true);
     const bool pinned = registered || device_memory;
