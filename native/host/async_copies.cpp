@@ -173,9 +173,11 @@ CUresult enqueue(CUstream hStream, const CopyArgs& a) {
                 const bool registered = host != nullptr && !device_memory && pinned_use(q, host, a.n, true);
                 const bool pageable_dtoh = host != nullptr && !registered && !device_memory && a.kind == Kind::dtoh;
                 ql.unlock();
-                if (sticky_error(dev) == CUDA_SUCCESS) {  // skipped once the context is dead, as queued
-                    run_guarded(dev, [&] { copy_checked(*g_state, a, dev, nullptr); });
-                }
+                run_guarded(dev, [&] {
+                    call_inline_test_hook();
+                    // Skipped once the context is dead, as a queued op would be.
+                    if (sticky_error(dev) == CUDA_SUCCESS) copy_checked(*g_state, a, dev, nullptr);
+                });
                 ql.lock();
                 if (registered) pinned_release(q, host);
                 end_inline(q, s);

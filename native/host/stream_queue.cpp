@@ -17,6 +17,8 @@ namespace {
 std::array<std::atomic<int>, kMaxDevices> g_sticky{};
 std::atomic<long long> g_delay_micros{0};
 std::atomic<uint64_t> g_inline_ops{0};
+std::atomic<void (*)(void*)> g_inline_hook{nullptr};  // set_inline_test_hook
+std::atomic<void*> g_inline_hook_arg{nullptr};
 
 // Queues is leaked on purpose: detached workers may still run while the process exits.
 Queues* make_queues();
@@ -240,6 +242,15 @@ void end_inline(Queues& q, const StreamRef& s) {
 }
 
 uint64_t inline_op_count() { return g_inline_ops.load(std::memory_order_relaxed); }
+
+void set_inline_test_hook(void (*fn)(void*), void* arg) {
+    g_inline_hook_arg.store(arg, std::memory_order_relaxed);
+    g_inline_hook.store(fn, std::memory_order_release);
+}
+
+void call_inline_test_hook() {
+    if (auto* fn = g_inline_hook.load(std::memory_order_acquire)) fn(g_inline_hook_arg.load(std::memory_order_relaxed));
+}
 
 void wait_for(std::unique_lock<std::mutex>& lock, const std::vector<std::pair<StreamRef, uint64_t>>& deps) {
     // Counts only grow: once a dependency is met it stays met, so waiting for each in turn

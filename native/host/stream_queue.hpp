@@ -187,6 +187,14 @@ void run_guarded(int device, Body&& body) {
 // Ops run inline so far, in the whole process (tests: the fast path was, or was not, taken).
 uint64_t inline_op_count();
 
+// Test seam (native/test/host_stream_test_inline.cpp): `fn(arg)` is called by every inline
+// op on its caller's thread, after begin_inline and before the copy, with the registry lock
+// held shared and the queue mutex not held, inside run_guarded (an exception it throws is
+// the op's). A test holds an op in flight with it. Null (the default): nothing is called.
+// Set it while no inline op runs.
+void set_inline_test_hook(void (*fn)(void*), void* arg);
+void call_inline_test_hook();
+
 // Ends a stream's life as a handle (cuStreamDestroy, context reset, thread exit): the worker,
 // if any, drains the queue and exits, taking the stream off the device list; a stream with no
 // worker leaves that list now. Queue mutex held.
