@@ -277,7 +277,10 @@ void test_inline_op_in_flight() {
     x.join();
     CHECK(synced.load() && ctx_synced.load());
     OK(T.cuStreamSynchronize(s));
-    CHECK(out.p[0] == 2 && out.p[63] == 2);  // the queued memset ran after the inline one
+    CHECK(out.p[0] == 2 && out.p[63] == 2);
+    unsigned char last = 0;
+    OK(T.cuMemcpyDtoH(&last, d.p + 63, 1));
+    CHECK(last == 2);  // the queued memset ran after the inline one, not before
     OK(T.cuEventQuery(e));
     OK(T.cuEventDestroy(e));
     OK(T.cuStreamDestroy(s));
