@@ -215,6 +215,7 @@ public final class StreamsReport {
     }
 
     static long bytesOf(String cppName) {
+        if (cppName.contains("batch32x")) return 32 * (64L << 10); // 32 copies of 64 KiB per op
         if (cppName.endsWith("64KiB")) return 64L << 10;
         if (cppName.endsWith("_2MiB")) return 2L << 20;
         if (cppName.endsWith("64MiB")) return 64L << 20;
