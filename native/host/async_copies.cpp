@@ -3,7 +3,9 @@
 // device; the op checks again when it runs, under the shared registry lock held across the
 // memcpy (an unmap waits for a running op, never crashes it). If the memory is no longer
 // mapped or accessible by then, the op faults: CUDA_ERROR_ILLEGAL_ADDRESS becomes the
-// device's sticky error (stream_queue.hpp).
+// device's sticky error (stream_queue.hpp). A small op on an idle stream runs inline on the
+// caller's thread instead (enqueue, kInlineMaxBytes), checked and copied under one hold of
+// the registry lock, with the outcome a queued op would have.
 //
 // Host memory (CUDA "API synchronization behavior"): a host range inside one pinned range
 // (pinned.cpp), or inside mapped VMM memory the CPU may access (HOST / HOST_NUMA located,
