@@ -142,18 +142,21 @@ CUresult stage_pageable_htod(std::unique_lock<std::mutex>& lock, const StreamRef
 CUresult enqueue(CUstream hStream, const CopyArgs& a) {
     StreamRef s;
     if (CUresult r = lookup_stream(hStream, &s)) return r;
-    int cur;
-    if (CUresult r = stream_context(&cur)) return r;  // copies need a current context
     const int dev = s->device;
-    if (CUresult r = sticky_error(dev)) return r;
-    if (a.n == 0) return CUDA_SUCCESS;
     const void* host = a.kind == Kind::htod   ? reinterpret_cast<const void*>(a.src)
                        : a.kind == Kind::dtoh ? reinterpret_cast<const void*>(a.dst)
                                               : nullptr;
     bool device_memory = false;  // the host range is mapped VMM memory the CPU may touch
     Queues& q = queues();
     {
+        // One hold of the registry lock (shared) for the context check (stream_context's,
+        // inlined: same codes, same order), the argument checks and an inline op.
         Shared lock(g_state->mutex);
+        int cur;
+        if (!current_device(*g_state, &cur)) return CUDA_ERROR_INVALID_CONTEXT;  // copies need one
+        if (CUresult r = sticky_error(cur)) return r;
+        if (CUresult r = sticky_error(dev)) return r;
+        if (a.n == 0) return CUDA_SUCCESS;
         if (!args_ok(*g_state, a, dev, true)) return CUDA_ERROR_INVALID_VALUE;
         if (CUresult r = views_ready(*g_state, a)) return r;
         // args_ok accepted it, so a host range touching a reservation lies entirely in mapped
@@ -172,8 +175,9 @@ CUresult enqueue(CUstream hStream, const CopyArgs& a) {
         if (a.n <= kInlineMaxBytes) {
             std::unique_lock<std::mutex> ql(q.mutex);
             if (begin_inline(q, s)) {
-                const bool registered = host != nullptr && !device_memory && pinned_use(q, host, a.n, true);
-                const bool pageable_dtoh = host != nullptr && !registered && !device_memory && a.kind == Kind::dtoh;
+                // One look-up of the pinned range: its entry stays while its use is counted.
+                PinnedRange* range = host != nullptr && !device_memory ? pinned_acquire(q, host, a.n) : nullptr;
+                const bool pageable_dtoh = host != nullptr && range == nullptr && !device_memory && a.kind == Kind::dtoh;
                 ql.unlock();
                 run_guarded(dev, [&] {
                     call_inline_test_hook();
@@ -181,7 +185,7 @@ CUresult enqueue(CUstream hStream, const CopyArgs& a) {
                     if (sticky_error(dev) == CUDA_SUCCESS) copy_checked(*g_state, a, dev, nullptr);
                 });
                 ql.lock();
-                if (registered) pinned_release(q, host);
+                if (range != nullptr) pinned_release(q, range);
                 end_inline(q, s);
                 return pageable_dtoh ? sticky_error(dev) : CUDA_SUCCESS;
             }

@@ -222,8 +222,21 @@ bool satisfied(const std::vector<std::pair<StreamRef, uint64_t>>& deps) {
 }
 
 bool idle(Queues& q, const StreamRef& s) {
-    return g_delay_micros.load(std::memory_order_relaxed) == 0 && s->queue.empty() &&
-           s->completed == s->submitted && satisfied(barrier_of(q, s));
+    if (g_delay_micros.load(std::memory_order_relaxed) != 0 || !s->queue.empty() || s->completed != s->submitted) {
+        return false;
+    }
+    // satisfied(barrier_of(q, s)) without building the list (called for every small op and
+    // every record): barrier_of names s itself (complete, checked above) and only streams
+    // with work not yet completed, so the barrier is met exactly when it names none.
+    if (s->kind == HostStream::Kind::legacy) {
+        for (auto& other : q.all[s->device]) {
+            if (other != s && other->blocking() && other->submitted > other->completed) return false;
+        }
+    } else if (s->blocking()) {
+        const StreamRef& legacy = q.legacy[s->device];
+        if (legacy && legacy->submitted > legacy->completed) return false;
+    }
+    return true;
 }
 
 bool begin_inline(Queues& q, const StreamRef& s) {

@@ -218,5 +218,11 @@ CUresult lookup_stream(CUstream stream, StreamRef* out);
 bool pinned_use(Queues& q, const void* p, size_t n, bool use);
 void pinned_release(Queues& q, const void* p);
 
+// The same with one look-up: the range containing all of [p, p+n) with one pending use
+// counted, or null; released through that pointer (a range is erased only with no pending
+// use, so the map entry outlives the use). Queue mutex held.
+PinnedRange* pinned_acquire(Queues& q, const void* p, size_t n);
+void pinned_release(Queues& q, PinnedRange* range);
+
 }  // namespace host
 }  // namespace cuvmm

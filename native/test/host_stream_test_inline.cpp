@@ -10,7 +10,25 @@
 
 #include "host/stream_queue.hpp"
 
+#include <cstdlib>
 #include <new>
+
+// Counts operator new calls made on this thread while armed (test_inline_allocates_nothing).
+// Replaces the global operator new / delete of the whole host_stream_test binary; unarmed it
+// only allocates (malloc / free, the pair ASan and TSan intercept).
+thread_local bool tl_count_new = false;
+thread_local long tl_new_calls = 0;
+
+void* operator new(std::size_t n) {
+    if (tl_count_new) ++tl_new_calls;
+    if (void* p = std::malloc(n == 0 ? 1 : n)) return p;
+    throw std::bad_alloc();
+}
+void* operator new[](std::size_t n) { return ::operator new(n); }
+void operator delete(void* p) noexcept { std::free(p); }
+void operator delete[](void* p) noexcept { std::free(p); }
+void operator delete(void* p, std::size_t) noexcept { std::free(p); }
+void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 namespace {
 
@@ -105,6 +123,37 @@ void test_inline_taken() {
     OK(T.cuMemcpyDtoH(&last, big.p + kInlineMaxBytes, 1));
     CHECK(last == 5);
     OK(T.cuStreamDestroy(t));
+}
+
+// The inline path's per-op cost is bookkeeping beside a small memcpy: a copy or memset run
+// inline, and the synchronize and query after it, make no heap allocation (no list of
+// pieces, dependencies or barrier built per call), for every kind of op, on a created stream.
+// Counted with operator new on this thread (the op runs on it).
+void test_inline_allocates_nothing() {
+    Dev d(0);
+    Pinned pin(8192);
+    CUstream s;
+    OK(T.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    OK(T.cuMemsetD8Async(d.p, 0, 4096, s));  // first touch: the private view is mapped
+    OK(T.cuStreamSynchronize(s));
+    const uint64_t before = inline_op_count();
+    tl_new_calls = 0;
+    tl_count_new = true;
+    for (int i = 0; i < 100; ++i) {
+        T.cuMemcpyHtoDAsync(d.p, pin.p, 4096, s);
+        T.cuStreamSynchronize(s);
+        T.cuMemcpyDtoHAsync(pin.p + 4096, d.p, 4096, s);
+        T.cuMemcpyDtoDAsync(d.p + 4096, d.p, 4096, s);
+        T.cuMemsetD8Async(d.p + 8192, 7, 4096, s);
+        T.cuStreamQuery(s);
+    }
+    tl_count_new = false;
+    const long calls = tl_new_calls;
+    CHECK(inline_op_count() == before + 400);
+    if (calls != 0) std::printf("  operator new calls in 400 inline ops + 100 synchronize + 100 query: %ld\n", calls);
+    CHECK(calls == 0);
+    OK(T.cuStreamSynchronize(s));
+    OK(T.cuStreamDestroy(s));
 }
 
 struct ThreadId {
@@ -492,6 +541,7 @@ void test_inline_errors() {
 
 void run_inline_tests() {
     test_inline_taken();
+    test_inline_allocates_nothing();
     test_inline_not_taken();
     test_inline_op_in_flight();
     test_destroy_during_inline();
