@@ -24,6 +24,9 @@
 //                            (a cuEventRecord on the buffer's and on the pinned memory's event
 //                            for the stream, 4 cuCtxGetCurrent): every driver call the Java
 //                            op makes, so Java minus this is JNI and the Java objects
+//   htod_pinned_batch32x64KiB, htod_pinned_busy_batch32x64KiB  32 pinned copies of 64 KiB,
+//                            one synchronize; the busy one first queues a no-op host function
+//                            (the stream is busy: no copy can run inline on the host driver)
 //   htod_pageable_<size>     the same from malloc'd (pageable) memory
 //   dtoh_pinned_<size>       cuMemcpyDtoHAsync into cuMemHostAlloc memory, cuStreamSynchronize
 //   dtoh_pageable_<size>     the same into pageable memory
@@ -66,6 +69,8 @@ using Clock = std::chrono::steady_clock;
         CUresult rc_ = table.name(__VA_ARGS__);                   \
         if (rc_ != CUDA_SUCCESS) fail_call(#name, rc_, op);       \
     } while (0)
+
+void CUDA_CB noop_host_fn(void*) {}
 
 struct Settings {
     int warmup_rounds = 1;
@@ -169,7 +174,7 @@ int main(int argc, char** argv) {
         else if (a == "--help" || a == "-h") {
             std::printf("usage: cuvmm-streams-baseline [--warmup-rounds N (1)] [--rounds N (3)] [--round-ms N (500)] "
                         "[--only NAME_PREFIX]\n"
-                        "ops: memcpy_, memcpy_pieces_, memcpy_memfd_ (host driver), htod_pinned_, htod_pinned_recorded_, dtoh_pinned_recorded_, htod_pageable_, dtoh_pinned_, dtoh_pageable_ (each at 64KiB, "
+                        "ops: memcpy_, memcpy_pieces_, memcpy_memfd_ (host driver), htod_pinned_, htod_pinned_batch32x64KiB, htod_pinned_busy_batch32x64KiB, htod_pinned_recorded_, dtoh_pinned_recorded_, htod_pageable_, dtoh_pinned_, dtoh_pageable_ (each at 64KiB, "
                         "2MiB, 64MiB), overlap_one_stream, overlap_two_streams, memcpy_two_threads\n"
                         "driver: CUVMM_DRIVER=auto|cuda|host, CUVMM_HOST_DEVICES, CUVMM_HOST_GRANULARITY, "
                         "CUVMM_CUDA_LIBRARY\n");
@@ -267,6 +272,23 @@ int main(int argc, char** argv) {
                 CALL("htod_pinned", cuMemcpyHtoDAsync, d1.address, pin1, bytes, a);
                 CALL("htod_pinned", cuStreamSynchronize, a);
             }));
+        }
+        // Small copies in a batch (64 KiB only): 32 copies of 64 KiB to successive offsets,
+        // then one synchronize (bytes: all 32). "batch32": on an idle stream, where the host
+        // driver runs each inline; "busy_batch32": behind a no-op host function, so the
+        // stream is busy and all 32 go to its worker (one handoff for the batch).
+        if (bytes == (size_t(64) << 10)) {
+            for (bool busy : {false, true}) {
+                name = std::string(busy ? "htod_pinned_busy_batch32x" : "htod_pinned_batch32x") + label;
+                if (!wanted(name)) continue;
+                print_result(name, 32 * bytes, measure(s, [&] {
+                    if (busy) CALL("htod_pinned_batch", cuLaunchHostFunc, a, noop_host_fn, nullptr);
+                    for (size_t k = 0; k < 32; ++k) {
+                        CALL("htod_pinned_batch", cuMemcpyHtoDAsync, d1.address + k * bytes, pin1 + k * bytes, bytes, a);
+                    }
+                    CALL("htod_pinned_batch", cuStreamSynchronize, a);
+                }));
+            }
         }
         name = std::string("htod_pinned_recorded_") + label;
         if (wanted(name)) {

@@ -3,7 +3,9 @@
 // device; the op checks again when it runs, under the shared registry lock held across the
 // memcpy (an unmap waits for a running op, never crashes it). If the memory is no longer
 // mapped or accessible by then, the op faults: CUDA_ERROR_ILLEGAL_ADDRESS becomes the
-// device's sticky error (stream_queue.hpp).
+// device's sticky error (stream_queue.hpp). A small op on an idle stream runs inline on the
+// caller's thread instead (enqueue, kInlineMaxBytes), checked and copied under one hold of
+// the registry lock, with the outcome a queued op would have.
 //
 // Host memory (CUDA "API synchronization behavior"): a host range inside one pinned range
 // (pinned.cpp), or inside mapped VMM memory the CPU may access (HOST / HOST_NUMA located,
@@ -47,15 +49,9 @@ bool args_ok(State& st, const CopyArgs& a, int dev, bool check_host) {
     return false;
 }
 
-// Runs on the worker: re-check, then copy; a failed re-check faults the device.
-void execute(const CopyArgs& a, int dev, const unsigned char* staged) {
-    if (sticky_error(dev) != CUDA_SUCCESS) return;  // the context is dead: skipped
-    Shared lock(g_state->mutex);
-    State& st = *g_state;
-    if (!args_ok(st, a, dev, staged == nullptr)) {
-        set_sticky_error(dev, CUDA_ERROR_ILLEGAL_ADDRESS);
-        return;
-    }
+// The copy itself, arguments checked. Registry mutex held (shared). A failure becomes the
+// device's sticky error: the op cannot report to its caller any more.
+void copy_checked(State& st, const CopyArgs& a, int dev, const unsigned char* staged) {
     CUresult rc = CUDA_SUCCESS;
     switch (a.kind) {
         case Kind::htod:
@@ -69,6 +65,18 @@ void execute(const CopyArgs& a, int dev, const unsigned char* staged) {
     // these addresses since then can still lack one. The op cannot report to its caller any
     // more: like any failure of queued work, it becomes the device's sticky error.
     if (rc != CUDA_SUCCESS) set_sticky_error(dev, rc);
+}
+
+// Runs on the worker: re-check, then copy; a failed re-check faults the device.
+void execute(const CopyArgs& a, int dev, const unsigned char* staged) {
+    if (sticky_error(dev) != CUDA_SUCCESS) return;  // the context is dead: skipped
+    Shared lock(g_state->mutex);
+    State& st = *g_state;
+    if (!args_ok(st, a, dev, staged == nullptr)) {
+        set_sticky_error(dev, CUDA_ERROR_ILLEGAL_ADDRESS);
+        return;
+    }
+    copy_checked(st, a, dev, staged);
 }
 
 // The private views of the device ranges `a` touches (views.cpp), mapped at the call.
@@ -134,17 +142,21 @@ CUresult stage_pageable_htod(std::unique_lock<std::mutex>& lock, const StreamRef
 CUresult enqueue(CUstream hStream, const CopyArgs& a) {
     StreamRef s;
     if (CUresult r = lookup_stream(hStream, &s)) return r;
-    int cur;
-    if (CUresult r = stream_context(&cur)) return r;  // copies need a current context
     const int dev = s->device;
-    if (CUresult r = sticky_error(dev)) return r;
-    if (a.n == 0) return CUDA_SUCCESS;
     const void* host = a.kind == Kind::htod   ? reinterpret_cast<const void*>(a.src)
                        : a.kind == Kind::dtoh ? reinterpret_cast<const void*>(a.dst)
                                               : nullptr;
     bool device_memory = false;  // the host range is mapped VMM memory the CPU may touch
+    Queues& q = queues();
     {
+        // One hold of the registry lock (shared) for the context check (stream_context's,
+        // inlined: same codes, same order), the argument checks and an inline op.
         Shared lock(g_state->mutex);
+        int cur;
+        if (!current_device(*g_state, &cur)) return CUDA_ERROR_INVALID_CONTEXT;  // copies need one
+        if (CUresult r = sticky_error(cur)) return r;
+        if (CUresult r = sticky_error(dev)) return r;
+        if (a.n == 0) return CUDA_SUCCESS;
         if (!args_ok(*g_state, a, dev, true)) return CUDA_ERROR_INVALID_VALUE;
         if (CUresult r = views_ready(*g_state, a)) return r;
         // args_ok accepted it, so a host range touching a reservation lies entirely in mapped
@@ -152,8 +164,33 @@ CUresult enqueue(CUstream hStream, const CopyArgs& a) {
         // GPU page-locks. Such a copy is fully asynchronous, like one on pinned memory; an unmap
         // before it runs makes it fault (execute re-checks), as on a GPU.
         device_memory = host != nullptr && overlaps_reservation(*g_state, reinterpret_cast<uintptr_t>(host), a.n);
+        // Inline: a small op on an idle stream (no delay, nothing queued or running, no
+        // implicit dependency pending) runs here, under the registry lock that checked it (no
+        // re-check needed: nothing was unmapped meanwhile), instead of paying the handoff to
+        // the worker and back (kInlineMaxBytes, stream_queue.hpp). Lock order registry ->
+        // queue, as everywhere. The stream is busy meanwhile (begin_inline); a pinned range
+        // counts the use, as for a queued op, so cuMemFreeHost waits. Outcome as if queued:
+        // a failure is the sticky error, the call succeeds (pageable DtoH returns the sticky
+        // error: it returns only once its op has run).
+        if (a.n <= kInlineMaxBytes) {
+            std::unique_lock<std::mutex> ql(q.mutex);
+            if (begin_inline(q, s)) {
+                // One look-up of the pinned range: its entry stays while its use is counted.
+                PinnedRange* range = host != nullptr && !device_memory ? pinned_acquire(q, host, a.n) : nullptr;
+                const bool pageable_dtoh = host != nullptr && range == nullptr && !device_memory && a.kind == Kind::dtoh;
+                ql.unlock();
+                run_guarded(dev, [&] {
+                    call_inline_test_hook();
+                    // Skipped once the context is dead, as a queued op would be.
+                    if (sticky_error(dev) == CUDA_SUCCESS) copy_checked(*g_state, a, dev, nullptr);
+                });
+                ql.lock();
+                if (range != nullptr) pinned_release(q, range);
+                end_inline(q, s);
+                return pageable_dtoh ? sticky_error(dev) : CUDA_SUCCESS;
+            }
+        }
     }
-    Queues& q = queues();
     std::unique_lock<std::mutex> lock(q.mutex);
     const bool registered = host != nullptr && !device_memory && pinned_use(q, host, a.n, true);
     const bool pinned = registered || device_memory;

@@ -89,6 +89,18 @@ bool pinned_use(Queues& q, const void* p, size_t n, bool use) {
     return true;
 }
 
+PinnedRange* pinned_acquire(Queues& q, const void* p, size_t n) {
+    auto it = containing(q, reinterpret_cast<uintptr_t>(p), n);
+    if (it == q.pinned.end()) return nullptr;
+    ++it->second.pending;
+    return &it->second;
+}
+
+void pinned_release(Queues& q, PinnedRange* range) {
+    --range->pending;
+    q.changed.notify_all();
+}
+
 void pinned_release(Queues& q, const void* p) {
     auto it = containing(q, reinterpret_cast<uintptr_t>(p), 1);
     if (it == q.pinned.end()) return;

@@ -3,7 +3,6 @@
 // per-thread default streams, the sticky per-device fault and the op delay.
 #include "host/stream_queue.hpp"
 
-#include <cxxabi.h>
 #include <pthread.h>
 
 #include <algorithm>
@@ -17,6 +16,9 @@ namespace {
 
 std::array<std::atomic<int>, kMaxDevices> g_sticky{};
 std::atomic<long long> g_delay_micros{0};
+std::atomic<uint64_t> g_inline_ops{0};
+std::atomic<void (*)(void*)> g_inline_hook{nullptr};  // set_inline_test_hook
+std::atomic<void*> g_inline_hook_arg{nullptr};
 
 // Queues is leaked on purpose: detached workers may still run while the process exits.
 Queues* make_queues();
@@ -53,6 +55,7 @@ void child_after_fork() {
             s->queue.clear();
             s->completed = s->submitted;
             s->worker = false;
+            s->inline_running = false;  // its thread is not in the child
         }
         list.erase(std::remove_if(list.begin(), list.end(), [](const StreamRef& s) { return s->destroyed; }),
                    list.end());
@@ -91,22 +94,24 @@ StreamRef new_stream(Queues& q, HostStream::Kind kind, int dev, unsigned flags) 
 
 // Runs one op on its worker. An exception must not end the process (it would leave the
 // worker's thread function): it becomes the device's sticky error, as a failure of queued
-// work does on a GPU. std::bad_alloc (staging, a container inside the copy) ->
+// work does on a GPU (run_guarded). std::bad_alloc (staging, a container inside the copy) ->
 // CUDA_ERROR_OUT_OF_MEMORY; anything else, in practice a C++ host function that throws
 // (cuda.h is silent; an exception through a C callback is the caller's bug) ->
 // CUDA_ERROR_LAUNCH_FAILED, cuda.h's "exception ... while executing", sticky for the context.
-// Forced unwinding (thread cancellation) is rethrown, as it must be.
-void run_op(Op& op, int device) {
-    try {
-        op.run();
-    } catch (abi::__forced_unwind&) {
-        throw;
-    } catch (const std::bad_alloc&) {
-        tl_in_host_function = false;
-        set_sticky_error(device, CUDA_ERROR_OUT_OF_MEMORY);
-    } catch (...) {
-        tl_in_host_function = false;
-        set_sticky_error(device, CUDA_ERROR_LAUNCH_FAILED);
+void run_op(Op& op, int device) { run_guarded(device, op.run); }
+
+// A destroyed stream leaves its device's list once nothing runs on it any more: no worker,
+// no inline op (whichever of the destroy, the worker and the inline op ends last takes it
+// off). Until then cuCtxSynchronize and the legacy rule still see its unfinished work.
+// Queue mutex held.
+void retire_if_done(Queues& q, const StreamRef& s) {
+    if (!s->destroyed || s->worker || s->inline_running) return;
+    auto& list = q.all[s->device];
+    for (auto l = list.begin(); l != list.end(); ++l) {
+        if (l->get() == s.get()) {
+            list.erase(l);
+            break;
+        }
     }
 }
 
@@ -131,29 +136,15 @@ void worker_loop(StreamRef s) {
         ++s->completed;
         s->done.notify_all();
     }
-    auto& list = q.all[s->device];
-    for (auto it = list.begin(); it != list.end(); ++it) {
-        if (it->get() == s.get()) {
-            list.erase(it);
-            break;
-        }
-    }
     s->worker = false;
+    retire_if_done(q, s);
 }
 
 }  // namespace
 
 void mark_destroyed(Queues& q, const StreamRef& s) {
     s->destroyed = true;
-    if (!s->worker) {  // no worker to drain it and take it off the device list when done
-        auto& list = q.all[s->device];
-        for (auto l = list.begin(); l != list.end(); ++l) {
-            if (l->get() == s.get()) {
-                list.erase(l);
-                break;
-            }
-        }
-    }
+    retire_if_done(q, s);  // no worker and no inline op: leaves the device list now
     s->work.notify_one();
 }
 
@@ -210,7 +201,10 @@ uint64_t submit(Queues& q, const StreamRef& s, Op op) {
             s->worker = true;  // the worker needs the queue mutex, which the caller holds
         }
         auto implicit = barrier_of(q, s);
-        for (size_t i = 1; i < implicit.size(); ++i) op.deps.push_back(std::move(implicit[i]));  // [0] is s: FIFO
+        // [0] is s itself: the worker runs its queue in order, so FIFO needs no dependency,
+        // except behind an op running inline on another thread, which the worker must not overtake.
+        if (s->inline_running) op.deps.push_back(std::move(implicit[0]));
+        for (size_t i = 1; i < implicit.size(); ++i) op.deps.push_back(std::move(implicit[i]));
         s->queue.push_back(std::move(op));
     } catch (...) {  // std::system_error (no thread), std::bad_alloc: never across the C ABI
         return 0;
@@ -228,8 +222,47 @@ bool satisfied(const std::vector<std::pair<StreamRef, uint64_t>>& deps) {
 }
 
 bool idle(Queues& q, const StreamRef& s) {
-    return g_delay_micros.load(std::memory_order_relaxed) == 0 && s->queue.empty() &&
-           s->completed == s->submitted && satisfied(barrier_of(q, s));
+    if (g_delay_micros.load(std::memory_order_relaxed) != 0 || !s->queue.empty() || s->completed != s->submitted) {
+        return false;
+    }
+    // satisfied(barrier_of(q, s)) without building the list (called for every small op and
+    // every record): barrier_of names s itself (complete, checked above) and only streams
+    // with work not yet completed, so the barrier is met exactly when it names none.
+    if (s->kind == HostStream::Kind::legacy) {
+        for (auto& other : q.all[s->device]) {
+            if (other != s && other->blocking() && other->submitted > other->completed) return false;
+        }
+    } else if (s->blocking()) {
+        const StreamRef& legacy = q.legacy[s->device];
+        if (legacy && legacy->submitted > legacy->completed) return false;
+    }
+    return true;
+}
+
+bool begin_inline(Queues& q, const StreamRef& s) {
+    if (!idle(q, s)) return false;
+    ++s->submitted;  // busy from now on: not idle for anyone, later ops depend on this one
+    s->inline_running = true;
+    return true;
+}
+
+void end_inline(Queues& q, const StreamRef& s) {
+    s->inline_running = false;
+    ++s->completed;
+    g_inline_ops.fetch_add(1, std::memory_order_relaxed);
+    s->done.notify_all();
+    retire_if_done(q, s);  // destroyed meanwhile (by another thread) with no worker
+}
+
+uint64_t inline_op_count() { return g_inline_ops.load(std::memory_order_relaxed); }
+
+void set_inline_test_hook(void (*fn)(void*), void* arg) {
+    g_inline_hook_arg.store(arg, std::memory_order_relaxed);
+    g_inline_hook.store(fn, std::memory_order_release);
+}
+
+void call_inline_test_hook() {
+    if (auto* fn = g_inline_hook.load(std::memory_order_acquire)) fn(g_inline_hook_arg.load(std::memory_order_relaxed));
 }
 
 void wait_for(std::unique_lock<std::mutex>& lock, const std::vector<std::pair<StreamRef, uint64_t>>& deps) {

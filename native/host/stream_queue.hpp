@@ -28,9 +28,12 @@
 
 #include "host/host_internal.hpp"
 
+#include <cxxabi.h>
+
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <new>
 #include <utility>
 #include <vector>
 
@@ -61,6 +64,7 @@ struct HostStream {
     uint64_t completed = 0;   // ops finished (run, skipped or a no-op)
     bool destroyed = false;   // handle gone; the worker drains the queue and exits
     bool worker = false;      // a worker thread serves this stream
+    bool inline_running = false;  // an op runs on its caller's thread now (run_inline)
     // Waited on with the queue mutex. `work`: only this stream's worker waits (queue not
     // empty, or destroyed); notified by submit and destroy. `done`: whoever waits for this
     // stream's completed count (synchronize, an event, another stream's op depending on it);
@@ -141,9 +145,55 @@ bool satisfied(const std::vector<std::pair<StreamRef, uint64_t>>& deps);
 
 // True when an op queued on `s` now would run at once and do nothing that takes time: no
 // delay is set, `s` has nothing queued or running, and its implicit dependencies (legacy /
-// blocking rule) are complete. A record or a wait on such a stream is complete at the call,
-// so it needs no op and wakes no worker. Queue mutex held.
+// blocking rule, a pending cuStreamWaitEvent) are complete. A record or a wait on such a
+// stream is complete at the call, so it needs no op and wakes no worker. Queue mutex held.
 bool idle(Queues& q, const StreamRef& s);
+
+// The largest copy or memset run inline by run_inline (async_copies.cpp). Handing an op to
+// the stream's worker and waiting for it costs about 20-30 us on a 2-core VM (measured,
+// bench/RESULTS-streams.md): 40x a 64 KiB memcpy, half of a 2 MiB one. From 4 MiB up the
+// copy itself (>= 100 us) dwarfs the handoff, and a queued copy lets two streams overlap.
+constexpr size_t kInlineMaxBytes = size_t(4) << 20;
+
+// An op run inline: on the calling thread, now, instead of by the stream's worker. Only
+// copies and memsets (async_copies.cpp), never host functions or waits. begin_inline, when
+// `s` is idle (above), takes the op's sequence number and marks `s` as running it; until
+// end_inline the stream is busy for everyone: an op another thread submits meanwhile depends
+// on it (FIFO), a query, synchronize or event recorded on `s` sees unfinished work, and a
+// destroyed `s` stays on its device's list. Returns false, nothing changed, when `s` is not
+// idle (the caller queues the op). Both with the queue mutex held; the op itself runs with
+// it released.
+bool begin_inline(Queues& q, const StreamRef& s);
+void end_inline(Queues& q, const StreamRef& s);
+
+// Runs `body` as the worker runs an op: an exception becomes the device's sticky error
+// (std::bad_alloc -> CUDA_ERROR_OUT_OF_MEMORY, anything else -> CUDA_ERROR_LAUNCH_FAILED);
+// forced unwinding (thread cancellation) passes through.
+template <class Body>
+void run_guarded(int device, Body&& body) {
+    try {
+        body();
+    } catch (abi::__forced_unwind&) {
+        throw;
+    } catch (const std::bad_alloc&) {
+        tl_in_host_function = false;
+        set_sticky_error(device, CUDA_ERROR_OUT_OF_MEMORY);
+    } catch (...) {
+        tl_in_host_function = false;
+        set_sticky_error(device, CUDA_ERROR_LAUNCH_FAILED);
+    }
+}
+
+// Ops run inline so far, in the whole process (tests: the fast path was, or was not, taken).
+uint64_t inline_op_count();
+
+// Test seam (native/test/host_stream_test_inline.cpp): `fn(arg)` is called by every inline
+// op on its caller's thread, after begin_inline and before the copy, with the registry lock
+// held shared and the queue mutex not held, inside run_guarded (an exception it throws is
+// the op's). A test holds an op in flight with it. Null (the default): nothing is called.
+// Set it while no inline op runs.
+void set_inline_test_hook(void (*fn)(void*), void* arg);
+void call_inline_test_hook();
 
 // Ends a stream's life as a handle (cuStreamDestroy, context reset, thread exit): the worker,
 // if any, drains the queue and exits, taking the stream off the device list; a stream with no
@@ -167,6 +217,12 @@ CUresult lookup_stream(CUstream stream, StreamRef* out);
 // or false. Queue mutex held.
 bool pinned_use(Queues& q, const void* p, size_t n, bool use);
 void pinned_release(Queues& q, const void* p);
+
+// The same with one look-up: the range containing all of [p, p+n) with one pending use
+// counted, or null; released through that pointer (a range is erased only with no pending
+// use, so the map entry outlives the use). Queue mutex held.
+PinnedRange* pinned_acquire(Queues& q, const void* p, size_t n);
+void pinned_release(Queues& q, PinnedRange* range);
 
 }  // namespace host
 }  // namespace cuvmm

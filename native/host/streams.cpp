@@ -8,10 +8,19 @@ namespace host {
 namespace {
 
 // What "the stream is done" waits for: the legacy stream also waits for the blocking
-// streams' queued work (as an op queued on it now would), any other stream for itself.
-std::vector<std::pair<StreamRef, uint64_t>> done_deps(Queues& q, const StreamRef& s) {
-    if (s->kind == HostStream::Kind::legacy) return barrier_of(q, s);
-    return {{s, s->submitted}};
+// streams' queued work (as an op queued on it now would), any other stream for itself (its
+// count read now: no list built, so a synchronize after an inline op allocates nothing).
+// Queue mutex held.
+void wait_done(std::unique_lock<std::mutex>& lock, Queues& q, const StreamRef& s) {
+    if (s->kind == HostStream::Kind::legacy) return wait_for(lock, barrier_of(q, s));
+    const uint64_t need = s->submitted;
+    HostStream& self = *s;
+    self.done.wait(lock, [&] { return self.completed >= need; });
+}
+
+bool is_done(Queues& q, const StreamRef& s) {
+    if (s->kind == HostStream::Kind::legacy) return satisfied(barrier_of(q, s));
+    return s->completed >= s->submitted;
 }
 
 CUresult create(CUstream* stream, unsigned int flags, int priority) {
@@ -80,7 +89,7 @@ CUresult CUDAAPI cuStreamSynchronize(CUstream stream) {
     Queues& q = queues();
     {
         std::unique_lock<std::mutex> lock(q.mutex);
-        wait_for(lock, done_deps(q, s));
+        wait_done(lock, q, s);
     }
     return sticky_error(s->device);
 }
@@ -92,7 +101,7 @@ CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
     if (CUresult r = sticky_error(s->device)) return r;
     Queues& q = queues();
     std::lock_guard<std::mutex> lock(q.mutex);
-    return satisfied(done_deps(q, s)) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    return is_done(q, s) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 // Later work on hStream waits for the work the event captured AT THIS CALL: a no-op op

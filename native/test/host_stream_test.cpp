@@ -363,6 +363,7 @@ int main() {
     test_sync_copy_ignores_non_blocking();
     test_ctx_synchronize_waits_for_all();
     run_more_tests();  // host_stream_test_more.cpp
+    run_inline_tests();  // host_stream_test_inline.cpp
     // Exit with work still queued and workers running: no crash, no sanitizer report.
     static Dev* left = new Dev(0);  // reachable from a static, never unmapped
     CUstream s;

@@ -330,6 +330,20 @@ void test_per_thread_streams_of_dead_threads() {
         std::lock_guard<std::mutex> l(q.mutex);
         return q.all[0].size();
     };
+    // Streams an earlier test destroyed leave the list only when their workers have drained
+    // (and an earlier test's dead threads' streams likewise): wait for every destroyed stream
+    // to leave first (bounded), so `before` counts only live streams, which nothing but this
+    // test changes from here on. Taken while one was still draining, `before` was one too high
+    // and the check below failed under load.
+    auto settled = [&] {
+        std::lock_guard<std::mutex> l(q.mutex);
+        for (auto& s : q.all[0]) {
+            if (s->destroyed) return false;
+        }
+        return true;
+    };
+    for (int i = 0; i < 10000 && !settled(); ++i) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    CHECK(settled());
     size_t before = count();
     for (int i = 0; i < 20; ++i) {
         std::thread([] {

@@ -193,6 +193,7 @@ inline bool blocked_or_done(pid_t tid, const std::atomic<bool>& done) {
 inline pid_t this_tid() { return static_cast<pid_t>(::syscall(SYS_gettid)); }
 
 void run_more_tests();
+void run_inline_tests();  // host_stream_test_inline.cpp
 
 inline void setup() {
     HostDriverConfig c;

@@ -4,7 +4,8 @@
 #   vmm_test          cuvmm's object model and copies (native/*.cpp but the JNI facade)
 #                     over the host driver, with a spy on some entry points, and the cuda
 #                     loader over a stand-in libcuda (fake_cuda.cpp);
-#   host_stream_test  the host driver's streams, events, pinned memory and async copies,
+#   host_stream_test  the host driver's streams, events, pinned memory and async copies
+#                     (small ones inline on an idle stream: host_stream_test_inline.cpp),
 #                     also built with ThreadSanitizer when available;
 #   hostcuda_test     the host library (native/hostcuda, libcuda.so.1 over the host driver),
 #                     dlopen'ed as native/Makefile built it: from $HOSTCUDA_DIR when set (Maven
@@ -63,7 +64,8 @@ host_objects=("$work"/host-*.o "$work/cuda_errors.o")
 "$cxx" "${flags[@]}" "$here/vmm_test.cpp" "${objects[@]}" -ldl -o "$work/vmm_test"
 # A stand-in libcuda (no sanitizers: a plain shared library dlopened by vmm_test).
 "$cxx" -std=c++17 -O1 -shared -fPIC -I"$native" "$here/fake_cuda.cpp" -o "$work/libfakecuda.so"
-"$cxx" "${flags[@]}" "$here/host_stream_test.cpp" "$here/host_stream_test_more.cpp" "${host_objects[@]}" \
+"$cxx" "${flags[@]}" "$here/host_stream_test.cpp" "$here/host_stream_test_more.cpp" "$here/host_stream_test_inline.cpp" \
+    "${host_objects[@]}" \
     -o "$work/host_stream_test"
 status=0
 "$work/host_driver_test" || status=$?
@@ -135,7 +137,8 @@ if echo 'int main(){return 0;}' | "$cxx" -x c++ "${tsan[@]}" - -o "$work/probe-t
     for src in "$native"/host/*.cpp "$native/cuda_errors.cpp"; do
         "$cxx" "${tflags[@]}" -c "$src" -o "$work/tsan/$(basename "$src" .cpp).o"
     done
-    "$cxx" "${tflags[@]}" "$here/host_stream_test.cpp" "$here/host_stream_test_more.cpp" "$work"/tsan/*.o \
+    "$cxx" "${tflags[@]}" "$here/host_stream_test.cpp" "$here/host_stream_test_more.cpp" "$here/host_stream_test_inline.cpp" \
+        "$work"/tsan/*.o \
         -o "$work/host_stream_test_tsan"
     tsan_status=0
     CUVMM_TEST_NO_FORK=1 TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1}" "$work/host_stream_test_tsan" \

@@ -26,7 +26,8 @@ import org.cuvmm.internal.jni.NativeStatus;
  *     a power of two (default 2097152, like a GPU)</td></tr>
  * <tr><td>cuvmm.host.streamDelayMicros</td><td>CUVMM_HOST_STREAM_DELAY_MICROS</td><td>microseconds the host
  *     driver sleeps before each queued stream operation (default 0), so that a missing synchronization
- *     reads stale data in tests</td></tr>
+ *     reads stale data in tests; any delay also stops the host driver from running a small copy or
+ *     fill (at most 4 MiB) on an idle stream at once on the calling thread, which it does without one</td></tr>
  * <tr><td>cuvmm.cuda.library</td><td>CUVMM_CUDA_LIBRARY</td><td>the library to dlopen (default
  *     libcuda.so.1)</td></tr>
  * </table>

@@ -36,7 +36,9 @@ final class HelpCommand implements Command {
         out.println("  cuvmm.cuda.library / CUVMM_CUDA_LIBRARY  the library the cuda driver dlopens (default libcuda.so.1)");
         out.println("  cuvmm.host.streamDelayMicros / CUVMM_HOST_STREAM_DELAY_MICROS");
         out.println("                                           host driver: microseconds each queued stream op");
-        out.println("                                           waits before it runs (0, default; tests of ordering)");
+        out.println("                                           waits before it runs (0, default; tests of ordering);");
+        out.println("                                           any delay also stops small copies on an idle stream");
+        out.println("                                           from running at once on the calling thread");
         out.println("  pass properties through JAVA_OPTS with ./cuvmm, for example JAVA_OPTS=-Dcuvmm.driver=host");
         out.println();
         out.println("exit status: 0 success, 1 a check or driver call failed, 2 usage error or not available");

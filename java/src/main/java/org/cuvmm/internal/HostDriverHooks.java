@@ -14,7 +14,9 @@ public final class HostDriverHooks {
     /**
      * Every op queued on a host-driver stream from now on sleeps {@code micros} before it runs
      * ({@code host_set_stream_delay_micros}; 0 turns it off), so that a missing synchronization
-     * reads stale data instead of winning the race by chance.
+     * reads stale data instead of winning the race by chance. A delay above 0 also turns off the
+     * host driver's inline path (a copy or fill of at most 4 MiB on an idle stream runs on the
+     * calling thread before the call returns), which would otherwise hide most such bugs.
      *
      * @throws IllegalArgumentException when {@code micros} is negative
      * @throws org.cuvmm.CudaException ({@code CUDA_ERROR_NOT_SUPPORTED}) on the cuda driver

@@ -72,6 +72,9 @@ public final class StreamsReport {
             + "[--only copy,overlap,gc] [--out FILE (bench/target/streams-report.md)] [--quiet] [--help]";
 
     static final long[] SIZES = {64L << 10, 2L << 20, 64L << 20};
+    /** The batched op: {@code htodPinnedBatch32} at 2 MiB, i.e. 32 copies of 64 KiB and one synchronize. */
+    static final String BATCH_OP = "htodPinnedBatch32/2097152";
+    static final long BATCH_BYTES = 2L << 20;
     static final String[] COPY_OPS = {"htodPinned", "htodArray", "htodPageable", "dtohPinned", "dtohArray", "dtohPageable"};
 
     private static final StringBuilder REPORT = new StringBuilder();
@@ -105,6 +108,7 @@ public final class StreamsReport {
                 }
             }
         }
+        if (copy) java.put(BATCH_OP, iterations(runJmh(AsyncCopyBenchmark.class, "htodPinnedBatch32", BATCH_BYTES, s, kind)));
         if (overlap) {
             for (String op : new String[] {"oneStream", "twoStreams"}) {
                 java.put(op, iterations(runJmh(OverlapBenchmark.class, op, 64L << 20, s, kind)));
@@ -192,6 +196,7 @@ public final class StreamsReport {
             }
         }
         out("");
+        batchTable(java, cpp);
         out("C++ rounds (ns/op, both baseline runs):");
         out("");
         out("| C++ op | GB/s (median) | rounds ns/op |");
@@ -201,6 +206,34 @@ public final class StreamsReport {
             long bytes = bytesOf(e.getKey());
             out("| `" + e.getKey() + "` | " + f2(bytes / median(e.getValue())) + " | " + joinNs(e.getValue()) + " |");
         }
+        out("");
+    }
+
+    /**
+     * Batched small copies: 32 copies of 64 KiB from pinned memory then one synchronize, 2 MiB
+     * per op on every row (Java and C++ alike), so every ratio compares the same bytes: against
+     * the 2 MiB memcpy floor, and against the C++ loop of the same calls on an idle stream
+     * (each copy inline on the host driver) and on a busy one (behind a no-op host function:
+     * all 32 on the stream's worker).
+     */
+    static void batchTable(Map<String, List<Double>> java, Map<String, List<Double>> cpp) {
+        List<Double> j = java.get(BATCH_OP);
+        if (j == null) return;
+        double mg = memcpyFloor(cpp, BATCH_BYTES);
+        double jg = BATCH_BYTES / median(j);
+        List<Double> idle = cpp.get("htod_pinned_batch32x64KiB"), busy = cpp.get("htod_pinned_busy_batch32x64KiB");
+        double ig = BATCH_BYTES / median(idle), bg = BATCH_BYTES / median(busy);
+        out("Batched small copies, pinned → device: 32 x 64 KiB `copyFromAsync` then one `synchronize()` "
+                + "(2 MiB per op on every row; memcpy floor of 2 MiB).");
+        out("");
+        out("| side | GB/s | / memcpy | Java / this | ns/op (iterations or rounds) |");
+        out("|---|---:|---:|---:|---|");
+        out("| Java `htodPinnedBatch32` | " + f2(jg) + " | " + f2(jg / mg) + "x | 1.00x | " + joinNs(j) + " |");
+        out("| C++ `htod_pinned_batch32x64KiB` (idle stream) | " + f2(ig) + " | " + f2(ig / mg) + "x | " + f2(jg / ig)
+                + "x | " + joinNs(idle) + " |");
+        out("| C++ `htod_pinned_busy_batch32x64KiB` (busy stream: worker) | " + f2(bg) + " | " + f2(bg / mg) + "x | "
+                + f2(jg / bg) + "x | " + joinNs(busy) + " |");
+        out("| C++ memcpy floor, 2 MiB | " + f2(mg) + " | 1.00x | " + f2(jg / mg) + "x | |");
         out("");
     }
 
@@ -215,6 +248,7 @@ public final class StreamsReport {
     }
 
     static long bytesOf(String cppName) {
+        if (cppName.contains("batch32x")) return 32 * (64L << 10); // 32 copies of 64 KiB per op
         if (cppName.endsWith("64KiB")) return 64L << 10;
         if (cppName.endsWith("_2MiB")) return 2L << 20;
         if (cppName.endsWith("64MiB")) return 64L << 20;
@@ -257,7 +291,7 @@ public final class StreamsReport {
             // The counters are process-wide: the array copy's staging comes back on cuvmm's reaper
             // thread (cuEventSynchronize, cuEventDestroy, cuMemFreeHost) after its op, so it goes
             // last, where those calls count as its own.
-            for (String op : new String[] {"htodPinned", "htodPageable", "dtohPinned", "dtohArray", "dtohPageable",
+            for (String op : new String[] {"htodPinned", "htodPinnedBatch32", "htodPageable", "dtohPinned", "dtohArray", "dtohPageable",
                     "oneStream", "twoStreams", "htodArray"}) {
                 Runnable r = f.op(op);
                 for (int i = 0; i < 4; i++) r.run();
