@@ -176,6 +176,20 @@ public final class Driver {
     /** Call counters and live-object counters, for tests, benchmarks and diagnostics. */
     public DriverCounters counters() { return DriverCounters.INSTANCE; }
 
+    /**
+     * Registers {@code listener} to hear the id of every physical allocation of this process
+     * that is really released from now on ({@code cuMemRelease} ran; see
+     * {@link AllocationReleaseNotices} for what counts and where listeners run: on the thread
+     * "cuvmm-release-notices", after the release, in release order, never on the releasing
+     * thread). Ids are those of {@link VirtualMemoryBuffer#allocationIds()}. Close the
+     * returned registration to stop; with none registered, releases cost nothing more.
+     *
+     * @param listener quick and non-blocking; what it throws is logged and ignored
+     */
+    public AllocationReleaseNotices.Registration addAllocationReleaseListener(java.util.function.LongConsumer listener) {
+        return AllocationReleaseNotices.add(org.cuvmm.internal.Checks.notNull("listener", listener));
+    }
+
     @Override
     public String toString() {
         return "Driver[" + kind + " " + versionString() + ", " + devices.size() + " device(s): " + reason + "]";

@@ -713,6 +713,159 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         }
     }
 
+    // ---- steady-state sharing support (issue 11): allocation identity, partial export, shared views ----
+
+    /**
+     * The identity of each physical allocation behind this buffer, one per chunk in address
+     * order (index {@code i} is the chunk of {@link #chunkSize(int) chunkSize(i)}). An id is
+     * non-zero, unique in this process and never reused; it is assigned when the allocation
+     * is made ({@code cuMemCreate}) or imported ({@code cuMemImportFromShareableHandle}) and
+     * stays with it for as long as it lives: the same id in every buffer that maps it (aliases,
+     * grown and moved buffers, {@linkplain #share shared views}) and across a pool's reuse.
+     * The id is gone when the allocation is released, which a
+     * {@linkplain Driver#addAllocationReleaseListener release listener} hears. Ids name
+     * allocations of this process only: an imported chunk has an id of its own, unrelated to
+     * the exporter's. Makes no driver call.
+     *
+     * @return a new array of {@link #chunkCount()} ids (empty for an empty buffer)
+     * @throws IllegalStateException when the buffer is closed
+     */
+    public long[] allocationIds() {
+        acquire();
+        try {
+            int chunks = range.chunk_count();
+            long[] ids = new long[chunks];
+            if (chunks == 0) return ids;
+            int n = NativeApi.allocation_ids(range, ids, chunks);
+            if (n != chunks) throw new IllegalStateException("allocation_ids returned " + n + " ids for " + chunks + " chunks");
+            return ids;
+        } finally {
+            releaseUse();
+        }
+    }
+
+    /**
+     * Exports only the chunks named, so a producer whose consumer already holds the others
+     * makes no driver call for those: exactly one {@code cuMemExportToShareableHandle} per
+     * index, none for any other chunk, none at all for an empty array. The descriptor lists
+     * the named chunks in the order named (fd and size of each; {@link BufferDescriptor#size()}
+     * is the sum of their sizes, so importing it maps exactly those chunks, contiguously) and
+     * owns the fds as {@link #exportDescriptor()}'s does: close it, or use {@link
+     * BufferDescriptor#useFds} / {@link BufferDescriptor#takeFds()}; a leaked one is closed by
+     * a cleaner. Indices are those of {@link #chunkSize(int)} and {@link #allocationIds()}.
+     *
+     * @param chunkIndices distinct chunk indices, 0 to {@code chunkCount() - 1}
+     * @throws IllegalStateException when the resource is not IPC-enabled, when a named chunk
+     *     was imported from another process (it cannot be exported again), or when the buffer
+     *     is closed; no driver call was made
+     * @throws IndexOutOfBoundsException when an index is not a chunk of this buffer;
+     *     IllegalArgumentException when one is named twice; no driver call was made
+     * @throws CudaException when the driver fails (at the fd limit the message says so); no
+     *     fd stays open
+     */
+    public BufferDescriptor exportChunks(int... chunkIndices) {
+        Checks.notNull("chunkIndices", chunkIndices);
+        int[] chunks = chunkIndices.clone(); // checked and exported: the same array
+        requireIpcEnabled("exportChunks");
+        acquire();
+        try {
+            int n = range.chunk_count();
+            boolean[] named = new boolean[n];
+            for (int k = 0; k < chunks.length; k++) {
+                int c = chunks[k];
+                if (c < 0 || c >= n) {
+                    throw new IndexOutOfBoundsException("chunkIndices[" + k + "]: " + c + " (expected: 0 to " + (n - 1)
+                            + ", the chunks of " + this + ")");
+                }
+                if (named[c]) {
+                    throw new IllegalArgumentException("chunkIndices: " + java.util.Arrays.toString(chunks)
+                            + " (expected: distinct indices; chunk " + c + " is named twice)");
+                }
+                named[c] = true;
+                if (range.chunk_imported(c)) {
+                    throw new IllegalStateException(org.cuvmm.internal.ErrorMessages.importedCannotBeExported(
+                            "exportChunks: " + release.description(), " (chunk " + c + ")"));
+                }
+            }
+            int[] fds = new int[chunks.length];
+            long[] sizes = new long[chunks.length];
+            NativeStatus st = NativeCalls.status();
+            int exported = NativeApi.export_chunk_fds(range, chunks, chunks.length, fds, sizes, st);
+            NativeCalls.check(st);
+            if (exported != chunks.length) {
+                throw new IllegalStateException("export returned " + exported + " fds for " + chunks.length + " chunks");
+            }
+            long total = 0;
+            for (long s : sizes) total += s;
+            return new BufferDescriptor(fds, sizes, total, HandleType.POSIX_FD);
+        } finally {
+            releaseUse();
+        }
+    }
+
+    private void requireIpcEnabled(String operation) {
+        if (!resource.isIpcEnabled()) {
+            throw new IllegalStateException(operation + ": " + release.description() + " was allocated with handle type "
+                    + resource.options().handleType() + " (expected: POSIX_FD; create the resource with "
+                    + "VirtualMemoryResourceOptions.builder().handleType(HandleType.POSIX_FD))");
+        }
+    }
+
+    /**
+     * A view of this buffer: a new {@code VirtualMemoryBuffer} ({@link BufferOrigin#SHARED_VIEW})
+     * over the same mapped memory, same address and size, with a lifecycle of its own. Makes
+     * no driver call (no reserve, map or access call): the view holds one more reference to
+     * the native mappings. Use it to hand one mapping to several users, each closing its own
+     * view, while an owner keeps the memory mapped (a consumer's import cache).
+     *
+     * <p>Lifecycle: the view is a buffer like any other. Its close refuses while a call or
+     * lease holds it, waits for the stream work recorded on the view (not for work recorded
+     * on this buffer or on other views: each keeps its own record), and drops only the view's
+     * reference: the memory stays mapped while this buffer or any other holder maps it.
+     * Closing this buffer while views live likewise leaves the memory mapped until the last
+     * holder goes; for an import made with {@code whenUnmapped}, that callback runs only once
+     * every view (and everything derived from one) is gone too. A view of a
+     * {@linkplain BufferOrigin#POOLED pooled} buffer keeps its pool from reusing the memory:
+     * the pool releases it instead (as for an alias).
+     *
+     * <p>{@code whenGone} runs exactly once, when the view and everything derived from it
+     * ({@link VirtualMemoryResource#modifyAllocation} results and their derivations,
+     * {@link #asByteBuffer()} views and their slices) are closed or, if leaked, released by
+     * the cleaner; that is, after the view's last native reference was dropped. It runs on
+     * the thread that dropped it (the closing thread, the cleaner thread, or cuvmm's
+     * stream-release thread after {@link #close(Stream)}), holding no lock, and must not
+     * block; a RuntimeException it throws is logged (logger {@code org.cuvmm}) and
+     * swallowed. It never runs if this method throws. A view may be shared again: each view
+     * has its own {@code whenGone}, and an outer view's runs only after its inner views are gone.
+     *
+     * @param whenGone what to run once nothing of the view remains
+     * @throws IllegalStateException when this buffer is closed
+     */
+    public VirtualMemoryBuffer share(Runnable whenGone) {
+        Checks.notNull("whenGone", whenGone);
+        acquire();
+        try {
+            ImportHold parent = hold == null ? null : hold.retain();
+            ImportHold viewHold = new ImportHold(whenGone, "the shared view of " + release.description(), parent);
+            NativeRangeHandle viewRange;
+            try {
+                viewRange = new NativeRangeHandle(range);
+            } catch (RuntimeException | Error e) {
+                viewHold.releaseUnfired(); // drops the parent's reference too
+                throw e;
+            }
+            try {
+                return new VirtualMemoryBuffer(resource, viewRange, BufferOrigin.SHARED_VIEW, size, null, true, viewHold);
+            } catch (RuntimeException | Error e) {
+                viewRange.deallocate();
+                viewHold.releaseUnfired();
+                throw e;
+            }
+        } finally {
+            releaseUse();
+        }
+    }
+
     /**
      * Runs {@code action} with this buffer's address while holding a use: until it returns,
      * {@link #close()} from any thread refuses and the memory stays mapped. Use it around

@@ -321,7 +321,7 @@ public final class VirtualMemoryResource implements AutoCloseable {
                     throw e;
                 }
                 // On failure adopt releases the range; the hold is dropped unfired.
-                ImportHold hold = whenUnmapped == null ? null : new ImportHold(whenUnmapped, "0x"
+                ImportHold hold = whenUnmapped == null ? null : new ImportHold(whenUnmapped, "the import of 0x"
                         + Long.toHexString(range.address()) + " (" + descriptor.size() + " bytes)");
                 return VirtualMemoryBuffer.adopt(this, range, BufferOrigin.IMPORTED, hold);
             } finally {

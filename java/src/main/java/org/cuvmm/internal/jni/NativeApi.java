@@ -136,4 +136,16 @@ public final class NativeApi {
     public static native @Cast("long long") long host_live(int what);
     public static native @Cast("long long") long object_live(int what);
     public static native @Cast("long long") long cleanup_failures();
+
+    // ---- steady-state sharing support (issue 11; jni_api.hpp) ----
+    /** Ids of the range's chunks into {@code out}; returns the chunk count. No driver call. */
+    public static native int allocation_ids(@Const @ByRef NativeRangeHandle range, @Cast("long long*") long[] out,
+                                            int capacity);
+    public static native int export_chunk_fds(@Const @ByRef NativeRangeHandle range, @Cast("const int*") int[] chunks,
+                                              int count, int[] outFds, @Cast("long long*") long[] outSizes,
+                                              @ByRef NativeStatus status);
+    public static native void release_notices(int on);
+    /** Blocks in native code up to {@code timeoutMillis}; {@code out} is native memory, never a pinned array. */
+    public static native int take_released_allocations(@Cast("long long*") org.bytedeco.javacpp.LongPointer out,
+                                                       int capacity, @Cast("long long") long timeoutMillis);
 }
