@@ -87,6 +87,8 @@ public final class SharingServer implements AutoCloseable {
     /** Leases granted and not yet ended (changed only at grant, after the queueing succeeded, and at release). */
     private final AtomicInteger grantedLeases = new AtomicInteger();
     private final AtomicLong nextConnectionId = new AtomicLong(1);
+    /** fds queued in DESCRIPTORs ({@link SharingStats#fdsSent()}). */
+    private final AtomicLong fdsSent = new AtomicLong();
     private final AtomicBoolean closed = new AtomicBoolean();
     /** Counted down when the first {@link #close()} has finished (later calls wait for it). */
     private final java.util.concurrent.CountDownLatch closeDone = new java.util.concurrent.CountDownLatch(1);
@@ -401,7 +403,7 @@ public final class SharingServer implements AutoCloseable {
             list.add(new SharingStats.ReleasedAllocation(e.getKey(), e.getValue()[0], (int) e.getValue()[1]));
             bytes += e.getValue()[0];
         }
-        return new SharingStats(conns, list, bytes);
+        return new SharingStats(conns, list, bytes, fdsSent.get());
     }
 
     /** The limits this server enforces on its clients. */
@@ -636,6 +638,7 @@ public final class SharingServer implements AutoCloseable {
                 if (c.out.tryOffer(item)) {
                     count = p.leaseCount();
                     grantedLeases.incrementAndGet();
+                    if (d != null) fdsSent.addAndGet(d.chunkCount());
                 } else {
                     c.leases.remove(id);
                     p.forgetLease(lease);

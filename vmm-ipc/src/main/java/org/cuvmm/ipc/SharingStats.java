@@ -18,9 +18,11 @@ import java.util.List;
  *     consumers, one entry per allocation
  * @param releasedStillMappedBytes the sum of their sizes (each allocation counted once,
  *     however many consumers map it)
+ * @param fdsSent fds this server has queued in DESCRIPTORs since it started (version 1: one
+ *     per chunk per ATTACH; version 2: one per allocation the connection did not hold)
  */
 public record SharingStats(List<ConnectionStats> connections, List<ReleasedAllocation> releasedStillMapped,
-                           long releasedStillMappedBytes) {
+                           long releasedStillMappedBytes, long fdsSent) {
     public SharingStats {
         connections = List.copyOf(connections);
         releasedStillMapped = List.copyOf(releasedStillMapped);

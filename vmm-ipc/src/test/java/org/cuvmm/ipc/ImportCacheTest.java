@@ -1,0 +1,224 @@
+package org.cuvmm.ipc;
+
+import static org.cuvmm.ipc.IpcTestSupport.await;
+import static org.cuvmm.ipc.IpcTestSupport.concat;
+import static org.cuvmm.ipc.IpcTestSupport.header;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.ByteBuffer;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+
+import org.cuvmm.BufferDescriptor;
+import org.cuvmm.Driver;
+import org.cuvmm.DriverCounters;
+import org.cuvmm.VirtualMemoryBuffer;
+import org.cuvmm.VirtualMemoryResource;
+import org.cuvmm.ipc.internal.BytePattern;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The client's import cache (protocol version 2) in one process: the LRU bounds and the fds
+ * received again after an eviction, EVICT of idle and leased cached mappings, a cache of 0,
+ * and no fd or mapping left behind.
+ */
+class ImportCacheTest {
+    private Path sock;
+    private VirtualMemoryResource resource;
+
+    @BeforeEach
+    void setUp() throws Exception {
+        sock = IpcTestSupport.socketPath();
+        resource = VirtualMemoryResource.create(0);
+    }
+
+    @AfterEach
+    void tearDown() {
+        resource.close();
+        IpcTestSupport.deleteTree(sock.getParent());
+    }
+
+    private long[] live() {
+        DriverCounters c = Driver.get().counters();
+        return new long[] {c.liveAllocations(), c.liveReservations(), c.liveMappings(), c.liveRanges()};
+    }
+
+    @Test
+    void aCacheBoundedToOneEntryReReceivesFdsAfterEviction() throws Exception {
+        long g = resource.granularity();
+        VirtualMemoryBuffer a = resource.allocate(g);
+        VirtualMemoryBuffer b = resource.allocate(2 * g);
+        BytePattern.fill(a, 1);
+        BytePattern.fill(b, 2);
+        try (SharingServer server = SharingServer.builder(sock).build()) {
+            server.publish("a", a);
+            server.publish("b", b);
+            // Warm up, then the baseline.
+            try (SharingClient c = SharingClient.connect(sock); Attachment x = c.attach("a", resource)) {
+                x.buffer().size();
+            }
+            await("the warm-up connection gone", 5, () -> server.connectionCount() == 0);
+            Map<String, Integer> fds = IpcTestSupport.fdSnapshot();
+            String live = java.util.Arrays.toString(live());
+            try (SharingClient c = SharingClient.builder(sock).cacheMaxEntries(1).build()) {
+                ImportCache cache = c.importCache();
+                attachAndCheck(c, "a", 1);
+                attachAndCheck(c, "a", 1);
+                assertEquals(1, cache.stats().hits());
+                assertEquals(1, cache.stats().fdsReceived());
+                attachAndCheck(c, "b", 2); // the second entry: "a" (idle, least recent) is evicted
+                await("a's id forgotten (FORGOTTEN closes its kept fd)", 5, () -> cache.stats().fdsKept() == 1);
+                assertEquals(1, cache.stats().entries());
+                assertEquals(1, cache.stats().evictions());
+                assertEquals(1, cache.stats().forgets());
+                assertEquals(1, server.stats().idsHeld(), "the server forgot a's id");
+                attachAndCheck(c, "a", 1); // a's fd comes again; b is evicted in turn
+                assertEquals(3, cache.stats().fdsReceived(), "a's fd received a second time: " + cache);
+                assertEquals(3, cache.stats().misses());
+                assertEquals(4, server.stats().fdsSent(), "the warm-up's fd, a, b and a again");
+            }
+            IpcTestSupport.assertFdsBack(fds, "after closing the client");
+            assertEquals(live, java.util.Arrays.toString(live()), "live allocations, reservations, mappings, ranges");
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
+    @Test
+    void theByteBoundEvictsToo() throws Exception {
+        long g = resource.granularity();
+        try (VirtualMemoryBuffer a = resource.allocate(g); VirtualMemoryBuffer b = resource.allocate(g);
+             SharingServer server = SharingServer.builder(sock).build();
+             SharingClient c = SharingClient.builder(sock).cacheMaxBytes(g).build()) {
+            BytePattern.fill(a, 1);
+            BytePattern.fill(b, 2);
+            server.publish("a", a);
+            server.publish("b", b);
+            attachAndCheck(c, "a", 1);
+            attachAndCheck(c, "b", 2);
+            ImportCache.Stats s = c.importCache().stats();
+            assertEquals(1, s.entries(), s.toString());
+            assertEquals(g, s.bytes());
+            assertEquals(1, s.evictions());
+        }
+    }
+
+    @Test
+    void aCacheOfZeroForgetsEachIdAtRelease() throws Exception {
+        try (IpcTestSupport.ThreeChunks owner = new IpcTestSupport.ThreeChunks();
+             SharingServer server = SharingServer.builder(sock).build();
+             SharingClient c = SharingClient.builder(sock).cacheMaxEntries(0).build()) {
+            BytePattern.fill(owner.buffer, 3);
+            server.publish("three", owner.buffer);
+            for (int i = 1; i <= 3; i++) {
+                try (Attachment a = c.attach("three", resource)) {
+                    assertEquals(org.cuvmm.BufferOrigin.IMPORTED, a.buffer().origin(), "no cache: the import itself");
+                    BytePattern.verify(a.buffer(), 3);
+                }
+                int round = i;
+                await("round " + i + "'s ids forgotten", 5, () -> server.stats().idsHeld() == 0
+                        && c.importCache().stats().fdsKept() == 0 && c.importCache().stats().forgets() == 3L * round);
+            }
+            assertEquals(9, c.importCache().stats().fdsReceived(), "every fd every time, as in version 1");
+            assertEquals(0, c.importCache().stats().hits());
+        }
+    }
+
+    @Test
+    void anEvictClosesAnIdleCachedMappingAndTheClientForgets() throws Exception {
+        try (SharingServer server = SharingServer.builder(sock).build();
+             SharingClient c = SharingClient.connect(sock)) {
+            VirtualMemoryBuffer b = resource.allocate(resource.granularity());
+            BytePattern.fill(b, 8);
+            server.publish("b", b);
+            attachAndCheck(c, "b", 8);
+            assertEquals(1, c.importCache().stats().entries());
+            server.unpublish("b");
+            b.close(); // really released: EVICT
+            await("the client's FORGET processed", 10, () -> server.stats().idsHeld() == 0);
+            ImportCache.Stats s = c.importCache().stats();
+            assertEquals(0, s.entries(), s.toString());
+            assertEquals(0, s.fdsKept(), s.toString());
+            assertEquals(0, s.idsHeld(), s.toString());
+            assertEquals(0, server.stats().releasedStillMappedAllocations());
+        }
+    }
+
+    /**
+     * A fake version-2 server sends EVICT while the client holds a lease on the cached
+     * mapping: the mapping stays until the lease's RELEASE, and FORGET follows the RELEASE.
+     */
+    @Test
+    void anEvictWhileLeasedUnmapsOnlyAfterTheRelease() throws Exception {
+        VirtualMemoryBuffer local = resource.allocate(resource.granularity());
+        BytePattern.fill(local, 9);
+        List<String> seen = new CopyOnWriteArrayList<>();
+        try (FdServerSocket fake = FdServerSocket.bind(sock)) {
+            CompletableFuture<Void> serving = CompletableFuture.runAsync(() -> {
+                try (FdSocket s = fake.accept()) {
+                    try (Frame hello = FrameIO.read(s)) {
+                        assertEquals(2, hello.version);
+                        s.send(frame2(2, hello.requestId, new byte[] {0, 2, 0, (byte) 253}), null);
+                    }
+                    try (Frame attach = FrameIO.read(s); BufferDescriptor d = local.exportDescriptor()) {
+                        byte[] p = new Messages.DescriptorV2(7, 1, local.size(), new long[] {local.mappedSize()},
+                                new long[] {5}, new int[] {1}).encode();
+                        d.useFds(fds -> s.send(frame2(4, attach.requestId, p), fds));
+                    }
+                    s.send(frame2(11, 0, new Messages.Evict(new long[] {5}).encode()), null);
+                    for (int i = 0; i < 2; i++) {
+                        try (Frame f = FrameIO.read(s)) {
+                            seen.add(f.type + (f.message instanceof Messages.Forget g ? java.util.Arrays.toString(g.ids())
+                                    : ""));
+                            if (f.type == FrameType.RELEASE) {
+                                s.send(frame2(6, f.requestId, new Messages.Released(7).encode()), null);
+                            } else if (f.type == FrameType.FORGET) {
+                                s.send(frame2(10, f.requestId, new Messages.Forgotten(1).encode()), null);
+                            }
+                        }
+                    }
+                } catch (java.io.IOException e) {
+                    throw new java.io.UncheckedIOException(e);
+                }
+            });
+            try (SharingClient c = SharingClient.connect(sock, "leased")) {
+                assertEquals(2, c.protocolVersion());
+                Attachment a = c.attach("x", resource);
+                await("the EVICT read: the entry left the cache", 5, () -> c.importCache().stats().entries() == 0);
+                assertEquals(List.of(), seen, "no FORGET while the lease maps it");
+                BytePattern.verify(a.buffer(), 9); // still mapped: the lease is held
+                a.close();
+                serving.get(10, TimeUnit.SECONDS);
+                assertEquals(List.of("RELEASE", "FORGET[5]"), seen, "FORGET acknowledges the EVICT after the RELEASE");
+                await("the kept fd closed", 5, () -> c.importCache().stats().fdsKept() == 0);
+            }
+        } finally {
+            local.close();
+        }
+    }
+
+    private static byte[] frame2(int type, int requestId, byte[] payload) {
+        return concat(header(Protocol.MAGIC, 2, type, requestId, payload.length), payload);
+    }
+
+    private void attachAndCheck(SharingClient c, String name, long seed) throws Exception {
+        try (Attachment a = c.attach(name, resource)) {
+            BytePattern.verify(a.buffer(), seed);
+            assertSame(c, c);
+        }
+    }
+
+    static {
+        // Helpers of this test read ByteBuffer payloads: keep the import used.
+        ByteBuffer.allocate(0);
+    }
+}
