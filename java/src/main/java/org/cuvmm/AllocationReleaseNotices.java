@@ -97,6 +97,7 @@ public final class AllocationReleaseNotices {
 
     /** The notice thread: takes ids from the native queue until no listener is left. */
     private static void deliver() {
+        boolean ended = false;
         try (LongPointer ids = new LongPointer(BATCH)) {
             for (;;) {
                 int n = NativeApi.take_released_allocations(ids, BATCH, WAIT_MILLIS);
@@ -110,9 +111,16 @@ public final class AllocationReleaseNotices {
                     synchronized (LOCK) {
                         if (LISTENERS.isEmpty()) {
                             deliverer = null; // the next add starts a new thread (and turns the queue on)
+                            ended = true;
                             return;
                         }
                     }
+                }
+            }
+        } finally {
+            if (!ended) { // an Error (out of native memory for the batch): let the next add start a thread
+                synchronized (LOCK) {
+                    if (deliverer == Thread.currentThread()) deliverer = null;
                 }
             }
         }

@@ -24,8 +24,9 @@ import org.cuvmm.internal.jni.NativeStreamHandle;
  *
  * <h2>Lifecycle</h2>
  * A buffer holds one reference to its memory. Aliases made by
- * {@link VirtualMemoryResource#modifyAllocation} hold their own, so each chunk is unmapped
- * and released exactly when its last holder is closed. Every method that touches memory
+ * {@link VirtualMemoryResource#modifyAllocation} hold their own, and so do views made by
+ * {@link #share(Runnable)}, so each chunk is unmapped and released exactly when its last
+ * holder is closed. Every method that touches memory
  * registers a use for its duration; {@link #close()} while a use is in progress on another
  * thread <em>refuses</em> with {@link IllegalStateException}, the buffer stays usable, and a
  * later close succeeds. Stream work recorded on the buffer (its asynchronous operations,
@@ -678,7 +679,8 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     /**
      * Exports this buffer for another process: one fd per physical allocation that covers
      * it, in address order. Exports on every call (nothing is cached; this buffer holds no
-     * fds); the returned descriptor owns the fds.
+     * fds); the returned descriptor owns the fds. To export only some chunks (those a
+     * consumer does not hold yet), use {@link #exportChunks(int...)}.
      *
      * @throws IllegalStateException when the resource is not IPC-enabled (handle type not
      *     POSIX_FD), when the buffer covers memory imported from another process (which
@@ -687,11 +689,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      *     no fd stays open
      */
     public BufferDescriptor exportDescriptor() {
-        if (!resource.isIpcEnabled()) {
-            throw new IllegalStateException("exportDescriptor: " + release.description() + " was allocated with handle type "
-                    + resource.options().handleType() + " (expected: POSIX_FD; create the resource with "
-                    + "VirtualMemoryResourceOptions.builder().handleType(HandleType.POSIX_FD))");
-        }
+        requireIpcEnabled("exportDescriptor");
         acquire();
         try {
             int chunks = NativeApi.export_chunk_count(range);

@@ -119,6 +119,22 @@ class AllocationReleaseNoticesTest {
     }
 
     @Test
+    void aStreamOrderedCloseReportsOnceTheReaperReleased() throws Exception {
+        BlockingQueue<Long> notices = new LinkedBlockingQueue<>();
+        try (AllocationReleaseNotices.Registration reg = Driver.get().addAllocationReleaseListener(notices::add);
+             VirtualMemoryResource r = VirtualMemoryResource.create(0); Stream stream = Stream.create(0)) {
+            VirtualMemoryBuffer b = r.allocate(2 * MiB);
+            long id = b.allocationIds()[0];
+            java.util.concurrent.CountDownLatch gate = StreamTestSupport.gate(stream);
+            b.fillAsync(0, 2 * MiB, (byte) 1, stream);
+            b.close(stream);
+            assertNotReleased(r, notices, "the stream has not passed the close", id);
+            gate.countDown();
+            awaitNotice(notices, id, "close(stream), released by cuvmm's reaper");
+        }
+    }
+
+    @Test
     void aThrowingListenerIsLoggedAndOthersStillHear() throws Exception {
         BlockingQueue<Long> notices = new LinkedBlockingQueue<>();
         try (AllocationReleaseNotices.Registration bad = Driver.get().addAllocationReleaseListener(id -> {
