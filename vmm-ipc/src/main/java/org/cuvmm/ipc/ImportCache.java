@@ -292,8 +292,12 @@ public final class ImportCache {
             throw x;
         }
         if (!inserted) {
-            // Another attach cached the same key meanwhile: this import serves only its view.
-            e.evicted = true;
+            // Another attach cached the same key meanwhile (or the connection ended): this
+            // import serves only its view, which keeps the mapping until it goes.
+            synchronized (lock) {
+                e.evicted = true;
+                e.buffer = null;
+            }
             imported.close();
         }
         trim();
@@ -373,7 +377,7 @@ public final class ImportCache {
         List<Entry> out = new ArrayList<>();
         synchronized (lock) {
             var it = entries.values().iterator();
-            while ((entries.size() - out.size() > maxEntries || bytes > maxBytes) && it.hasNext()) {
+            while ((entries.size() > maxEntries || bytes > maxBytes) && it.hasNext()) {
                 Entry e = it.next();
                 if (e.views > 0) continue; // leased: never evicted
                 it.remove();
