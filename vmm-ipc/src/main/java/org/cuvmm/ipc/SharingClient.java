@@ -768,8 +768,9 @@ public final class SharingClient implements AutoCloseable {
     }
 
     /**
-     * Closes every open attachment (each closes its buffer and releases its lease), then the
-     * connection. When an alias or view of an attached buffer still maps the memory, the
+     * Closes every open attachment (each closes its buffer and releases its lease), unmaps
+     * what the import cache keeps (a view still open keeps its own mapping until it goes),
+     * then the connection. When an alias or view of an attached buffer still maps the memory, the
      * connection stays open in the background, so the server keeps that lease, and closes
      * once the last such lease is released (see {@link Attachment}); no new request can be
      * made meanwhile, but the RELEASE of each such lease still goes out when its last mapping
