@@ -237,6 +237,50 @@ class ImportCacheTest {
         }
     }
 
+    /**
+     * A fake version-2 server names, without its fd, an id it never gave: the client rejects
+     * the DESCRIPTOR (ERROR UNKNOWN_ID back, RELEASE of the lease: both sent on the connection,
+     * which stays open) and the attach fails.
+     */
+    @Test
+    void aDescriptorNamingAnIdTheClientDoesNotHoldIsRejected() throws Exception {
+        List<String> seen = new CopyOnWriteArrayList<>();
+        try (FdServerSocket fake = FdServerSocket.bind(sock)) {
+            CompletableFuture<Void> serving = CompletableFuture.runAsync(() -> {
+                try (FdSocket s = fake.accept()) {
+                    try (Frame hello = FrameIO.read(s)) {
+                        s.send(frame2(2, hello.requestId, new byte[] {0, 2, 0, (byte) 253}), null);
+                    }
+                    try (Frame attach = FrameIO.read(s)) {
+                        byte[] p = new Messages.DescriptorV2(9, 1, 4096, new long[] {resource.granularity()},
+                                new long[] {42}, new int[] {0}).encode();
+                        s.send(frame2(4, attach.requestId, p), null);
+                    }
+                    for (int i = 0; i < 2; i++) {
+                        try (Frame f = FrameIO.read(s)) {
+                            seen.add(f.type + (f.message instanceof Messages.Error e ? " " + e.errorCode() : "")
+                                    + (f.message instanceof Messages.Release r ? " " + r.leaseId() : ""));
+                            if (f.type == FrameType.RELEASE) {
+                                s.send(frame2(6, f.requestId, new Messages.Released(9).encode()), null);
+                            }
+                        }
+                    }
+                } catch (java.io.IOException e) {
+                    throw new java.io.UncheckedIOException(e);
+                }
+            });
+            try (SharingClient c = SharingClient.connect(sock, "strict")) {
+                SharingException e = org.junit.jupiter.api.Assertions.assertThrows(SharingException.class,
+                        () -> c.attach("x", resource));
+                assertEquals(ErrorCode.UNKNOWN_ID, e.code(), e.getMessage());
+                assertTrue(e.getMessage().contains("names id 42 without its fd"), e.getMessage());
+                serving.get(10, TimeUnit.SECONDS);
+                assertEquals(java.util.Set.of("ERROR UNKNOWN_ID", "RELEASE 9"), java.util.Set.copyOf(seen), seen.toString());
+                assertEquals(0, c.importCache().stats().idsHeld());
+            }
+        }
+    }
+
     private static byte[] frame2(int type, int requestId, byte[] payload) {
         return concat(header(Protocol.MAGIC, 2, type, requestId, payload.length), payload);
     }
