@@ -123,6 +123,42 @@ class ImportCacheTest {
     }
 
     @Test
+    void concurrentAttachesShareOneCachedImport() throws Exception {
+        try (IpcTestSupport.ThreeChunks owner = new IpcTestSupport.ThreeChunks();
+             SharingServer server = SharingServer.builder(sock).build();
+             SharingClient c = SharingClient.connect(sock)) {
+            BytePattern.fill(owner.buffer, 11);
+            server.publish("three", owner.buffer);
+            int threads = 4;
+            int each = 40;
+            java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(threads);
+            try {
+                List<java.util.concurrent.Future<?>> done = new java.util.ArrayList<>();
+                for (int t = 0; t < threads; t++) {
+                    done.add(pool.submit(() -> {
+                        for (int i = 0; i < each; i++) {
+                            try (Attachment a = c.attach("three", resource)) {
+                                if (i % 10 == 0) BytePattern.verify(a.buffer(), 11);
+                            }
+                        }
+                        return null;
+                    }));
+                }
+                for (java.util.concurrent.Future<?> f : done) f.get(60, TimeUnit.SECONDS);
+            } finally {
+                pool.shutdownNow();
+            }
+            ImportCache.Stats s = c.importCache().stats();
+            assertEquals(threads * each, s.hits() + s.misses(), s.toString());
+            assertEquals(1, s.entries(), "one kept import for the one shape: " + s);
+            assertEquals(3, s.fdsReceived(), "each allocation's fd once: " + s);
+            assertEquals(3, s.idsHeld());
+            assertEquals(0, server.totalLeaseCount());
+            assertEquals(3, server.stats().idsHeld());
+        }
+    }
+
+    @Test
     void theByteBoundEvictsToo() throws Exception {
         long g = resource.granularity();
         try (VirtualMemoryBuffer a = resource.allocate(g); VirtualMemoryBuffer b = resource.allocate(g);
