@@ -450,8 +450,57 @@ public final class ImportCache {
                 r.gone = true;
                 settle(r, close, forget);
             }
+            lock.notifyAll(); // dropIdle waits for this
         }
         finish(close, forget);
+    }
+
+    /**
+     * The server refused an ATTACH with TOO_MANY_IDS: closes every idle entry (on this
+     * thread: the caller is attaching, driver calls are expected) and waits, at most {@code
+     * timeoutMillis}, until the ids that forgets are acknowledged (FORGOTTEN), so that an
+     * ATTACH sent after this return finds them gone on the server. False when there was
+     * nothing to drop or the wait ran out.
+     */
+    boolean dropIdle(long timeoutMillis) throws InterruptedException {
+        List<Entry> out = new ArrayList<>();
+        synchronized (lock) {
+            var it = entries.values().iterator();
+            while (it.hasNext()) {
+                Entry e = it.next();
+                if (e.views > 0) continue;
+                it.remove();
+                bytes -= e.bytes;
+                e.evicted = true;
+                evictions++;
+                out.add(e);
+            }
+        }
+        if (out.isEmpty()) return false;
+        List<Long> dropped = new ArrayList<>();
+        for (Entry e : out) {
+            for (long id : e.ids) dropped.add(id);
+            VirtualMemoryBuffer b;
+            synchronized (lock) {
+                b = e.buffer;
+                e.buffer = null;
+            }
+            if (b != null) b.close(); // its import's whenUnmapped queues the FORGETs
+        }
+        long until = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(timeoutMillis);
+        synchronized (lock) {
+            for (;;) {
+                boolean pending = false;
+                for (long id : dropped) {
+                    Id r = ids.get(id);
+                    if (r != null && r.state == State.FORGETTING && !r.gone) pending = true;
+                }
+                if (!pending) return true;
+                long left = until - System.nanoTime();
+                if (left <= 0) return false;
+                lock.wait(Math.max(1, java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(left)));
+            }
+        }
     }
 
     /**

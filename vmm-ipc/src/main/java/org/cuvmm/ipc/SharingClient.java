@@ -289,7 +289,9 @@ public final class SharingClient implements AutoCloseable {
      * is closed and, when a lease was granted, it is released.
      *
      * @throws SharingException the server's ERROR (UNKNOWN_NAME, ...), a bad DESCRIPTOR, or
-     *     an import that failed (code null; the cause is the core's exception)
+     *     an import that failed (code null; the cause is the core's exception). Version 2:
+     *     on TOO_MANY_IDS the import cache first gives back its idle mappings (FORGET, awaited)
+     *     and the attach is asked once more; TOO_MANY_IDS again is thrown
      * @throws IOException the connection failed or the server did not answer in time
      */
     public Attachment attach(String name, VirtualMemoryResource resource) throws IOException {
@@ -299,7 +301,21 @@ public final class SharingClient implements AutoCloseable {
             throw new IllegalArgumentException("resource: " + resource + " (expected: handle type POSIX_FD, to import "
                     + "shared memory)");
         }
-        Frame f = request(new Messages.Attach(name), FrameType.DESCRIPTOR);
+        Frame f;
+        try {
+            f = request(new Messages.Attach(name), FrameType.DESCRIPTOR);
+        } catch (SharingException e) {
+            // Version 2: this connection holds as many ids as the server allows. Give back
+            // what the cache keeps idle (FORGET, awaited) and ask once more.
+            if (e.code() != ErrorCode.TOO_MANY_IDS) throw e;
+            try {
+                if (!cache.dropIdle(timeout.toMillis())) throw e;
+            } catch (InterruptedException x) {
+                Thread.currentThread().interrupt();
+                throw e;
+            }
+            f = request(new Messages.Attach(name), FrameType.DESCRIPTOR);
+        }
         if (f.message instanceof Messages.DescriptorV2 d2) return attachV2(name, resource, f, d2);
         Messages.Descriptor d = (Messages.Descriptor) f.message;
         int[] fds = f.takeFds();

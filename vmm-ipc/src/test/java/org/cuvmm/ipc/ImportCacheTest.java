@@ -159,6 +159,32 @@ class ImportCacheTest {
     }
 
     @Test
+    void atTheServersIdLimitTheCacheGivesBackIdleMappingsAndTheAttachIsAskedAgain() throws Exception {
+        long g = resource.granularity();
+        try (VirtualMemoryBuffer a = resource.allocate(g); VirtualMemoryBuffer b = resource.allocate(g);
+             SharingServer server = SharingServer.builder(sock).maxIdsPerConnection(1).build();
+             SharingClient c = SharingClient.connect(sock)) {
+            BytePattern.fill(a, 1);
+            BytePattern.fill(b, 2);
+            server.publish("a", a);
+            server.publish("b", b);
+            attachAndCheck(c, "a", 1); // holds a's id: the connection's one id
+            attachAndCheck(c, "b", 2); // TOO_MANY_IDS, a forgotten, asked again
+            ImportCache.Stats s = c.importCache().stats();
+            assertEquals(1, s.entries(), s.toString());
+            assertEquals(1, s.evictions(), s.toString());
+            assertEquals(1, server.stats().idsHeld());
+            try (Attachment held = c.attach("b", resource)) {
+                // With b leased nothing is idle: a's attach is refused for good.
+                SharingException e = org.junit.jupiter.api.Assertions.assertThrows(SharingException.class,
+                        () -> c.attach("a", resource));
+                assertEquals(ErrorCode.TOO_MANY_IDS, e.code(), e.getMessage());
+                BytePattern.verify(held.buffer(), 2);
+            }
+        }
+    }
+
+    @Test
     void theByteBoundEvictsToo() throws Exception {
         long g = resource.granularity();
         try (VirtualMemoryBuffer a = resource.allocate(g); VirtualMemoryBuffer b = resource.allocate(g);
