@@ -869,8 +869,15 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         Checks.notNull("whenGone", whenGone);
         acquire();
         try {
+            String what = "the shared view of " + release.description();
             ImportHold parent = hold == null ? null : hold.retain();
-            ImportHold viewHold = new ImportHold(whenGone, "the shared view of " + release.description(), parent);
+            ImportHold viewHold;
+            try {
+                viewHold = new ImportHold(whenGone, what, parent); // owns `parent` from here on
+            } catch (RuntimeException | Error e) {
+                if (parent != null) parent.release(); // never zero: this buffer still holds one
+                throw e;
+            }
             NativeRangeHandle viewRange;
             try {
                 viewRange = new NativeRangeHandle(range);
