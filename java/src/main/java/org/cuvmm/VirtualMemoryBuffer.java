@@ -976,7 +976,9 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
     /**
      * Closes this reference. The memory is unmapped and released when its last holder
-     * (this buffer, its aliases, grown buffers, ByteBuffer views) is closed.
+     * (this buffer, its aliases, grown buffers, ByteBuffer views, {@linkplain #share shared
+     * views} and everything derived from those: their aliases, grown buffers, ByteBuffer views
+     * and views of views) is closed or, if leaked, released by the cleaner.
      *
      * <p>The rule (issue 9, which replaces the brief's "refuses while an async operation is in
      * flight"): close refuses while another thread is inside a call on this buffer or a lease
