@@ -232,8 +232,25 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     /** Bytes mapped: the sum of the chunk sizes. */
     public long mappedSize() { return use(() -> range.mapped_size()); }
 
-    /** Number of physical allocations (chunks) mapped into this buffer. */
+    /**
+     * Number of physical allocations (chunks) mapped into this buffer. An alias smaller than
+     * its mapping (a shrink by {@link VirtualMemoryResource#modifyAllocation}) keeps chunks
+     * past its size mapped and counts them; {@link #exportedChunkCount()} counts only those
+     * that hold its bytes.
+     */
     public int chunkCount() { return useInt(range::chunk_count); }
+
+    /**
+     * Number of chunks {@link #exportDescriptor()} exports: those that hold a byte of
+     * {@code [0, size())}, that is the first {@code exportedChunkCount()} chunks in address
+     * order (chunk indices {@code 0} to {@code exportedChunkCount() - 1}, the same indices as
+     * {@link #chunkSize(int)} and {@link #allocationIds()}). Equal to {@link #chunkCount()}
+     * except for an alias smaller than its mapping, whose trailing chunks stay mapped but hold
+     * none of its bytes; 0 for an empty buffer. Makes no driver call.
+     *
+     * @throws IllegalStateException when the buffer is closed
+     */
+    public int exportedChunkCount() { return useInt(() -> NativeApi.export_chunk_count(range)); }
 
     /** Size of chunk {@code index} in address order. */
     public long chunkSize(int index) {
@@ -678,7 +695,9 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
     /**
      * Exports this buffer for another process: one fd per physical allocation that covers
-     * it, in address order. Exports on every call (nothing is cached; this buffer holds no
+     * it, in address order: the first {@link #exportedChunkCount()} chunks, which for an alias
+     * smaller than its mapping is fewer than {@link #chunkCount()} (fd {@code i} is the
+     * allocation of {@code allocationIds()[i]}; the trailing ids have no fd). Exports on every call (nothing is cached; this buffer holds no
      * fds); the returned descriptor owns the fds. To export only some chunks (those a
      * consumer does not hold yet), use {@link #exportChunks(int...)}.
      *
@@ -724,6 +743,13 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * {@linkplain Driver#addAllocationReleaseListener release listener} hears. Ids name
      * allocations of this process only: an imported chunk has an id of its own, unrelated to
      * the exporter's. Makes no driver call.
+     *
+     * <p>The array covers every mapped chunk, also those of an alias smaller than its mapping
+     * that hold none of its bytes, so it may be longer than what {@link #exportDescriptor()}
+     * exports: that descriptor's fd {@code i} is the allocation of id {@code i} for {@code i}
+     * below {@link #exportedChunkCount()}, and the ids from there on have no fd. To pair ids
+     * with fds, pair the first {@code exportedChunkCount()} ids, or name chunks explicitly
+     * with {@link #exportChunks(int...)}.
      *
      * @return a new array of {@link #chunkCount()} ids (empty for an empty buffer)
      * @throws IllegalStateException when the buffer is closed
@@ -843,8 +869,15 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         Checks.notNull("whenGone", whenGone);
         acquire();
         try {
+            String what = "the shared view of " + release.description();
             ImportHold parent = hold == null ? null : hold.retain();
-            ImportHold viewHold = new ImportHold(whenGone, "the shared view of " + release.description(), parent);
+            ImportHold viewHold;
+            try {
+                viewHold = new ImportHold(whenGone, what, parent); // owns `parent` from here on
+            } catch (RuntimeException | Error e) {
+                if (parent != null) parent.release(); // never zero: this buffer still holds one
+                throw e;
+            }
             NativeRangeHandle viewRange;
             try {
                 viewRange = new NativeRangeHandle(range);
@@ -943,7 +976,9 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
     /**
      * Closes this reference. The memory is unmapped and released when its last holder
-     * (this buffer, its aliases, grown buffers, ByteBuffer views) is closed.
+     * (this buffer, its aliases, grown buffers, ByteBuffer views, {@linkplain #share shared
+     * views} and everything derived from those: their aliases, grown buffers, ByteBuffer views
+     * and views of views) is closed or, if leaked, released by the cleaner.
      *
      * <p>The rule (issue 9, which replaces the brief's "refuses while an async operation is in
      * flight"): close refuses while another thread is inside a call on this buffer or a lease

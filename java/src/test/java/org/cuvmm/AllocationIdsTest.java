@@ -50,6 +50,35 @@ class AllocationIdsTest {
         }
     }
 
+    /**
+     * A shrunk alias keeps its trailing chunk mapped: allocationIds names it, the whole export
+     * does not; exportedChunkCount says how many of the ids pair with the export's fds.
+     */
+    @Test
+    void aShrunkAliasHasMoreIdsThanItsExportHasFds() {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             VirtualMemoryBuffer one = r.allocate(2 * MiB);
+             VirtualMemoryBuffer two = r.modifyAllocation(one, 4 * MiB);
+             VirtualMemoryBuffer shrunk = r.modifyAllocation(two, MiB)) {
+            assertEquals(2, two.exportedChunkCount(), "a buffer whose chunks all hold its bytes");
+            assertEquals(two.chunkCount(), two.exportedChunkCount());
+            long[] ids = shrunk.allocationIds();
+            assertEquals(2, shrunk.chunkCount(), "the shrunk alias still maps both chunks");
+            assertEquals(2, ids.length);
+            assertArrayEquals(two.allocationIds(), ids);
+            Map<String, Long> callsBefore = TestSupport.counters().calls();
+            assertEquals(1, shrunk.exportedChunkCount(), "only chunk 0 holds a byte of [0, 1 MiB)");
+            assertEquals(callsBefore, TestSupport.counters().calls(), "exportedChunkCount makes no driver call");
+            try (BufferDescriptor d = shrunk.exportDescriptor()) {
+                assertEquals(shrunk.exportedChunkCount(), d.chunkCount(), "the export has one fd per exported chunk");
+                assertEquals(shrunk.chunkSize(0), d.sizes()[0], "fd 0 is the allocation of ids[0]");
+            }
+            try (VirtualMemoryBuffer empty = r.allocate(0)) {
+                assertEquals(0, empty.exportedChunkCount());
+            }
+        }
+    }
+
     @Test
     void idsAreNeverReused() {
         Set<Long> seen = new HashSet<>();
