@@ -586,11 +586,12 @@ public final class SharingServer implements AutoCloseable {
                 // Version 2: fds (and the export's driver calls) only for allocations this
                 // connection does not hold yet.
                 VirtualMemoryBuffer b = p.buffer;
-                int n = b.chunkCount();
+                // The chunks that hold the buffer's bytes, as version 1 exports them (an alias
+                // smaller than its mapping keeps more chunks mapped; those are not sent).
+                int n = b.exportedChunkCount();
                 long[] sizes = new long[n];
                 for (int i = 0; i < n; i++) sizes[i] = b.chunkSize(i);
-                long[] allocations = CoreSupport.allocationIds(b);
-                if (allocations == null) allocations = new long[n];
+                long[] allocations = java.util.Arrays.copyOf(CoreSupport.allocationIds(b), n);
                 assigned = ids.assign(allocations, sizes);
                 if (assigned == null) {
                     p.endHold(held);

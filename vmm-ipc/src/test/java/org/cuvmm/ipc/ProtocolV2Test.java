@@ -129,6 +129,26 @@ class ProtocolV2Test {
         }
     }
 
+    /** An alias smaller than its mapping: only the chunks that hold its bytes are sent, as in version 1. */
+    @Test
+    void aShrunkAliasSendsOnlyTheChunksThatHoldItsBytes() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             VirtualMemoryBuffer one = r.allocate(r.granularity());
+             VirtualMemoryBuffer two = r.modifyAllocation(one, 2 * r.granularity());
+             VirtualMemoryBuffer shrunk = r.modifyAllocation(two, 100);
+             SharingServer server = SharingServer.builder(sock).build()) {
+            assertEquals(2, shrunk.chunkCount());
+            assertEquals(1, shrunk.exportedChunkCount());
+            server.publish("shrunk", shrunk);
+            try (FdSocket s = helloV2()) {
+                Messages.DescriptorV2 d = attach(s, "shrunk", 1);
+                assertEquals(1, d.chunkSizes().length, d.toString());
+                assertEquals(100, d.size());
+                release(s, d.leaseId());
+            }
+        }
+    }
+
     @Test
     void forgedAndStaleIdsGetUnknownIdAndForgetIsAllOrNothing() throws Exception {
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer b = r.allocate(r.granularity());
