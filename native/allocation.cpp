@@ -5,12 +5,19 @@
 #include "cuvmm/object_counts.hpp"
 
 #include "cuvmm/fd_utils.hpp"
+#include "cuvmm/release_notices.hpp"
+
+#include <atomic>
 
 #include <cstdint>
 #include <string>
 
 namespace cuvmm {
 namespace {
+
+// The last allocation id handed out. 64 bits: at a billion allocations a second it would
+// take centuries to wrap, so "never reused" holds for any process.
+std::atomic<uint64_t> g_last_allocation_id{0};
 
 std::string describe_location(const CUmemLocation& loc) {
     switch (loc.type) {
@@ -36,7 +43,12 @@ std::string fd_limit_hint_for(CUresult rc) {
 
 Allocation::Allocation(int device, CUmemGenericAllocationHandle handle, size_t size, bool imported,
                        CUmemAllocationHandleType types)
-    : handle_(handle), size_(size), imported_(imported), handle_types_(types), device_(device) {
+    : handle_(handle),
+      size_(size),
+      imported_(imported),
+      handle_types_(types),
+      device_(device),
+      id_(g_last_allocation_id.fetch_add(1, std::memory_order_relaxed) + 1) {
     g_live_allocations.fetch_add(1, std::memory_order_relaxed);
 }
 
@@ -45,6 +57,9 @@ Allocation::~Allocation() {
     CUresult rc = CUVMM_CALL_NOTHROW(cuMemRelease, handle_);
     if (rc != CUDA_SUCCESS) report_cleanup_failure("cuMemRelease", rc, "releasing a physical allocation");
     g_live_allocations.fetch_sub(1, std::memory_order_relaxed);
+    // After the release call returned (also when it failed: the box, and with it the id, is
+    // gone either way). One atomic load when no one listens.
+    note_allocation_released(id_);
 }
 
 std::shared_ptr<const Allocation> Allocation::create(const ChunkSpec& spec, size_t size, const Step& step) {

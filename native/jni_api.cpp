@@ -4,6 +4,7 @@
 
 #include "cuvmm/cuda_errors.hpp"
 #include "cuvmm/fd_utils.hpp"
+#include "cuvmm/release_notices.hpp"
 #include "cuvmm/sharing.hpp"
 #include "cuvmm/transfer.hpp"
 
@@ -624,6 +625,61 @@ long long object_live(int what) {
 }
 
 long long cleanup_failures() { return cuvmm::cleanup_failure_count(); }
+
+// ---- steady-state sharing support (issue 11) ----
+
+int allocation_ids(const RangeHandle& range, long long* out, int capacity) {
+    if (!range.range) return 0;
+    const auto& mappings = range.range->mappings();
+    const int count = static_cast<int>(mappings.size());
+    for (int i = 0; i < count && i < capacity && out != nullptr; ++i) {
+        out[i] = static_cast<long long>(mappings[i]->allocation()->id());
+    }
+    return count;
+}
+
+int export_chunk_fds(const RangeHandle& range, const int* chunks, int count, int* out_fds, long long* out_sizes,
+                     Status& status) {
+    int exported = -1;
+    guarded(status, "export", [&] {
+        const Range& r = require_range(range, "export");
+        if (count < 0 || (count > 0 && (chunks == nullptr || out_fds == nullptr || out_sizes == nullptr))) {
+            throw invalid("export", "count: " + std::to_string(count) + " (expected: 0 or more, with non-null arrays)");
+        }
+        std::vector<size_t> list;
+        list.reserve(static_cast<size_t>(count));
+        for (int k = 0; k < count; ++k) {
+            if (chunks[k] < 0) {
+                throw invalid("export", "chunk index " + std::to_string(chunks[k]) + " (expected: 0 to " +
+                                            std::to_string(r.mappings().size()) + " exclusive, the chunks of the buffer)");
+            }
+            list.push_back(static_cast<size_t>(chunks[k]));
+        }
+        std::vector<int> fds = export_chunk_fds(r, list);
+        for (size_t k = 0; k < fds.size(); ++k) {
+            out_fds[k] = fds[k];
+            out_sizes[k] = static_cast<long long>(r.mappings()[list[k]]->size());
+        }
+        exported = static_cast<int>(fds.size());
+    });
+    return exported;
+}
+
+void release_notices(int on) { set_release_notices(on != 0); }
+
+int take_released_allocations(long long* out, long long* sequences, int capacity, long long timeout_ms) {
+    if (out == nullptr || sequences == nullptr || capacity <= 0) return 0;
+    std::vector<uint64_t> ids(static_cast<size_t>(capacity));
+    std::vector<uint64_t> seqs(static_cast<size_t>(capacity));
+    const size_t n = cuvmm::take_released_allocations(ids.data(), ids.size(), timeout_ms, seqs.data());
+    for (size_t i = 0; i < n; ++i) {
+        out[i] = static_cast<long long>(ids[i]);
+        sequences[i] = static_cast<long long>(seqs[i]);
+    }
+    return static_cast<int>(n);
+}
+
+long long release_notice_sequence() { return static_cast<long long>(cuvmm::release_notice_sequence()); }
 
 }  // namespace jni
 }  // namespace cuvmm

@@ -248,5 +248,22 @@ long long host_live(int what);
 long long object_live(int what);
 long long cleanup_failures();
 
+// ---- steady-state sharing support (issue 11) ----
+// Writes the id (Allocation::id) of each chunk, address order, into out (capacity entries);
+// returns the chunk count (which may exceed capacity: then only capacity are written).
+// No driver call.
+int allocation_ids(const RangeHandle& range, long long* out, int capacity);
+// Exports the `count` chunks named by `chunks` (sharing.hpp, export_chunk_fds) into out_fds
+// and their sizes into out_sizes; returns count, or -1 on error (no fd left open).
+int export_chunk_fds(const RangeHandle& range, const int* chunks, int count, int* out_fds, long long* out_sizes,
+                     Status& status);
+// Release notices (release_notices.hpp): on != 0 turns the queue on, 0 off.
+void release_notices(int on);
+// Waits up to timeout_ms for released allocation ids, writes up to capacity into out and
+// their sequence numbers (release_notices.hpp) into sequences; returns how many (0 on timeout).
+int take_released_allocations(long long* out, long long* sequences, int capacity, long long timeout_ms);
+// The sequence number of the last id queued (release_notices.hpp, release_notice_sequence).
+long long release_notice_sequence();
+
 }  // namespace jni
 }  // namespace cuvmm

@@ -17,6 +17,7 @@
 
 #include "cuvmm/driver.hpp"
 
+#include <cstdint>
 #include <memory>
 #include <vector>
 
@@ -66,6 +67,11 @@ public:
     CUmemAllocationHandleType handle_types() const { return handle_types_; }
     // The device whose primary context is current while the handle is released.
     int device() const { return device_; }
+    // This box's identity: non-zero, unique in the process, never reused (a counter taken
+    // when the box is made, by create or import_fd). Stays with the physical allocation for
+    // as long as the box lives, whatever ranges (aliases, grows, pool reuse) map it; the
+    // destructor reports it to the release notices (release_notices.hpp) after cuMemRelease.
+    uint64_t id() const { return id_; }
 
 private:
     Allocation(int device, CUmemGenericAllocationHandle handle, size_t size, bool imported,
@@ -79,6 +85,7 @@ private:
     const bool imported_;
     const CUmemAllocationHandleType handle_types_;
     const int device_;
+    const uint64_t id_;
 };
 
 // One reserved virtual address range (cuMemAddressReserve). The destructor frees it.

@@ -13,10 +13,15 @@
 //   A9  a cuDriverGetVersion failure refuses the cuda driver, naming the call and the CUresult
 //   S1  stream, event and pinned-memory boxes make exactly one undo call each (none for the
 //       borrowed default streams); a host function's trampoline waits for its token
+//   I1  (issue 11) allocation ids: non-zero, distinct, kept by a grow; release notices queue
+//       the id only while on, in release order, after cuMemRelease; export_chunk_fds makes one
+//       export call per chunk named and checks before any call
 //
 // Plain main(): one line per failed check, then "N passed, M failed"; non-zero exit on failure.
 #include "cuvmm/cuda_errors.hpp"
 #include "cuvmm/driver.hpp"
+#include "cuvmm/release_notices.hpp"
+#include "cuvmm/sharing.hpp"
 #include "cuvmm/stream.hpp"
 #include "cuvmm/transfer.hpp"
 #include "cuvmm/vmm.hpp"
@@ -413,6 +418,71 @@ void test_driver_version_checked() {
     if (!contains(reason, "cuDriverGetVersion")) std::printf("  reason: %s\n", reason.c_str());
 }
 
+// ---- I1 ---------------------------------------------------------------------------------
+
+void test_allocation_ids_and_release_notices() {
+    auto posix = std::make_shared<ChunkSpec>(*rw_spec(0));
+    posix->prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR;
+    RangeRef a = Range::allocate(posix, G);
+    RangeRef b = Range::allocate(posix, G);
+    const uint64_t id_a = a->mappings()[0]->allocation()->id();
+    const uint64_t id_b = b->mappings()[0]->allocation()->id();
+    CHECK(id_a != 0 && id_b != 0 && id_a != id_b);
+    GrowOutcome outcome{};
+    RangeRef grown = a->grow(posix, 3 * G, outcome);
+    CHECK(grown->mappings().size() == 2 && grown->mappings()[0]->allocation()->id() == id_a);
+    const uint64_t id_new = grown->mappings()[1]->allocation()->id();
+    CHECK(id_new != id_a && id_new != id_b && id_new != 0);
+
+    // Partial export: one call per chunk named; refusals before any call.
+    reset_call_counts();
+    std::vector<int> fds = export_chunk_fds(*grown, {1});
+    CHECK(fds.size() == 1 && call_count(Entry::cuMemExportToShareableHandle) == 1);
+    for (int fd : fds) close(fd);
+    bool refused = false;
+    try {
+        export_chunk_fds(*grown, {0, 0});
+    } catch (const DriverError& e) {
+        refused = contains(e.what(), "named twice");
+    }
+    CHECK(refused);
+    refused = false;
+    try {
+        export_chunk_fds(*grown, {2});
+    } catch (const DriverError& e) {
+        refused = contains(e.what(), "chunk index 2");
+    }
+    CHECK(refused);
+    CHECK(call_count(Entry::cuMemExportToShareableHandle) == 1);
+    CHECK(export_chunk_fds(*grown, {}).empty());
+
+    // Off (the default): nothing queued.
+    uint64_t out[8] = {};
+    b.reset();
+    CHECK(take_released_allocations(out, 8, 0) == 0);
+    // On: queued after the release, in release order; a grow's alias keeps the first chunk.
+    set_release_notices(true);
+    a.reset();
+    CHECK(take_released_allocations(out, 8, 0) == 0);  // `grown` still maps chunk a
+    grown.reset();
+    const uint64_t seq_before = release_notice_sequence();
+    uint64_t seqs[8] = {};
+    size_t n = take_released_allocations(out, 8, 1000, seqs);
+    CHECK(n == 2 && ((out[0] == id_a && out[1] == id_new) || (out[0] == id_new && out[1] == id_a)));
+    // Sequence numbers: increasing in queue order, the last one is what release_notice_sequence read.
+    CHECK(n == 2 && seqs[0] + 1 == seqs[1] && seqs[1] == seq_before);
+    // Off again drops what is queued and wakes a waiting taker at once.
+    RangeRef c = Range::allocate(posix, G);
+    c.reset();
+    set_release_notices(false);
+    CHECK(take_released_allocations(out, 8, 0) == 0);
+    set_release_notices(true);
+    std::thread taker([&] { take_released_allocations(out, 8, 60000); });
+    set_release_notices(false);
+    taker.join();  // within the test's alarm: turning notices off ends the wait
+    CHECK(release_notices_dropped() == 0);
+}
+
 int main() {
     std::signal(SIGALRM, on_timeout);
     alarm(120);
@@ -429,6 +499,7 @@ int main() {
     test_copies_checked_before_the_driver();
     test_driver_version_checked();
     test_stream_boxes();
+    test_allocation_ids_and_release_notices();
 
     ObjectCounts c = object_counts();
     CHECK(c.allocations == 0 && c.reservations == 0 && c.mappings == 0 && c.ranges == 0);

@@ -13,5 +13,10 @@ public enum BufferOrigin {
     /** Imported from another process. */
     IMPORTED,
     /** Handed out by a {@code VirtualMemoryPool}: closing it returns its memory to the pool. */
-    POOLED
+    POOLED,
+    /**
+     * A view made by {@link VirtualMemoryBuffer#share(Runnable)}: the same mapped memory as
+     * the buffer it was shared from, with its own lifecycle; made with no driver call.
+     */
+    SHARED_VIEW
 }

@@ -15,7 +15,13 @@ import java.util.concurrent.atomic.AtomicReference;
  * <p>At zero the callback runs exactly once, on whichever thread dropped the last
  * reference (possibly the cleaner thread), holding no lock; a RuntimeException from it is logged
  * (logger {@code org.cuvmm}) and swallowed. A derived buffer or view can only be made while
- * its source holds a reference, so the count never rises again from zero. Package-private.
+ * its source holds a reference, so the count never rises again from zero.
+ *
+ * <p>A hold may have a <em>parent</em>: the hold of a {@linkplain VirtualMemoryBuffer#share
+ * shared view} counts the view and what derives from it, and owns one reference on the hold
+ * of the buffer it was shared from (when that buffer has one). At zero it runs its own
+ * callback ({@code whenGone}), then drops that parent reference, so an import's
+ * {@code whenUnmapped} waits for every view of it. Package-private.
  */
 final class ImportHold {
     private static final System.Logger LOG = System.getLogger("org.cuvmm");
@@ -23,10 +29,17 @@ final class ImportHold {
     private final AtomicInteger refs = new AtomicInteger(1); // the imported buffer's
     private final AtomicReference<Runnable> whenUnmapped;
     private final String what;
+    private final ImportHold parent; // one reference this hold owns, dropped at zero; or null
 
     ImportHold(Runnable whenUnmapped, String what) {
+        this(whenUnmapped, what, null);
+    }
+
+    /** A hold that owns the reference on {@code parent} (already taken) the caller passes, or null. */
+    ImportHold(Runnable whenUnmapped, String what, ImportHold parent) {
         this.whenUnmapped = new AtomicReference<>(whenUnmapped);
         this.what = what;
+        this.parent = parent;
     }
 
     /** One more holder (a derived buffer or view); returns this. */
@@ -35,7 +48,7 @@ final class ImportHold {
             int n = refs.get();
             if (n <= 0) {
                 // Unreachable: a holder is made only from a source that still holds a reference.
-                throw new IllegalStateException("the import of " + what + " is no longer mapped; nothing can hold it");
+                throw new IllegalStateException(what + " is no longer mapped; nothing can hold it");
             }
             if (refs.compareAndSet(n, n + 1)) return this;
         }
@@ -45,12 +58,22 @@ final class ImportHold {
     void release() {
         if (refs.decrementAndGet() != 0) return;
         Runnable r = whenUnmapped.getAndSet(null);
-        if (r == null) return;
         try {
-            r.run();
+            if (r != null) r.run();
         } catch (RuntimeException e) {
-            LOG.log(System.Logger.Level.WARNING, "the whenUnmapped callback of the import of " + what + " threw " + e, e);
+            LOG.log(System.Logger.Level.WARNING, "the callback of " + what + " (whenUnmapped or whenGone) threw " + e, e);
+        } finally {
+            if (parent != null) parent.release();
         }
+    }
+
+    /**
+     * Drops the only reference without running the callback (the holder it was made for was
+     * never handed out), still dropping the parent's reference.
+     */
+    void releaseUnfired() {
+        whenUnmapped.set(null);
+        release();
     }
 
     /** Holders still alive (buffers and views); 0 once the callback has run. */

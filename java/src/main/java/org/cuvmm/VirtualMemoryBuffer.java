@@ -24,8 +24,9 @@ import org.cuvmm.internal.jni.NativeStreamHandle;
  *
  * <h2>Lifecycle</h2>
  * A buffer holds one reference to its memory. Aliases made by
- * {@link VirtualMemoryResource#modifyAllocation} hold their own, so each chunk is unmapped
- * and released exactly when its last holder is closed. Every method that touches memory
+ * {@link VirtualMemoryResource#modifyAllocation} hold their own, and so do views made by
+ * {@link #share(Runnable)}, so each chunk is unmapped and released exactly when its last
+ * holder is closed. Every method that touches memory
  * registers a use for its duration; {@link #close()} while a use is in progress on another
  * thread <em>refuses</em> with {@link IllegalStateException}, the buffer stays usable, and a
  * later close succeeds. Stream work recorded on the buffer (its asynchronous operations,
@@ -231,8 +232,25 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     /** Bytes mapped: the sum of the chunk sizes. */
     public long mappedSize() { return use(() -> range.mapped_size()); }
 
-    /** Number of physical allocations (chunks) mapped into this buffer. */
+    /**
+     * Number of physical allocations (chunks) mapped into this buffer. An alias smaller than
+     * its mapping (a shrink by {@link VirtualMemoryResource#modifyAllocation}) keeps chunks
+     * past its size mapped and counts them; {@link #exportedChunkCount()} counts only those
+     * that hold its bytes.
+     */
     public int chunkCount() { return useInt(range::chunk_count); }
+
+    /**
+     * Number of chunks {@link #exportDescriptor()} exports: those that hold a byte of
+     * {@code [0, size())}, that is the first {@code exportedChunkCount()} chunks in address
+     * order (chunk indices {@code 0} to {@code exportedChunkCount() - 1}, the same indices as
+     * {@link #chunkSize(int)} and {@link #allocationIds()}). Equal to {@link #chunkCount()}
+     * except for an alias smaller than its mapping, whose trailing chunks stay mapped but hold
+     * none of its bytes; 0 for an empty buffer. Makes no driver call.
+     *
+     * @throws IllegalStateException when the buffer is closed
+     */
+    public int exportedChunkCount() { return useInt(() -> NativeApi.export_chunk_count(range)); }
 
     /** Size of chunk {@code index} in address order. */
     public long chunkSize(int index) {
@@ -677,8 +695,11 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
     /**
      * Exports this buffer for another process: one fd per physical allocation that covers
-     * it, in address order. Exports on every call (nothing is cached; this buffer holds no
-     * fds); the returned descriptor owns the fds.
+     * it, in address order: the first {@link #exportedChunkCount()} chunks, which for an alias
+     * smaller than its mapping is fewer than {@link #chunkCount()} (fd {@code i} is the
+     * allocation of {@code allocationIds()[i]}; the trailing ids have no fd). Exports on every call (nothing is cached; this buffer holds no
+     * fds); the returned descriptor owns the fds. To export only some chunks (those a
+     * consumer does not hold yet), use {@link #exportChunks(int...)}.
      *
      * @throws IllegalStateException when the resource is not IPC-enabled (handle type not
      *     POSIX_FD), when the buffer covers memory imported from another process (which
@@ -687,11 +708,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      *     no fd stays open
      */
     public BufferDescriptor exportDescriptor() {
-        if (!resource.isIpcEnabled()) {
-            throw new IllegalStateException("exportDescriptor: " + release.description() + " was allocated with handle type "
-                    + resource.options().handleType() + " (expected: POSIX_FD; create the resource with "
-                    + "VirtualMemoryResourceOptions.builder().handleType(HandleType.POSIX_FD))");
-        }
+        requireIpcEnabled("exportDescriptor");
         acquire();
         try {
             int chunks = NativeApi.export_chunk_count(range);
@@ -708,6 +725,174 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             NativeCalls.check(st);
             if (n != chunks) throw new IllegalStateException("export returned " + n + " fds for " + chunks + " chunks");
             return new BufferDescriptor(fds, sizes, size, HandleType.POSIX_FD);
+        } finally {
+            releaseUse();
+        }
+    }
+
+    // ---- steady-state sharing support (issue 11): allocation identity, partial export, shared views ----
+
+    /**
+     * The identity of each physical allocation behind this buffer, one per chunk in address
+     * order (index {@code i} is the chunk of {@link #chunkSize(int) chunkSize(i)}). An id is
+     * non-zero, unique in this process and never reused; it is assigned when the allocation
+     * is made ({@code cuMemCreate}) or imported ({@code cuMemImportFromShareableHandle}) and
+     * stays with it for as long as it lives: the same id in every buffer that maps it (aliases,
+     * grown and moved buffers, {@linkplain #share shared views}) and across a pool's reuse.
+     * The id is gone when the allocation is released, which a
+     * {@linkplain Driver#addAllocationReleaseListener release listener} hears. Ids name
+     * allocations of this process only: an imported chunk has an id of its own, unrelated to
+     * the exporter's. Makes no driver call.
+     *
+     * <p>The array covers every mapped chunk, also those of an alias smaller than its mapping
+     * that hold none of its bytes, so it may be longer than what {@link #exportDescriptor()}
+     * exports: that descriptor's fd {@code i} is the allocation of id {@code i} for {@code i}
+     * below {@link #exportedChunkCount()}, and the ids from there on have no fd. To pair ids
+     * with fds, pair the first {@code exportedChunkCount()} ids, or name chunks explicitly
+     * with {@link #exportChunks(int...)}.
+     *
+     * @return a new array of {@link #chunkCount()} ids (empty for an empty buffer)
+     * @throws IllegalStateException when the buffer is closed
+     */
+    public long[] allocationIds() {
+        acquire();
+        try {
+            int chunks = range.chunk_count();
+            long[] ids = new long[chunks];
+            if (chunks == 0) return ids;
+            int n = NativeApi.allocation_ids(range, ids, chunks);
+            if (n != chunks) throw new IllegalStateException("allocation_ids returned " + n + " ids for " + chunks + " chunks");
+            return ids;
+        } finally {
+            releaseUse();
+        }
+    }
+
+    /**
+     * Exports only the chunks named, so a producer whose consumer already holds the others
+     * makes no driver call for those: exactly one {@code cuMemExportToShareableHandle} per
+     * index, none for any other chunk, none at all for an empty array. The descriptor lists
+     * the named chunks in the order named (fd and size of each; {@link BufferDescriptor#size()}
+     * is the sum of their sizes, so importing it maps exactly those chunks, contiguously) and
+     * owns the fds as {@link #exportDescriptor()}'s does: close it, or use {@link
+     * BufferDescriptor#useFds} / {@link BufferDescriptor#takeFds()}; a leaked one is closed by
+     * a cleaner. Indices are those of {@link #chunkSize(int)} and {@link #allocationIds()}.
+     *
+     * @param chunkIndices distinct chunk indices, 0 to {@code chunkCount() - 1}
+     * @throws IllegalStateException when the resource is not IPC-enabled, when a named chunk
+     *     was imported from another process (it cannot be exported again), or when the buffer
+     *     is closed; no driver call was made
+     * @throws IndexOutOfBoundsException when an index is not a chunk of this buffer;
+     *     IllegalArgumentException when one is named twice; no driver call was made
+     * @throws CudaException when the driver fails (at the fd limit the message says so); no
+     *     fd stays open
+     */
+    public BufferDescriptor exportChunks(int... chunkIndices) {
+        Checks.notNull("chunkIndices", chunkIndices);
+        int[] chunks = chunkIndices.clone(); // checked and exported: the same array
+        requireIpcEnabled("exportChunks");
+        acquire();
+        try {
+            int n = range.chunk_count();
+            boolean[] named = new boolean[n];
+            for (int k = 0; k < chunks.length; k++) {
+                int c = chunks[k];
+                if (c < 0 || c >= n) {
+                    throw new IndexOutOfBoundsException("chunkIndices[" + k + "]: " + c + (n == 0
+                            ? " (expected: no index; " + this + " is empty and has no chunks)"
+                            : " (expected: 0 to " + (n - 1) + ", the chunks of " + this + ")"));
+                }
+                if (named[c]) {
+                    throw new IllegalArgumentException("chunkIndices: " + java.util.Arrays.toString(chunks)
+                            + " (expected: distinct indices; chunk " + c + " is named twice)");
+                }
+                named[c] = true;
+                if (range.chunk_imported(c)) {
+                    throw new IllegalStateException(org.cuvmm.internal.ErrorMessages.importedCannotBeExported(
+                            "exportChunks: " + release.description(), " (chunk " + c + ")"));
+                }
+            }
+            int[] fds = new int[chunks.length];
+            long[] sizes = new long[chunks.length];
+            NativeStatus st = NativeCalls.status();
+            int exported = NativeApi.export_chunk_fds(range, chunks, chunks.length, fds, sizes, st);
+            NativeCalls.check(st);
+            if (exported != chunks.length) {
+                throw new IllegalStateException("export returned " + exported + " fds for " + chunks.length + " chunks");
+            }
+            long total = 0;
+            for (long s : sizes) total += s;
+            return new BufferDescriptor(fds, sizes, total, HandleType.POSIX_FD);
+        } finally {
+            releaseUse();
+        }
+    }
+
+    private void requireIpcEnabled(String operation) {
+        if (!resource.isIpcEnabled()) {
+            throw new IllegalStateException(operation + ": " + release.description() + " was allocated with handle type "
+                    + resource.options().handleType() + " (expected: POSIX_FD; create the resource with "
+                    + "VirtualMemoryResourceOptions.builder().handleType(HandleType.POSIX_FD))");
+        }
+    }
+
+    /**
+     * A view of this buffer: a new {@code VirtualMemoryBuffer} ({@link BufferOrigin#SHARED_VIEW})
+     * over the same mapped memory, same address and size, with a lifecycle of its own. Makes
+     * no driver call (no reserve, map or access call): the view holds one more reference to
+     * the native mappings. Use it to hand one mapping to several users, each closing its own
+     * view, while an owner keeps the memory mapped (a consumer's import cache).
+     *
+     * <p>Lifecycle: the view is a buffer like any other. Its close refuses while a call or
+     * lease holds it, waits for the stream work recorded on the view (not for work recorded
+     * on this buffer or on other views: each keeps its own record), and drops only the view's
+     * reference: the memory stays mapped while this buffer or any other holder maps it.
+     * Closing this buffer while views live likewise leaves the memory mapped until the last
+     * holder goes; for an import made with {@code whenUnmapped}, that callback runs only once
+     * every view (and everything derived from one) is gone too. A view of a
+     * {@linkplain BufferOrigin#POOLED pooled} buffer keeps its pool from reusing the memory:
+     * the pool releases it instead (as for an alias).
+     *
+     * <p>{@code whenGone} runs exactly once, when the view and everything derived from it
+     * ({@link VirtualMemoryResource#modifyAllocation} results and their derivations,
+     * {@link #asByteBuffer()} views and their slices) are closed or, if leaked, released by
+     * the cleaner; that is, after the view's last native reference was dropped. It runs on
+     * the thread that dropped it (the closing thread, the cleaner thread, or cuvmm's
+     * stream-release thread after {@link #close(Stream)}), holding no lock, and must not
+     * block; a RuntimeException it throws is logged (logger {@code org.cuvmm}) and
+     * swallowed. It never runs if this method throws. A view may be shared again: each view
+     * has its own {@code whenGone}, and an outer view's runs only after its inner views are gone.
+     *
+     * @param whenGone what to run once nothing of the view remains
+     * @throws IllegalStateException when this buffer is closed
+     */
+    public VirtualMemoryBuffer share(Runnable whenGone) {
+        Checks.notNull("whenGone", whenGone);
+        acquire();
+        try {
+            String what = "the shared view of " + release.description();
+            ImportHold parent = hold == null ? null : hold.retain();
+            ImportHold viewHold;
+            try {
+                viewHold = new ImportHold(whenGone, what, parent); // owns `parent` from here on
+            } catch (RuntimeException | Error e) {
+                if (parent != null) parent.release(); // never zero: this buffer still holds one
+                throw e;
+            }
+            NativeRangeHandle viewRange;
+            try {
+                viewRange = new NativeRangeHandle(range);
+            } catch (RuntimeException | Error e) {
+                viewHold.releaseUnfired(); // drops the parent's reference too
+                throw e;
+            }
+            try {
+                return new VirtualMemoryBuffer(resource, viewRange, BufferOrigin.SHARED_VIEW, size, null, true, viewHold);
+            } catch (RuntimeException | Error e) {
+                viewRange.deallocate();
+                viewHold.releaseUnfired();
+                throw e;
+            }
         } finally {
             releaseUse();
         }
@@ -792,7 +977,9 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
     /**
      * Closes this reference. The memory is unmapped and released when its last holder
-     * (this buffer, its aliases, grown buffers, ByteBuffer views) is closed.
+     * (this buffer, its aliases, grown buffers, ByteBuffer views, {@linkplain #share shared
+     * views} and everything derived from those: their aliases, grown buffers, ByteBuffer views
+     * and views of views) is closed or, if leaked, released by the cleaner.
      *
      * <p>The rule (issue 9, which replaces the brief's "refuses while an async operation is in
      * flight"): close refuses while another thread is inside a call on this buffer or a lease

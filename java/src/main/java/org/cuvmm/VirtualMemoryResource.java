@@ -269,9 +269,12 @@ public final class VirtualMemoryResource implements AutoCloseable {
      * mapping the imported memory: {@code whenUnmapped} runs once, after the last buffer or
      * view that maps any of the imported chunks is gone. That is the imported buffer, every
      * buffer {@link #modifyAllocation} derives from it or from those (alias, grown in place,
-     * moved: a grow that adds local chunks still maps the imported ones), and every
-     * {@link VirtualMemoryBuffer#asByteBuffer() ByteBuffer view} of any of them. Each is gone
-     * when closed, or when the cleaner releases it (a view: once it and its slices and
+     * moved: a grow that adds local chunks still maps the imported ones), every
+     * {@link VirtualMemoryBuffer#asByteBuffer() ByteBuffer view} of any of them, and every
+     * {@linkplain VirtualMemoryBuffer#share(Runnable) shared view} of any of them together
+     * with what derives from that view in turn (its aliases, grown buffers, ByteBuffer views
+     * and views of it; the view's own {@code whenGone} runs first). Each is gone when closed,
+     * or when the cleaner releases it (a ByteBuffer view: once it and its slices and
      * duplicates are unreachable). A consumer uses it to hand memory back to its producer
      * only when nothing here can read it any more ({@code org.cuvmm.ipc.Attachment} releases
      * its lease this way).
@@ -321,7 +324,7 @@ public final class VirtualMemoryResource implements AutoCloseable {
                     throw e;
                 }
                 // On failure adopt releases the range; the hold is dropped unfired.
-                ImportHold hold = whenUnmapped == null ? null : new ImportHold(whenUnmapped, "0x"
+                ImportHold hold = whenUnmapped == null ? null : new ImportHold(whenUnmapped, "the import of 0x"
                         + Long.toHexString(range.address()) + " (" + descriptor.size() + " bytes)");
                 return VirtualMemoryBuffer.adopt(this, range, BufferOrigin.IMPORTED, hold);
             } finally {

@@ -21,6 +21,7 @@ import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.ipc.Attachment;
 import org.cuvmm.ipc.ErrorCode;
+import org.cuvmm.ipc.ImportCache;
 import org.cuvmm.ipc.LeaseEvent;
 import org.cuvmm.ipc.SharingClient;
 import org.cuvmm.ipc.SharingException;
@@ -58,6 +59,14 @@ import org.cuvmm.pool.VirtualMemoryPool;
  *     every consumer released; the last release returns the memory to the pool;</li>
  * <li>prints the pool's stats, and reads the same numbers from the pool's JMX bean.</li>
  * </ol>
+ *
+ * <p><b>Steady state.</b> Both halves speak sharing protocol version 2 (the default): the
+ * server names each physical allocation with an id of the connection and sends its fd only
+ * the first time, and the consumer's {@link org.cuvmm.ipc.ImportCache} keeps what it imported
+ * mapped between rounds. From round 2 on, the same pooled memory comes back, so a round costs
+ * no fd and no driver call on either side: only the lease travels. The consumer prints, per
+ * round, whether its cache served it (hit) and the driver calls its attach and release made,
+ * then the cache's figures; the producer prints the fds its server sent.
  *
  * <p>Why one name per round ({@code frame-1}, {@code frame-2}, ...) rather than one name
  * published again each round: a consumer asking for {@code frame-3} can only get round 3's
@@ -227,6 +236,8 @@ public final class PooledProducer {
                 }
             }
             PoolStats last = pool.stats(PoolLifetime.EXPORTED);
+            out.printf("sharing: %d fd(s) sent in %d round(s) (a version-2 consumer receives each allocation's fd "
+                    + "once)%n", server.stats().fdsSent(), done.size());
             out.printf("done: %d round(s), %d miss(es), %d hit(s): %d driver allocation(s) served every frame%n",
                     done.size(), last.misses(), last.hits(), last.misses());
             return new Result(done, true);
@@ -315,25 +326,44 @@ public final class PooledProducer {
 
         /** Consumes {@code rounds} frames from the producer on {@code socket}; returns the exit status. */
         public static int run(Path socket, int rounds, PrintStream out) {
+            org.cuvmm.DriverCounters calls = org.cuvmm.Driver.get().counters();
             try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
                  SharingClient client = SharingClient.connect(socket,
                          "PooledProducer.Consumer pid " + ProcessHandle.current().pid())) {
+                ImportCache cache = client.importCache();
+                long firstRoundCalls = 0;
+                long laterCalls = 0;
                 for (int round = 1; round <= rounds; round++) {
-                    try (Attachment a = attachWhenPublished(client, frameName(round), resource)) {
+                    long hits = cache.stats().hits();
+                    long c0 = calls.totalCalls();
+                    Attachment a = attachWhenPublished(client, frameName(round), resource);
+                    long attachCalls = calls.totalCalls() - c0;
+                    String served = cache.stats().hits() > hits ? "cache hit" : "cache miss";
+                    try {
                         VirtualMemoryBuffer buffer = a.buffer();
                         long bad = SeededPattern.firstMismatch(buffer, round);
                         if (bad >= 0) {
                             out.println(a.name() + ": MISMATCH at byte " + bad + " (pattern seed " + round + ")");
                             return 1;
                         }
-                        out.printf("%s: %d bytes at 0x%x (lease %d) hold pattern seed %d%n", a.name(), buffer.size(),
-                                buffer.address(), a.leaseId(), round);
+                        out.printf("%s: %d bytes at 0x%x (lease %d, %s) hold pattern seed %d%n", a.name(),
+                                buffer.size(), buffer.address(), a.leaseId(), served, round);
                         // Hold it until the producer withdraws it (or goes away): meanwhile the
                         // producer's pool cannot hand this memory out again.
                         while (!a.isDropped() && client.isConnected()) Thread.sleep(5);
+                    } finally {
+                        long c1 = calls.totalCalls();
+                        a.close(); // RELEASE; the cache keeps the mapping for the next round
+                        long roundCalls = attachCalls + calls.totalCalls() - c1;
+                        if (round == 1) firstRoundCalls = roundCalls;
+                        else laterCalls += roundCalls;
                     }
                     out.println(frameName(round) + ": released");
                 }
+                ImportCache.Stats s = cache.stats();
+                out.printf("import cache (protocol v%d): %d hit(s), %d miss(es), %d fd(s) received; driver calls in "
+                        + "attach and release: %d in round 1, %d in the %d later round(s)%n", client.protocolVersion(),
+                        s.hits(), s.misses(), s.fdsReceived(), firstRoundCalls, laterCalls, rounds - 1);
                 return 0;
             } catch (IOException e) {
                 // Nothing listens on the socket, the producer went away, or this uid is not allowed.

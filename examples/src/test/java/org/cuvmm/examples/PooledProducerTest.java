@@ -83,6 +83,13 @@ class PooledProducerTest {
             assertTrue(consumerOut.contains("frame-" + r + ": " + PooledProducer.SIZE + " bytes at 0x"), consumerOut);
             assertTrue(consumerOut.contains("hold pattern seed " + r + "\nframe-" + r + ": released\n"), consumerOut);
         }
+        // Protocol version 2: round 1 imports (one fd), every later round is a cache hit with no
+        // fd and no driver call in the consumer.
+        assertTrue(consumerOut.contains("import cache (protocol v2): " + (ROUNDS - 1) + " hit(s), 1 miss(es), 1 fd(s) "
+                + "received; driver calls in attach and release: "), consumerOut);
+        assertTrue(consumerOut.contains(", 0 in the " + (ROUNDS - 1) + " later round(s)"), consumerOut);
+        assertTrue(consumerOut.contains("(lease ") && consumerOut.contains(", cache hit) hold pattern seed 2"),
+                consumerOut);
 
         PooledProducer.Result result = producer.get(10, TimeUnit.SECONDS);
         String out = producerOut.text();
@@ -129,6 +136,7 @@ class PooledProducerTest {
         assertTrue(out.contains("by PooledProducer.Consumer pid " + child.pid()), out);
         assertTrue(out.contains("  release RELEASED 'frame-3' lease"), out);
         assertTrue(out.contains("  JMX exported bean: {Count=0, MemoryUsed=0"), out);
+        assertTrue(out.contains("sharing: 1 fd(s) sent in " + ROUNDS + " round(s)"), out);
         assertTrue(out.endsWith("done: 3 round(s), 1 miss(es), 2 hit(s): 1 driver allocation(s) served every frame\n"),
                 out);
 

@@ -13,6 +13,13 @@ import java.lang.management.BufferPoolMXBean;
  * <em>live</em> buffers only; idle memory kept for reuse is reported apart, as
  * {@code RetainedBytes}. Sizes are in bytes. Every attribute is read when asked, without a
  * lock; see {@link PoolStats} for the meaning of each value.
+ *
+ * <p><b>Released bytes may still be mapped elsewhere.</b> Memory this pool released (evicted,
+ * trimmed, closed) leaves these figures at once, but the physical memory stays alive while
+ * any process maps it: an exported buffer's allocations may still be mapped by consumers
+ * (protocol version 2 keeps them mapped in the consumer's import cache until the server's
+ * EVICT is acknowledged). The sharing server counts them: {@code
+ * org.cuvmm.ipc.SharingServer.stats()}, "released, still mapped by N consumers".
  */
 public interface VirtualMemoryPoolMXBean extends BufferPoolMXBean {
     /** The pool's name ({@link VirtualMemoryPool#name()}). */

@@ -55,7 +55,9 @@ public final class Attachment implements AutoCloseable {
     }
 
     /**
-     * The imported buffer (origin IMPORTED), closed by {@link #close()}. Aliases and views
+     * The imported buffer (origin IMPORTED; on a protocol-version-2 connection whose import
+     * cache is on, origin SHARED_VIEW: a view of the import the cache keeps mapped, which the
+     * lease follows exactly as it follows an import), closed by {@link #close()}. Aliases and views
      * made of it keep the lease until they are gone.
      */
     public VirtualMemoryBuffer buffer() { return buffer; }

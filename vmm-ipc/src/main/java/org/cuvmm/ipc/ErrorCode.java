@@ -22,7 +22,17 @@ public enum ErrorCode {
     /** ATTACH refused: this connection already holds as many leases as the server allows one connection. */
     TOO_MANY_LEASES(16, false),
     /** The client sent no HELLO in time, or stayed idle without leases too long; sent, then the connection is closed. */
-    TIMEOUT(17, true);
+    TIMEOUT(17, true),
+    /**
+     * Version 2: a FORGET named an id this connection was never given or already forgot (nothing
+     * was forgotten), or a client rejects a DESCRIPTOR naming, without its fd, an id it does not hold.
+     */
+    UNKNOWN_ID(18, false),
+    /**
+     * Version 2: ATTACH refused: its DESCRIPTOR would make this connection hold more allocation
+     * ids than the server allows one connection; FORGET some first.
+     */
+    TOO_MANY_IDS(19, false);
 
     private final int code;
     private final boolean fatal;

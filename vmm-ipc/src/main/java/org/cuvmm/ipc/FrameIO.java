@@ -16,12 +16,28 @@ final class FrameIO {
     private FrameIO() {}
 
     /**
-     * The next frame, or null at a clean end of stream (between frames).
+     * The next frame of any version this implementation speaks (1 or 2: for tools and tests
+     * that take what comes; a connection reads with its own version), or null at a clean end
+     * of stream (between frames).
      *
      * @throws ProtocolException a bad frame; fds closed; fatal when the stream cannot be trusted
      * @throws IOException the socket failed or was closed
      */
     static Frame read(FdSocket socket) throws IOException {
+        return read(socket, Protocol.VERSION, Protocol.LATEST_VERSION);
+    }
+
+    /** The next frame of a connection speaking {@code version}, or null at a clean end of stream. */
+    static Frame read(FdSocket socket, int version) throws IOException {
+        return read(socket, version, version);
+    }
+
+    /**
+     * The next frame whose header's version is {@code minVersion} to {@code maxVersion} (a range
+     * before a connection's version is chosen), or null at a clean end of stream; the frame's
+     * {@link Frame#version} says which it had. Types are read as the frame's version has them.
+     */
+    static Frame read(FdSocket socket, int minVersion, int maxVersion) throws IOException {
         boolean dropped = false;
         String dropReason = null;
         ReceivedMessage head;
@@ -48,7 +64,7 @@ final class FrameIO {
             }
             ByteBuffer h = ByteBuffer.wrap(head.data());
             int magic = h.getInt();
-            int version = Short.toUnsignedInt(h.getShort());
+            int frameVersion = Short.toUnsignedInt(h.getShort());
             int typeCode = Short.toUnsignedInt(h.getShort());
             int requestId = h.getInt();
             long length = Integer.toUnsignedLong(h.getInt());
@@ -64,7 +80,11 @@ final class FrameIO {
             // The header is trusted from here: every refusal below names the frame's type (when
             // known), so an ERROR is never answered whatever else is wrong with it (bad version,
             // payload, fds; docs/PROTOCOL.md section 3, ERROR).
-            FrameType type = FrameType.of(typeCode);
+            // A type is read as the frame's own version has it (the highest version accepted
+            // when the frame's is not: the frame is refused anyway, BAD_VERSION).
+            boolean versionOk = frameVersion >= minVersion && frameVersion <= maxVersion;
+            int typesOf = versionOk ? frameVersion : maxVersion;
+            FrameType type = FrameType.of(typeCode, typesOf);
             try {
                 try {
                     // The frame's fd limit counts the header's fds too.
@@ -81,15 +101,16 @@ final class FrameIO {
                     throw new ProtocolException(ErrorCode.TRUNCATED, requestId, "the stream ended after "
                             + payload.length() + " of the " + length + " payload bytes");
                 }
-                if (version != Protocol.VERSION) {
-                    throw new ProtocolException(ErrorCode.BAD_VERSION, requestId, "protocol version " + version
-                            + " (expected: " + Protocol.VERSION + "); frame skipped");
+                if (!versionOk) {
+                    throw new ProtocolException(ErrorCode.BAD_VERSION, requestId, "protocol version " + frameVersion
+                            + " (expected: " + (minVersion == maxVersion ? "" + minVersion : minVersion + " to "
+                            + maxVersion) + "); frame skipped");
                 }
                 if (type == null) {
                     throw new ProtocolException(ErrorCode.UNKNOWN_TYPE, requestId, "frame type " + typeCode
-                            + " (expected: 1 to 8); frame skipped");
+                            + " (expected: 1 to " + FrameType.maxCode(typesOf) + "); frame skipped");
                 }
-                return checkFrame(type, requestId, head, payload, dropped, dropReason);
+                return checkFrame(type, frameVersion, requestId, head, payload, dropped, dropReason);
             } catch (ProtocolException e) {
                 e.frameType = type;
                 throw e;
@@ -119,17 +140,19 @@ final class FrameIO {
     }
 
     /** Payload and fd checks of a frame whose header passed (type known). */
-    private static Frame checkFrame(FrameType type, int requestId, ReceivedMessage head, ReceivedMessage payload,
-                                    boolean dropped, String dropReason) throws ProtocolException {
+    private static Frame checkFrame(FrameType type, int version, int requestId, ReceivedMessage head,
+                                    ReceivedMessage payload, boolean dropped, String dropReason)
+            throws ProtocolException {
         Messages.Message m;
         try {
-            m = Messages.decode(type, payload.data());
+            m = Messages.decode(type, version, payload.data());
         } catch (ProtocolException e) {
             throw e.withRequestId(requestId);
         }
         int got = head.fdCount() + payload.fdCount();
         int expected = m.fdCount();
-        long lease = m instanceof Messages.Descriptor d ? d.leaseId() : 0;
+        long lease = m instanceof Messages.Descriptor d ? d.leaseId()
+                : m instanceof Messages.DescriptorV2 d2 ? d2.leaseId() : 0;
         if (dropped) {
             throw new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, false, requestId, lease, type + ": " + dropReason);
         }
@@ -137,16 +160,17 @@ final class FrameIO {
             throw new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, true, requestId, lease, type + " arrived with "
                     + got + " fds (expected: at most " + Protocol.MAX_FDS_PER_FRAME + " per frame); closed them");
         }
-        if (expected == 0 && got > 0) {
+        if (type != FrameType.DESCRIPTOR && expected == 0 && got > 0) {
             throw new ProtocolException(ErrorCode.UNEXPECTED_FDS, requestId, type + " arrived with " + got
                     + " fds (expected: none; only DESCRIPTOR carries fds); closed them");
         }
         if (got != expected) {
             throw new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, false, requestId, lease, type + " says "
-                    + expected + " chunks but arrived with " + got + " fds; closed them");
+                    + expected + (m instanceof Messages.DescriptorV2 ? " chunks with the FD flag" : " chunks")
+                    + " but arrived with " + got + " fds; closed them");
         }
         int[] all = concat(head.takeFds(), payload.takeFds());
-        return new Frame(type, requestId, m, new ReceivedMessage(new byte[0], all, false));
+        return new Frame(type, requestId, m, new ReceivedMessage(new byte[0], all, false), version);
     }
 
     private static int[] concat(int[] a, int[] b) {
@@ -159,5 +183,10 @@ final class FrameIO {
     /** Sends {@code m} with {@code requestId}, and {@code fds} (kept by the caller) on the same sendmsg. */
     static void write(FdSocket socket, Messages.Message m, int requestId, int[] fds) throws IOException {
         socket.send(Frame.encode(m, requestId), fds);
+    }
+
+    /** As {@link #write(FdSocket, Messages.Message, int, int[])} with header version {@code version}. */
+    static void write(FdSocket socket, Messages.Message m, int requestId, int[] fds, int version) throws IOException {
+        socket.send(Frame.encode(m, requestId, version), fds);
     }
 }

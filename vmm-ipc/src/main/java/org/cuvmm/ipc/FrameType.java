@@ -1,6 +1,6 @@
 package org.cuvmm.ipc;
 
-/** The frame types of protocol version 1 and who may send each. */
+/** The frame types of the protocol, who may send each and since which version. */
 public enum FrameType {
     HELLO(1, true, false),
     HELLO_OK(2, false, true),
@@ -10,17 +10,32 @@ public enum FrameType {
     RELEASE(5, true, false),
     RELEASED(6, false, true),
     DROP(7, false, true),
-    ERROR(8, true, true);
+    ERROR(8, true, true),
+    /** Version 2: the client holds none of these ids any more (no mapping, no fd). */
+    FORGET(9, true, false, 2),
+    /** Version 2: the answer to FORGET: how many ids were forgotten. */
+    FORGOTTEN(10, false, true, 2),
+    /** Version 2, unsolicited: the producer released these allocations; no later DESCRIPTOR names them. */
+    EVICT(11, false, true, 2);
 
     private final int code;
     private final boolean fromClient;
     private final boolean fromServer;
+    private final int sinceVersion;
 
     FrameType(int code, boolean fromClient, boolean fromServer) {
+        this(code, fromClient, fromServer, 1);
+    }
+
+    FrameType(int code, boolean fromClient, boolean fromServer, int sinceVersion) {
         this.code = code;
         this.fromClient = fromClient;
         this.fromServer = fromServer;
+        this.sinceVersion = sinceVersion;
     }
+
+    /** The first protocol version that has this type (on a version-1 connection types 9 to 11 are unknown). */
+    public int sinceVersion() { return sinceVersion; }
 
     public int code() { return code; }
 
@@ -34,5 +49,18 @@ public enum FrameType {
     public static FrameType of(int code) {
         for (FrameType t : values()) if (t.code == code) return t;
         return null;
+    }
+
+    /** The type with this code in protocol {@code version}, or null when that version has none. */
+    public static FrameType of(int code, int version) {
+        FrameType t = of(code);
+        return t == null || t.sinceVersion > version ? null : t;
+    }
+
+    /** The highest type code of {@code version} (8 in version 1, 11 in version 2). */
+    static int maxCode(int version) {
+        int max = 0;
+        for (FrameType t : values()) if (t.sinceVersion <= version) max = Math.max(max, t.code);
+        return max;
     }
 }

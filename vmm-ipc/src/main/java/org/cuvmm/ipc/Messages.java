@@ -9,8 +9,8 @@ import java.nio.charset.StandardCharsets;
 import java.util.Arrays;
 
 /**
- * The payloads of protocol version 1, encoded and decoded exactly as docs/PROTOCOL.md
- * section 3 says (big-endian; strings are a u16 byte count and UTF-8). Decoding is strict:
+ * The payloads of protocol versions 1 and 2, encoded and decoded exactly as docs/PROTOCOL.md
+ * sections 3 and 13 say (version 2 differs in DESCRIPTOR and adds FORGET, FORGOTTEN, EVICT) (big-endian; strings are a u16 byte count and UTF-8). Decoding is strict:
  * a payload must be exactly as long as its fields, strings must be valid UTF-8 within their
  * limits, and sizes must be positive without overflowing. Package-private.
  */
@@ -18,7 +18,8 @@ final class Messages {
     private Messages() {}
 
     /** A decoded payload. */
-    sealed interface Message permits Hello, HelloOk, Attach, Descriptor, Release, Released, Drop, Error {
+    sealed interface Message permits Hello, HelloOk, Attach, Descriptor, Release, Released, Drop, Error,
+            DescriptorV2, Forget, Forgotten, Evict {
         FrameType type();
 
         byte[] encode();
@@ -71,6 +72,98 @@ final class Messages {
             return "Descriptor[lease " + leaseId + ", handle type " + handleType + ", size " + size + ", chunks "
                     + Arrays.toString(chunkSizes) + "]";
         }
+    }
+
+    /**
+     * Version 2's DESCRIPTOR: per chunk its size, the connection's allocation id and flags
+     * (bit 0 {@link Protocol#CHUNK_FLAG_FD}: its fd is attached). The frame carries one fd per
+     * chunk with the flag, in chunk order.
+     */
+    record DescriptorV2(long leaseId, int handleType, long size, long[] chunkSizes, long[] ids, int[] flags)
+            implements Message {
+        public FrameType type() { return FrameType.DESCRIPTOR; }
+
+        @Override
+        public int fdCount() {
+            int n = 0;
+            for (int f : flags) if ((f & Protocol.CHUNK_FLAG_FD) != 0) n++;
+            return n;
+        }
+
+        /** True when chunk {@code i}'s fd is attached. */
+        boolean hasFd(int i) { return (flags[i] & Protocol.CHUNK_FLAG_FD) != 0; }
+
+        public byte[] encode() {
+            Writer w = new Writer().u64(leaseId).u32(handleType).u64(size).u32(chunkSizes.length);
+            for (int i = 0; i < chunkSizes.length; i++) w.u64(chunkSizes[i]).u64(ids[i]).u32(flags[i]);
+            return w.bytes();
+        }
+
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof DescriptorV2 d && d.leaseId == leaseId && d.handleType == handleType && d.size == size
+                    && Arrays.equals(d.chunkSizes, chunkSizes) && Arrays.equals(d.ids, ids)
+                    && Arrays.equals(d.flags, flags);
+        }
+
+        @Override
+        public int hashCode() { return Long.hashCode(leaseId) * 31 + Arrays.hashCode(ids); }
+
+        @Override
+        public String toString() {
+            return "DescriptorV2[lease " + leaseId + ", handle type " + handleType + ", size " + size + ", chunks "
+                    + Arrays.toString(chunkSizes) + ", ids " + Arrays.toString(ids) + ", flags "
+                    + Arrays.toString(flags) + "]";
+        }
+    }
+
+    /** Version 2 (c→s): the client holds none of these ids any more. 1 to 8190 non-zero ids. */
+    record Forget(long[] ids) implements Message {
+        public FrameType type() { return FrameType.FORGET; }
+
+        public byte[] encode() { return idList(ids); }
+
+        @Override
+        public boolean equals(Object o) { return o instanceof Forget f && Arrays.equals(f.ids, ids); }
+
+        @Override
+        public int hashCode() { return Arrays.hashCode(ids); }
+
+        @Override
+        public String toString() { return "Forget" + Arrays.toString(ids); }
+    }
+
+    /** Version 2 (s→c): the answer to FORGET, the number of ids forgotten. */
+    record Forgotten(int count) implements Message {
+        public FrameType type() { return FrameType.FORGOTTEN; }
+
+        public byte[] encode() { return new Writer().u32(count).bytes(); }
+    }
+
+    /** Version 2 (s→c, request id 0): the producer released these allocations. 1 to 8190 non-zero ids. */
+    record Evict(long[] ids) implements Message {
+        public FrameType type() { return FrameType.EVICT; }
+
+        public byte[] encode() { return idList(ids); }
+
+        @Override
+        public boolean equals(Object o) { return o instanceof Evict e && Arrays.equals(e.ids, ids); }
+
+        @Override
+        public int hashCode() { return Arrays.hashCode(ids); }
+
+        @Override
+        public String toString() { return "Evict" + Arrays.toString(ids); }
+    }
+
+    private static byte[] idList(long[] ids) {
+        if (ids.length < 1 || ids.length > Protocol.MAX_IDS_PER_FRAME) {
+            throw new IllegalArgumentException("ids: " + ids.length + " (expected: 1 to " + Protocol.MAX_IDS_PER_FRAME
+                    + " per frame)");
+        }
+        Writer w = new Writer().u32(ids.length);
+        for (long id : ids) w.u64(id);
+        return w.bytes();
     }
 
     record Release(long leaseId) implements Message {
@@ -128,17 +221,30 @@ final class Messages {
      * @throws ProtocolException {@link ErrorCode#BAD_PAYLOAD} (request id 0: the caller adds it)
      */
     static Message decode(FrameType type, byte[] payload) throws ProtocolException {
+        return decode(type, Protocol.VERSION, payload);
+    }
+
+    /**
+     * Decodes the payload of a frame of {@code type} in protocol {@code version} (in version 2
+     * a DESCRIPTOR is a {@link DescriptorV2}).
+     *
+     * @throws ProtocolException {@link ErrorCode#BAD_PAYLOAD} (request id 0: the caller adds it)
+     */
+    static Message decode(FrameType type, int version, byte[] payload) throws ProtocolException {
         Reader r = new Reader(type, payload);
         try {
             Message m = switch (type) {
                 case HELLO -> new Hello(r.string("client name", 0, Protocol.MAX_CLIENT_NAME_BYTES));
                 case HELLO_OK -> new HelloOk(r.u16(), r.u16());
                 case ATTACH -> new Attach(r.string("name", 1, Protocol.MAX_NAME_BYTES));
-                case DESCRIPTOR -> descriptor(r);
+                case DESCRIPTOR -> version >= Protocol.VERSION_2 ? descriptorV2(r) : descriptor(r);
                 case RELEASE -> new Release(r.u64());
                 case RELEASED -> new Released(r.u64());
                 case DROP -> new Drop(r.u64(), r.string("name", 1, Protocol.MAX_NAME_BYTES));
                 case ERROR -> new Error(r.u32(), r.string("message", 0, Protocol.MAX_MESSAGE_BYTES));
+                case FORGET -> new Forget(ids(r));
+                case FORGOTTEN -> new Forgotten(r.u32());
+                case EVICT -> new Evict(ids(r));
             };
             r.end();
             return m;
@@ -183,6 +289,77 @@ final class Messages {
         }
         if (size > sum) throw r.bad("buffer size " + size + " is larger than the sum of the chunk sizes, " + sum);
         return new Descriptor(lease, handleType, size, sizes);
+    }
+
+    /** A count u32 (1 to 8190) and that many non-zero, distinct u64 ids (FORGET, EVICT). */
+    private static long[] ids(Reader r) throws ProtocolException {
+        long count = Integer.toUnsignedLong(r.u32());
+        if (count < 1 || count > Protocol.MAX_IDS_PER_FRAME) {
+            throw r.bad("id count " + count + " (expected: 1 to " + Protocol.MAX_IDS_PER_FRAME + ")");
+        }
+        if (r.remaining() != 8 * count) {
+            throw r.bad("id count " + count + " needs " + 8 * count + " bytes of ids, the payload has " + r.remaining());
+        }
+        long[] ids = new long[(int) count];
+        java.util.HashSet<Long> seen = new java.util.HashSet<>();
+        for (int i = 0; i < count; i++) {
+            ids[i] = r.u64();
+            if (ids[i] == 0) throw r.bad("id " + i + " is 0 (expected: non-zero)");
+            if (!seen.add(ids[i])) throw r.bad("id " + Long.toUnsignedString(ids[i]) + " appears twice");
+        }
+        return ids;
+    }
+
+    /** Version 2's DESCRIPTOR: the checks of version 1 plus ids (non-zero, distinct) and flags (only bit 0). */
+    private static DescriptorV2 descriptorV2(Reader r) throws ProtocolException {
+        long lease = r.u64();
+        int handleType = r.u32();
+        long size = r.u64();
+        long count = Integer.toUnsignedLong(r.u32());
+        if (lease == 0) throw r.bad("lease id 0 (expected: non-zero)");
+        if (handleType != Protocol.HANDLE_TYPE_POSIX_FD) {
+            throw r.bad("handle type " + Integer.toUnsignedString(handleType) + " (expected: 1, POSIX fd)");
+        }
+        if (count < 1 || count > Protocol.MAX_FDS_PER_FRAME) {
+            throw r.bad("chunk count " + count + " (expected: 1 to " + Protocol.MAX_FDS_PER_FRAME + ")");
+        }
+        if (r.remaining() != 20 * count) {
+            throw r.bad("chunk count " + count + " needs " + 20 * count + " bytes of chunks, the payload has "
+                    + r.remaining());
+        }
+        long[] sizes = new long[(int) count];
+        long[] ids = new long[(int) count];
+        int[] flags = new int[(int) count];
+        java.util.HashSet<Long> seen = new java.util.HashSet<>();
+        long sum = 0;
+        for (int i = 0; i < count; i++) {
+            long s = r.u64();
+            long id = r.u64();
+            int f = r.u32();
+            if (s == 0) throw r.bad("chunk " + i + " size 0 (expected: >= 1)");
+            if (s < 0) throw r.bad("chunk " + i + " size " + Long.toUnsignedString(s) + " is negative as a signed "
+                    + "64-bit value (expected: 1 to 2^63-1)");
+            try {
+                sum = Math.addExact(sum, s);
+            } catch (ArithmeticException e) {
+                throw r.bad("chunk sizes overflow a signed 64-bit sum at chunk " + i);
+            }
+            if (id == 0) throw r.bad("chunk " + i + " allocation id 0 (expected: non-zero)");
+            if (!seen.add(id)) throw r.bad("chunk " + i + " allocation id " + Long.toUnsignedString(id)
+                    + " appears twice");
+            if ((f & ~Protocol.CHUNK_FLAG_FD) != 0) {
+                throw r.bad("chunk " + i + " flags 0x" + Integer.toHexString(f) + " (expected: only bit 0, FD)");
+            }
+            sizes[i] = s;
+            ids[i] = id;
+            flags[i] = f;
+        }
+        if (size <= 0) {
+            throw r.bad("buffer size " + (size == 0 ? "0" : Long.toUnsignedString(size) + " (negative as signed)")
+                    + " (expected: 1 to the sum of the chunk sizes, " + sum + ")");
+        }
+        if (size > sum) throw r.bad("buffer size " + size + " is larger than the sum of the chunk sizes, " + sum);
+        return new DescriptorV2(lease, handleType, size, sizes, ids, flags);
     }
 
     /** Big-endian writer with the protocol's string rules. */

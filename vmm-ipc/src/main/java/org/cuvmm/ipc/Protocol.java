@@ -1,10 +1,22 @@
 package org.cuvmm.ipc;
 
-/** Constants of the sharing protocol, version 1 (docs/PROTOCOL.md). */
+/**
+ * Constants of the sharing protocol (docs/PROTOCOL.md). Versions 1 and 2 are served side by
+ * side: the version field of a client's HELLO picks its connection's version.
+ */
 public final class Protocol {
     /** The ASCII bytes "CVMM", big-endian. */
     public static final int MAGIC = 0x43564D4D;
+    /** Version 1: one fd per chunk in every DESCRIPTOR. Frames a server sends before HELLO_OK carry it. */
     public static final int VERSION = 1;
+    /** Version 2: allocation ids per connection, fds only for ids the client does not hold, FORGET, EVICT. */
+    public static final int VERSION_2 = 2;
+    /** The newest version this implementation speaks. */
+    public static final int LATEST_VERSION = VERSION_2;
+    /** Most ids one FORGET or EVICT frame names: (65536 - 4) / 8, rounded down to leave room. */
+    public static final int MAX_IDS_PER_FRAME = 8190;
+    /** DESCRIPTOR v2 chunk flag: this chunk's fd is attached to the frame. */
+    public static final int CHUNK_FLAG_FD = 1;
     public static final int HEADER_SIZE = 16;
     /** Largest payload (bytes). */
     public static final int MAX_PAYLOAD = 65536;

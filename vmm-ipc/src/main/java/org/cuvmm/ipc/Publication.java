@@ -58,6 +58,12 @@ final class Publication {
         return buffer.exportDescriptor();
     }
 
+    /** Exports only the chunks named (protocol version 2; a driver call per chunk: never under this monitor). */
+    BufferDescriptor exportChunks(int[] chunks) {
+        beforeDriverCall.accept("export", this);
+        return CoreSupport.exportChunks(buffer, chunks);
+    }
+
     /** Called with this monitor held; false (nothing added) when the publication was withdrawn. */
     boolean addLeaseUnlessWithdrawn(Lease l) {
         assert Thread.holdsLock(this);

@@ -24,6 +24,16 @@ final class ServerConnection {
     /** Lease id -> lease; touched by the reader and by the server on close. */
     final Map<Long, Publication.Lease> leases = new ConcurrentHashMap<>();
     private volatile String clientName = "";
+    /**
+     * The connection's protocol version: 0 until HELLO, then the version of the HELLO's
+     * header (1 or 2). Written once by the reader, before HELLO_OK is queued.
+     */
+    private volatile int version;
+    /** The allocation ids this connection holds (version 2; null for version 1 and before HELLO). */
+    volatile ConnectionIds ids;
+    /** EVICT ids the release notice could not queue at once (queue full): the reader sends them. */
+    private final java.util.concurrent.ConcurrentLinkedQueue<Long> unsentEvicts =
+            new java.util.concurrent.ConcurrentLinkedQueue<>();
     /** Written by the reader; read by the {@link IdleWatchdog}. */
     private volatile boolean helloDone;
     /** When the connection was accepted ({@link System#nanoTime()}). */
@@ -55,6 +65,18 @@ final class ServerConnection {
     }
 
     String clientName() { return clientName; }
+
+    /** The connection's protocol version (0 before HELLO). */
+    int version() { return version; }
+
+    /** The version frames to this client carry: version 1 until HELLO_OK (as every version-1 server). */
+    int wireVersion() {
+        int v = version;
+        return v == 0 ? Protocol.VERSION : v;
+    }
+
+    /** {@code m} as a frame of this connection's version. */
+    byte[] encode(Messages.Message m, int requestId) { return Frame.encode(m, requestId, wireVersion()); }
 
     /** "pid 42 uid 1000 'worker'": who this is, for lease holders and logs. */
     String describe() {
@@ -89,7 +111,7 @@ final class ServerConnection {
             ending = true;
             timeoutReason = why; // reported by the reader in end(): listeners never run on the watchdog
         }
-        out.offer(new SendQueue.Item(Frame.encode(new Messages.Error(ErrorCode.TIMEOUT, why), 0), null, null));
+        out.offer(new SendQueue.Item(encode(new Messages.Error(ErrorCode.TIMEOUT, why), 0), null, null));
         out.finish();
         return true;
     }
@@ -111,7 +133,9 @@ final class ServerConnection {
             for (;;) {
                 Frame f;
                 try {
-                    f = FrameIO.read(socket);
+                    int v = version;
+                    f = v == 0 ? FrameIO.read(socket, Protocol.VERSION, server.maxProtocolVersion())
+                            : FrameIO.read(socket, v);
                     lastFrameNanos = System.nanoTime();
                 } catch (ProtocolException e) {
                     lastFrameNanos = System.nanoTime();
@@ -138,6 +162,7 @@ final class ServerConnection {
                             + " failed: " + e, e);
                     reply(f.requestId, ErrorCode.INTERNAL, f.type + " failed in the server: " + e);
                 }
+                sendUnsentEvicts();
             }
         } catch (Throwable t) {
             server.log(System.Logger.Level.ERROR, "connection " + id + " (" + peer + ") reader failed: " + t, t);
@@ -199,9 +224,14 @@ final class ServerConnection {
                 reply(f.requestId, ErrorCode.UNEXPECTED_FRAME, "HELLO was already sent on this connection");
                 return;
             }
+            if (f.version >= Protocol.VERSION_2) {
+                server.ensureReleaseNotices();
+                ids = new ConnectionIds(server.maxIdsPerConnection());
+            }
+            version = f.version;
             helloDone = true;
             clientName = ((Messages.Hello) f.message).clientName();
-            send(f.requestId, new Messages.HelloOk(Protocol.VERSION, Protocol.MAX_FDS_PER_FRAME));
+            send(f.requestId, new Messages.HelloOk(version, Protocol.MAX_FDS_PER_FRAME));
             return;
         }
         if (!helloDone) {
@@ -211,6 +241,7 @@ final class ServerConnection {
         switch (f.type) {
             case ATTACH -> server.attach(this, f.requestId, ((Messages.Attach) f.message).name());
             case RELEASE -> server.release(this, f.requestId, ((Messages.Release) f.message).leaseId());
+            case FORGET -> server.forget(this, f.requestId, ((Messages.Forget) f.message).ids());
             default -> reply(f.requestId, ErrorCode.UNEXPECTED_FRAME, f.type + " is not a request");
         }
     }
@@ -227,7 +258,38 @@ final class ServerConnection {
 
     /** Queues a reply without fds (waits for room). */
     void send(int requestId, Messages.Message m) {
-        out.put(new SendQueue.Item(Frame.encode(m, requestId), null, null));
+        out.put(new SendQueue.Item(encode(m, requestId), null, null));
+    }
+
+    /**
+     * The producer released allocations this connection holds (ids in {@code evicted}): offers
+     * the EVICT frames without blocking (the release notice runs on whatever thread released
+     * the memory); what finds no room is kept and sent by the reader after its next frame.
+     */
+    void evict(long[] evicted) {
+        for (int from = 0; from < evicted.length; from += Protocol.MAX_IDS_PER_FRAME) {
+            long[] part = java.util.Arrays.copyOfRange(evicted, from,
+                    Math.min(evicted.length, from + Protocol.MAX_IDS_PER_FRAME));
+            if (!unsentEvicts.isEmpty()
+                    || !out.offer(new SendQueue.Item(encode(new Messages.Evict(part), 0), null, null))) {
+                for (long e : part) unsentEvicts.add(e);
+            }
+        }
+    }
+
+    /** On the reader: sends the EVICT ids {@link #evict} could not queue (waits for room, like a reply). */
+    private void sendUnsentEvicts() {
+        if (unsentEvicts.isEmpty()) return;
+        java.util.List<Long> batch = new java.util.ArrayList<>();
+        Long e;
+        while ((e = unsentEvicts.poll()) != null) {
+            batch.add(e);
+            if (batch.size() == Protocol.MAX_IDS_PER_FRAME || unsentEvicts.isEmpty()) {
+                long[] part = batch.stream().mapToLong(Long::longValue).toArray();
+                batch.clear();
+                out.put(new SendQueue.Item(encode(new Messages.Evict(part), 0), null, null));
+            }
+        }
     }
 
     /** Closes the socket: the reader and the writer wake and end. */

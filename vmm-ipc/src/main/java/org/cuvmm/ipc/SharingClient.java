@@ -40,6 +40,17 @@ import org.cuvmm.VirtualMemoryResource;
  * of attached buffers still map memory (see there). An ERROR from the server becomes a {@link
  * SharingException} carrying the server's code and message. Thread-safe: requests from
  * several threads are matched to replies by request id.
+ *
+ * <p><b>Protocol version and the import cache.</b> The client says HELLO in version 2 and
+ * falls back to version 1 when the server answers {@code BAD_VERSION} ({@link
+ * Builder#protocolVersion(int)} forces one). In version 2 the server sends each physical
+ * allocation's fd once per connection; the client's {@link ImportCache} keeps what it
+ * imported mapped (bounded: {@link Builder#cacheMaxEntries(int)}, {@link
+ * Builder#cacheMaxBytes(long)}, LRU) and serves a repeat attach of the same allocations as a
+ * shared view: no fd, no driver call on either side. Leases keep their meaning: the
+ * attachment's buffer may be used only while its lease is held; a cached idle mapping is
+ * not a lease. When the producer releases an allocation (EVICT) the client unmaps it once no
+ * lease of its own maps it and tells the server (FORGET).
  */
 public final class SharingClient implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger(SharingClient.class.getName());
@@ -68,6 +79,11 @@ public final class SharingClient implements AutoCloseable {
     private volatile Duration timeout = Duration.ofSeconds(30);
     private int serverVersion;
     private int serverMaxFds;
+    /** The connection's version: 0 until HELLO_OK (set by the reader, before it reads on), then 1 or 2. */
+    private volatile int version;
+    /** The version of the HELLO in flight: the reader accepts 1 to this until HELLO_OK. */
+    private volatile int helloVersion = Protocol.LATEST_VERSION;
+    private final ImportCache cache;
     /**
      * Test seam (package-private, tests only): runs on the requesting thread right after its
      * wait for a reply timed out, before the request gives up its future, so a test can
@@ -75,9 +91,16 @@ public final class SharingClient implements AutoCloseable {
      */
     volatile Consumer<CompletableFuture<Frame>> afterTimeoutHook;
 
-    private SharingClient(FdSocket socket, Path path) {
+    private SharingClient(FdSocket socket, Path path, int cacheMaxEntries, long cacheMaxBytes) {
         this.socket = socket;
         this.path = path;
+        this.cache = new ImportCache(cacheMaxEntries, cacheMaxBytes, new ImportCache.Hooks() {
+            @Override
+            public void forgetLater(long[] ids) { SharingClient.this.forgetLater(ids); }
+
+            @Override
+            public void runLater(Runnable r) { SharingClient.this.runLater(r); }
+        });
         this.reader = new Thread(this::readLoop, "cuvmm-ipc-client-read " + path);
         reader.setDaemon(true);
         String eventThreadName = "cuvmm-ipc-client-events " + path;
@@ -92,38 +115,139 @@ public final class SharingClient implements AutoCloseable {
 
     /** {@link #connect(Path, String)} with the client name {@code "java pid N"}. */
     public static SharingClient connect(Path socketPath) throws IOException {
-        return connect(socketPath, "java pid " + ProcessHandle.current().pid());
+        return builder(socketPath).build();
     }
 
     /**
-     * Connects and says HELLO.
+     * Connects and says HELLO, with the {@link Builder}'s defaults: version 2 (falling back to
+     * 1), an import cache of {@value ImportCache#DEFAULT_MAX_ENTRIES} entries and 1 GiB.
      *
      * @param clientName shown in the server's events, 0 to 255 bytes of UTF-8
      * @throws SharingException when the server refuses (e.g. NOT_ALLOWED: this uid is not on its allow-list)
      * @throws IOException when nothing listens at {@code socketPath}
      */
     public static SharingClient connect(Path socketPath, String clientName) throws IOException {
-        Objects.requireNonNull(clientName, "clientName");
-        Messages.Hello hello = new Messages.Hello(clientName);
-        hello.encode(); // validates the name before connecting
-        FdSocket s = FdSocket.connect(socketPath);
-        SharingClient c = new SharingClient(s, socketPath);
-        c.reader.start();
-        try {
-            Frame ok = c.request(hello, FrameType.HELLO_OK);
-            Messages.HelloOk m = (Messages.HelloOk) ok.message;
-            ok.close();
-            c.serverVersion = m.version();
-            c.serverMaxFds = m.maxFds();
-            return c;
-        } catch (IOException | RuntimeException e) {
-            c.shutdownNow();
-            throw e;
+        return builder(socketPath).clientName(clientName).build();
+    }
+
+    /** A builder for a client of the server at {@code socketPath}. */
+    public static Builder builder(Path socketPath) { return new Builder(socketPath); }
+
+    /** Options of a {@link SharingClient}; {@link #build()} connects. */
+    public static final class Builder {
+        private final Path path;
+        private String clientName = "java pid " + ProcessHandle.current().pid();
+        private int protocolVersion;
+        private int cacheMaxEntries = ImportCache.DEFAULT_MAX_ENTRIES;
+        private long cacheMaxBytes = ImportCache.DEFAULT_MAX_BYTES;
+        private Duration timeout = Duration.ofSeconds(30);
+
+        private Builder(Path path) {
+            this.path = FdSocket.checkPath(path);
+        }
+
+        /** Shown in the server's events and logs, 0 to 255 bytes of UTF-8 (default {@code "java pid N"}). */
+        public Builder clientName(String name) {
+            Objects.requireNonNull(name, "clientName");
+            new Messages.Hello(name).encode(); // validates the name
+            clientName = name;
+            return this;
+        }
+
+        /**
+         * The protocol version to speak: 0 (default) says HELLO in version 2 and falls back to
+         * version 1 when the server answers ERROR {@code BAD_VERSION} (a version-1 server);
+         * 1 or 2 forces that version ({@link #build()} then fails where the server does not
+         * speak it).
+         */
+        public Builder protocolVersion(int version) {
+            if (version != 0 && (version < Protocol.VERSION || version > Protocol.LATEST_VERSION)) {
+                throw new IllegalArgumentException("protocolVersion: " + version + " (expected: 0 for the newest the "
+                        + "server speaks, or " + Protocol.VERSION + " to " + Protocol.LATEST_VERSION + ")");
+            }
+            protocolVersion = version;
+            return this;
+        }
+
+        /**
+         * Most imported buffers the import cache keeps mapped (default {@value
+         * ImportCache#DEFAULT_MAX_ENTRIES}; 0 disables caching: every attach imports and every
+         * release unmaps, as in version 1, and each id is forgotten at once). Version 2 only.
+         */
+        public Builder cacheMaxEntries(int n) {
+            if (n < 0) throw new IllegalArgumentException("cacheMaxEntries: " + n + " (expected: >= 0)");
+            cacheMaxEntries = n;
+            return this;
+        }
+
+        /** Most bytes the import cache keeps mapped (default 1 GiB; 0 disables caching). Version 2 only. */
+        public Builder cacheMaxBytes(long n) {
+            if (n < 0) throw new IllegalArgumentException("cacheMaxBytes: " + n + " (expected: >= 0)");
+            cacheMaxBytes = n;
+            return this;
+        }
+
+        /** How long a request waits for its reply (default 30 s); also {@link SharingClient#setTimeout}. */
+        public Builder timeout(Duration d) {
+            Objects.requireNonNull(d, "timeout");
+            if (d.isNegative() || d.isZero()) throw new IllegalArgumentException("timeout: " + d + " (expected: > 0)");
+            timeout = d;
+            return this;
+        }
+
+        /**
+         * Connects and says HELLO.
+         *
+         * @throws SharingException when the server refuses (e.g. NOT_ALLOWED: this uid is not on
+         *     its allow-list; BAD_VERSION: a forced version it does not speak)
+         * @throws IOException when nothing listens at the path
+         */
+        public SharingClient build() throws IOException {
+            Messages.Hello hello = new Messages.Hello(clientName);
+            FdSocket s = FdSocket.connect(path);
+            SharingClient c = new SharingClient(s, path, cacheMaxEntries, cacheMaxBytes);
+            c.timeout = timeout;
+            int first = protocolVersion == 0 ? Protocol.LATEST_VERSION : protocolVersion;
+            c.helloVersion = first;
+            c.reader.start();
+            try {
+                Frame ok;
+                try {
+                    ok = c.request(hello, FrameType.HELLO_OK, first);
+                } catch (SharingException e) {
+                    if (e.code() != ErrorCode.BAD_VERSION || protocolVersion != 0 || first == Protocol.VERSION) throw e;
+                    // A version-1 server skipped the HELLO: say it again in version 1, same connection.
+                    c.helloVersion = Protocol.VERSION;
+                    ok = c.request(hello, FrameType.HELLO_OK, Protocol.VERSION);
+                }
+                Messages.HelloOk m = (Messages.HelloOk) ok.message;
+                ok.close();
+                if (m.version() != c.version) {
+                    throw new SharingException(ErrorCode.BAD_PAYLOAD, "the server's HELLO_OK announces version "
+                            + m.version() + " (expected: " + Protocol.VERSION + " to " + c.helloVersion
+                            + ", the version of its header)");
+                }
+                c.serverVersion = m.version();
+                c.serverMaxFds = m.maxFds();
+                return c;
+            } catch (IOException | RuntimeException e) {
+                c.shutdownNow();
+                throw e;
+            }
         }
     }
 
-    /** The protocol version the server announced. */
+    /** The protocol version the server announced (the connection's version: 1 or 2). */
     public int serverVersion() { return serverVersion; }
+
+    /** The connection's protocol version (1 or 2). */
+    public int protocolVersion() { return version; }
+
+    /**
+     * The import cache (version 2; on a version-1 connection it stays empty). Its {@link
+     * ImportCache#stats()} give hits, misses, entries, bytes and the fds kept.
+     */
+    public ImportCache importCache() { return cache; }
 
     /** The most fds per frame the server announced. */
     public int serverMaxFds() { return serverMaxFds; }
@@ -165,7 +289,9 @@ public final class SharingClient implements AutoCloseable {
      * is closed and, when a lease was granted, it is released.
      *
      * @throws SharingException the server's ERROR (UNKNOWN_NAME, ...), a bad DESCRIPTOR, or
-     *     an import that failed (code null; the cause is the core's exception)
+     *     an import that failed (code null; the cause is the core's exception). Version 2:
+     *     on TOO_MANY_IDS the import cache first gives back its idle mappings (FORGET, awaited)
+     *     and the attach is asked once more; TOO_MANY_IDS again is thrown
      * @throws IOException the connection failed or the server did not answer in time
      */
     public Attachment attach(String name, VirtualMemoryResource resource) throws IOException {
@@ -175,7 +301,22 @@ public final class SharingClient implements AutoCloseable {
             throw new IllegalArgumentException("resource: " + resource + " (expected: handle type POSIX_FD, to import "
                     + "shared memory)");
         }
-        Frame f = request(new Messages.Attach(name), FrameType.DESCRIPTOR);
+        Frame f;
+        try {
+            f = request(new Messages.Attach(name), FrameType.DESCRIPTOR);
+        } catch (SharingException e) {
+            // Version 2: this connection holds as many ids as the server allows. Give back
+            // what the cache keeps idle (FORGET, awaited) and ask once more.
+            if (e.code() != ErrorCode.TOO_MANY_IDS) throw e;
+            try {
+                if (!cache.dropIdle(timeout.toMillis())) throw e;
+            } catch (InterruptedException x) {
+                Thread.currentThread().interrupt();
+                throw e;
+            }
+            f = request(new Messages.Attach(name), FrameType.DESCRIPTOR);
+        }
+        if (f.message instanceof Messages.DescriptorV2 d2) return attachV2(name, resource, f, d2);
         Messages.Descriptor d = (Messages.Descriptor) f.message;
         int[] fds = f.takeFds();
         Attachment a;
@@ -203,6 +344,89 @@ public final class SharingClient implements AutoCloseable {
         }
         if (unclaimedDrops.remove(d.leaseId())) dropped(new Messages.Drop(d.leaseId(), name));
         return a;
+    }
+
+    /**
+     * Version 2: the reader already checked the DESCRIPTOR against the held ids, took its fds
+     * into the cache and pinned its ids ({@link ImportCache#received}); the cache serves the
+     * buffer (a view of a kept mapping, or an import from kept fds) and unpins.
+     */
+    private Attachment attachV2(String name, VirtualMemoryResource resource, Frame f, Messages.DescriptorV2 d)
+            throws IOException {
+        f.close();
+        Attachment a;
+        try {
+            unreleased.add(d.leaseId());
+            a = new Attachment(this, name, d.leaseId(), whenUnmapped -> cache.open(d, resource, whenUnmapped));
+        } catch (RuntimeException e) {
+            unreleased.remove(d.leaseId());
+            releaseQuietly(d.leaseId());
+            throw new SharingException(null, "attach '" + name + "': the server's descriptor (lease " + d.leaseId()
+                    + ", chunks " + java.util.Arrays.toString(d.chunkSizes()) + ", ids "
+                    + java.util.Arrays.toString(d.ids()) + ") could not be imported: " + e.getMessage(), e);
+        }
+        attachments.put(d.leaseId(), a);
+        if (closed) {
+            a.close();
+            throw new IOException("attach '" + name + "': the client was closed meanwhile (the attachment was closed "
+                    + "and its lease released)");
+        }
+        if (unclaimedDrops.remove(d.leaseId())) dropped(new Messages.Drop(d.leaseId(), name));
+        return a;
+    }
+
+    /**
+     * Sends FORGET for {@code ids} from the event thread without waiting; the reader hands
+     * the FORGOTTEN (or an ERROR) to the cache, and the end of the connection does too.
+     */
+    private void forgetLater(long[] ids) {
+        Runnable send = () -> {
+            int id = nextId();
+            CompletableFuture<Frame> reply = new CompletableFuture<>();
+            reply.whenComplete((fr, ex) -> {
+                if (fr != null) {
+                    fr.close();
+                    if (fr.type == FrameType.ERROR) {
+                        LOG.log(System.Logger.Level.WARNING, "FORGET of " + java.util.Arrays.toString(ids)
+                                + " refused: " + ((Messages.Error) fr.message).message());
+                    }
+                }
+                cache.forgotten(ids);
+            });
+            pending.put(id, reply);
+            IOException f = failure;
+            if (f != null) {
+                pending.remove(id);
+                reply.completeExceptionally(f);
+                return;
+            }
+            try {
+                FrameIO.write(socket, new Messages.Forget(ids), id, null, wireVersion());
+            } catch (IOException | RuntimeException e) {
+                pending.remove(id);
+                reply.completeExceptionally(e);
+            }
+        };
+        try {
+            events.execute(send);
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            cache.forgotten(ids); // the connection has ended: nothing is held any more
+        }
+    }
+
+    /** Runs {@code r} on the event thread; here when the connection has ended (no event thread). */
+    private void runLater(Runnable r) {
+        try {
+            events.execute(r);
+        } catch (java.util.concurrent.RejectedExecutionException e) {
+            r.run();
+        }
+    }
+
+    /** The version frames carry: 1 until HELLO_OK, then the connection's. */
+    private int wireVersion() {
+        int v = version;
+        return v == 0 ? Protocol.VERSION : v;
     }
 
     /** The attachments not yet closed. */
@@ -271,6 +495,10 @@ public final class SharingClient implements AutoCloseable {
      * reader already completed it, and the frame is this thread's to dispose of.
      */
     private Frame request(Messages.Message m, FrameType expected) throws IOException {
+        return request(m, expected, wireVersion());
+    }
+
+    private Frame request(Messages.Message m, FrameType expected, int frameVersion) throws IOException {
         int id;
         do {
             id = nextRequestId.getAndIncrement();
@@ -284,7 +512,7 @@ public final class SharingClient implements AutoCloseable {
             // After close() the connection drains: only the RELEASEs of the leases it keeps go out.
             if (closed && !(m instanceof Messages.Release)) throw new IOException("the client is closed");
             try {
-                FrameIO.write(socket, m, id, null);
+                FrameIO.write(socket, m, id, null, frameVersion);
             } catch (IOException e) {
                 // The server may have closed right after an ERROR (NOT_ALLOWED): report that.
                 reader.join(1000);
@@ -337,6 +565,10 @@ public final class SharingClient implements AutoCloseable {
     private void dispose(Frame f) {
         f.close();
         if (f.message instanceof Messages.Descriptor d) sendLater(new Messages.Release(d.leaseId()), nextId());
+        if (f.message instanceof Messages.DescriptorV2 d) {
+            cache.unpin(d.ids());
+            sendLater(new Messages.Release(d.leaseId()), nextId());
+        }
     }
 
     /** A copy with this thread's stack, keeping the type and code. */
@@ -350,7 +582,8 @@ public final class SharingClient implements AutoCloseable {
             for (;;) {
                 Frame f;
                 try {
-                    f = FrameIO.read(socket);
+                    int v = version;
+                    f = v == 0 ? FrameIO.read(socket, Protocol.VERSION, helloVersion) : FrameIO.read(socket, v);
                 } catch (ProtocolException e) {
                     rejected(e);
                     if (e.fatal()) {
@@ -377,6 +610,26 @@ public final class SharingClient implements AutoCloseable {
     }
 
     private void dispatch(Frame f) {
+        if (f.type == FrameType.HELLO_OK && version == 0) {
+            // Before reading on: every later frame must carry this version.
+            version = f.version;
+        }
+        if (f.type == FrameType.EVICT) {
+            f.close();
+            cache.evicted(((Messages.Evict) f.message).ids());
+            return;
+        }
+        if (f.message instanceof Messages.DescriptorV2 d) {
+            // Checked and pinned here, before the next frame (a FORGOTTEN or EVICT) is read.
+            int[] fds = f.takeFds();
+            try {
+                cache.received(d, fds);
+            } catch (ProtocolException e) {
+                NativeIo.closeAll(fds);
+                rejected(e.withRequestId(f.requestId).withLeaseId(d.leaseId()));
+                return;
+            }
+        }
         if (f.type == FrameType.DROP) {
             f.close();
             dropped((Messages.Drop) f.message);
@@ -447,7 +700,7 @@ public final class SharingClient implements AutoCloseable {
 
     private void sendQuietly(Messages.Message m, int requestId) {
         try {
-            FrameIO.write(socket, m, requestId, null);
+            FrameIO.write(socket, m, requestId, null, wireVersion());
         } catch (IOException | RuntimeException e) {
             LOG.log(System.Logger.Level.DEBUG, "sending " + m.type() + " failed: " + e);
         }
@@ -481,6 +734,7 @@ public final class SharingClient implements AutoCloseable {
     private void fail(IOException why) {
         failRequests(why);
         socket.close();
+        cache.connectionEnded();
         events.shutdown(); // what is queued still runs (DROP listeners); then the thread ends
     }
 
@@ -502,6 +756,7 @@ public final class SharingClient implements AutoCloseable {
      */
     private void failAfterQueuedSends(IOException why) {
         failRequests(why);
+        cache.connectionEnded();
         boolean queued;
         try {
             events.execute(socket::close);
@@ -529,8 +784,9 @@ public final class SharingClient implements AutoCloseable {
     }
 
     /**
-     * Closes every open attachment (each closes its buffer and releases its lease), then the
-     * connection. When an alias or view of an attached buffer still maps the memory, the
+     * Closes every open attachment (each closes its buffer and releases its lease), unmaps
+     * what the import cache keeps (a view still open keeps its own mapping until it goes),
+     * then the connection. When an alias or view of an attached buffer still maps the memory, the
      * connection stays open in the background, so the server keeps that lease, and closes
      * once the last such lease is released (see {@link Attachment}); no new request can be
      * made meanwhile, but the RELEASE of each such lease still goes out when its last mapping
@@ -560,6 +816,7 @@ public final class SharingClient implements AutoCloseable {
                 else refused.addSuppressed(e);
             }
         }
+        cache.connectionEnded(); // no new attach: what it keeps mapped goes now (views keep their own)
         if (unreleased.isEmpty() || failure != null) {
             shutdownNow();
         } else {
@@ -604,6 +861,7 @@ public final class SharingClient implements AutoCloseable {
             Thread.currentThread().interrupt();
         }
         events.shutdown();
+        cache.connectionEnded();
     }
 
     @Override

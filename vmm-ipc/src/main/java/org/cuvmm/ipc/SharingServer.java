@@ -43,8 +43,10 @@ import org.cuvmm.VirtualMemoryBuffer;
  *     {@code NOT_ALLOWED} and are closed. To admit another user, allow its uid <em>and</em>
  *     give it write access to the file.</li>
  * <li>A dead server's leftover socket is replaced, a live one is not ({@link FdServerSocket}).</li>
- * <li>Each ATTACH exports a fresh descriptor ({@link VirtualMemoryBuffer#exportDescriptor()}),
- *     sends it, then closes the server's copies of the fds; the server keeps no fd.</li>
+ * <li>Each ATTACH exports a fresh descriptor ({@link VirtualMemoryBuffer#exportDescriptor()};
+ *     in version 2 only the chunks the connection does not hold, {@link
+ *     VirtualMemoryBuffer#exportChunks(int...)}, none when it holds them all), sends it, then
+ *     closes the server's copies of the fds; the server keeps no fd.</li>
  * <li>A lease is counted per (connection, attach) until the client sends RELEASE or its
  *     connection ends, whatever the reason (a killed consumer frees its leases).</li>
  * <li>{@link #unpublish(String)} never blocks: DROP notices are queued without waiting
@@ -57,6 +59,15 @@ import org.cuvmm.VirtualMemoryBuffer;
  *     {@code TIMEOUT}, closed) and an idle timeout for connections that hold no lease (a
  *     connection that holds one is never cut for silence).</li>
  * </ul>
+ *
+ * <p><b>Protocol versions.</b> Version 1 and version 2 are served side by side, chosen by each
+ * client's HELLO ({@link Builder#maxProtocolVersion(int)} limits it). On a version-2
+ * connection the server names each physical allocation it sends with an id of that
+ * connection and sends its fd only the first time (or after the client's FORGET of it): a
+ * consumer that keeps the memory mapped attaches again with no fd and the server exports
+ * nothing. When the producer really releases an allocation a version-2 consumer holds, the
+ * server sends an EVICT; until the consumer's FORGET, {@link #stats()} counts it as
+ * "released, still mapped": the physical memory stays alive while any process maps it.
  *
  * <p>The server does not own published buffers. Each lease holds a {@link BufferLease} on
  * the published buffer, so the owner's {@code close()} refuses while a consumer holds it
@@ -78,14 +89,28 @@ public final class SharingServer implements AutoCloseable {
     /** Leases granted and not yet ended (changed only at grant, after the queueing succeeded, and at release). */
     private final AtomicInteger grantedLeases = new AtomicInteger();
     private final AtomicLong nextConnectionId = new AtomicLong(1);
+    /** fds queued in DESCRIPTORs ({@link SharingStats#fdsSent()}). */
+    private final AtomicLong fdsSent = new AtomicLong();
     private final AtomicBoolean closed = new AtomicBoolean();
     /** Counted down when the first {@link #close()} has finished (later calls wait for it). */
     private final java.util.concurrent.CountDownLatch closeDone = new java.util.concurrent.CountDownLatch(1);
+    /** Default of {@link Builder#maxIdsPerConnection(int)}. */
+    public static final int DEFAULT_MAX_IDS_PER_CONNECTION = 4096;
     /** The most {@link #close()} waits for the accept and connection threads, in all. */
     static final long CLOSE_WAIT_MILLIS = 10_000;
     /** Test seam: the wait {@link #close()} uses ({@link #CLOSE_WAIT_MILLIS} unless a test shortens it). */
     static volatile long closeWaitMillis = CLOSE_WAIT_MILLIS;
     private final Thread acceptThread;
+    private final int maxIdsPerConnection;
+    private final int maxProtocolVersion;
+    /**
+     * The core's release notice (EVICTs for allocations version-2 consumers hold), registered
+     * at the first version-2 HELLO, so a server with no version-2 client costs the core
+     * nothing; closed by {@link #close()}. Guarded by {@link #releaseLock}, which is held only
+     * to register (no driver call, no I/O) and to take it for closing.
+     */
+    private AutoCloseable releaseRegistration;
+    private final Object releaseLock = new Object();
 
     private SharingServer(Builder b, FdServerSocket socket) {
         this.listenSocket = socket;
@@ -94,6 +119,8 @@ public final class SharingServer implements AutoCloseable {
                 b.idleTimeout);
         this.watchdog = new IdleWatchdog(limits, socket.path().toString());
         listeners.addAll(b.listeners);
+        this.maxIdsPerConnection = b.maxIdsPerConnection;
+        this.maxProtocolVersion = b.maxProtocolVersion;
         this.acceptThread = new Thread(this::acceptLoop, "cuvmm-ipc-accept " + socket.path());
         acceptThread.setDaemon(true);
     }
@@ -113,6 +140,8 @@ public final class SharingServer implements AutoCloseable {
         private int fileMode = FdServerSocket.DEFAULT_FILE_MODE;
         private String fileGroup;
         private int backlog = FdServerSocket.DEFAULT_BACKLOG;
+        private int maxIdsPerConnection = DEFAULT_MAX_IDS_PER_CONNECTION;
+        private int maxProtocolVersion = Protocol.LATEST_VERSION;
         private final List<SharingListener> listeners = new ArrayList<>();
 
         private Builder(Path path) {
@@ -205,6 +234,31 @@ public final class SharingServer implements AutoCloseable {
             return this;
         }
 
+        /**
+         * Most allocation ids one protocol-version-2 connection may hold at once (default
+         * {@value SharingServer#DEFAULT_MAX_IDS_PER_CONNECTION}), released ones awaiting the
+         * client's FORGET included: an ATTACH whose DESCRIPTOR would need more is answered with
+         * ERROR {@code TOO_MANY_IDS} (the connection stays; the client FORGETs some and retries).
+         */
+        public Builder maxIdsPerConnection(int n) {
+            maxIdsPerConnection = ConnectionLimits.checkAtLeastOne("maxIdsPerConnection", n);
+            return this;
+        }
+
+        /**
+         * The newest protocol version served (default {@value Protocol#LATEST_VERSION}; 1 serves
+         * version 1 only: a version-2 HELLO is then answered with ERROR {@code BAD_VERSION}, as a
+         * version-1 server does, and the client may say HELLO again in version 1).
+         */
+        public Builder maxProtocolVersion(int version) {
+            if (version < Protocol.VERSION || version > Protocol.LATEST_VERSION) {
+                throw new IllegalArgumentException("maxProtocolVersion: " + version + " (expected: "
+                        + Protocol.VERSION + " to " + Protocol.LATEST_VERSION + ")");
+            }
+            maxProtocolVersion = version;
+            return this;
+        }
+
         public Builder listener(SharingListener l) {
             listeners.add(Objects.requireNonNull(l, "listener"));
             return this;
@@ -283,7 +337,7 @@ public final class SharingServer implements AutoCloseable {
         Publication p = published.remove(name);
         if (p == null) return false;
         for (Publication.Lease l : p.withdraw()) {
-            byte[] frame = Frame.encode(new Messages.Drop(l.id(), name), 0);
+            byte[] frame = l.connection().encode(new Messages.Drop(l.id(), name), 0);
             if (!l.connection().out.offer(new SendQueue.Item(frame, null, null))) {
                 log(System.Logger.Level.INFO, "DROP of '" + name + "' lease " + l.id() + " not delivered to "
                         + l.connection() + " (its send queue is full or closed)", null);
@@ -316,6 +370,48 @@ public final class SharingServer implements AutoCloseable {
 
     /** The socket file's absolute path. */
     public Path socketPath() { return listenSocket.path(); }
+
+    /** Most allocation ids one version-2 connection may hold ({@link Builder#maxIdsPerConnection(int)}). */
+    public int maxIdsPerConnection() { return maxIdsPerConnection; }
+
+    /** The newest protocol version served ({@link Builder#maxProtocolVersion(int)}). */
+    public int maxProtocolVersion() { return maxProtocolVersion; }
+
+    /**
+     * A snapshot of what each connection holds (leases, allocation ids) and of the
+     * allocations the producer released that consumers still map ({@link SharingStats}: the
+     * physical memory stays alive while any process maps it). Locks each connection's id
+     * table briefly; no I/O.
+     */
+    public SharingStats stats() {
+        List<SharingStats.ConnectionStats> conns = new ArrayList<>();
+        java.util.Map<Long, long[]> released = new java.util.TreeMap<>(); // allocation id -> [bytes, consumers]
+        List<ServerConnection> sorted = new ArrayList<>(connections);
+        sorted.sort(java.util.Comparator.comparingLong(c -> c.id));
+        for (ServerConnection c : sorted) {
+            ConnectionIds ids = c.ids;
+            int held = 0;
+            int rel = 0;
+            long relBytes = 0;
+            if (ids != null) {
+                held = ids.held();
+                for (long[] r : ids.releasedHeld()) {
+                    rel++;
+                    relBytes += r[1];
+                    released.computeIfAbsent(r[0], k -> new long[] {r[1], 0})[1]++;
+                }
+            }
+            conns.add(new SharingStats.ConnectionStats(c.id, c.peer, c.clientName(), c.version(), c.leases.size(),
+                    held, rel, relBytes));
+        }
+        List<SharingStats.ReleasedAllocation> list = new ArrayList<>();
+        long bytes = 0;
+        for (java.util.Map.Entry<Long, long[]> e : released.entrySet()) {
+            list.add(new SharingStats.ReleasedAllocation(e.getKey(), e.getValue()[0], (int) e.getValue()[1]));
+            bytes += e.getValue()[0];
+        }
+        return new SharingStats(conns, list, bytes, fdsSent.get());
+    }
 
     /** The limits this server enforces on its clients. */
     public ConnectionLimits limits() { return limits; }
@@ -357,6 +453,16 @@ public final class SharingServer implements AutoCloseable {
         try {
             listenSocket.close();
             watchdog.close();
+            AutoCloseable notices;
+            synchronized (releaseLock) {
+                notices = releaseRegistration;
+                releaseRegistration = null;
+            }
+            try {
+                if (notices != null) notices.close();
+            } catch (Exception e) {
+                log(System.Logger.Level.WARNING, "unregistering the release notice failed: " + e, e);
+            }
             long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(closeWaitMillis);
             try {
                 joinUntil(acceptThread, deadline);
@@ -481,18 +587,52 @@ public final class SharingServer implements AutoCloseable {
             c.reply(requestId, ErrorCode.INTERNAL, "cannot export '" + name + "': " + e.getMessage());
             return;
         }
+        ConnectionIds ids = c.ids;
+        ConnectionIds.Assignment assigned = null;
         try {
-            d = p.export();
-            frame = Frame.encode(new Messages.Descriptor(id, Protocol.HANDLE_TYPE_POSIX_FD, d.size(), d.sizes()),
-                    requestId);
+            if (ids == null) {
+                d = p.export();
+                frame = c.encode(new Messages.Descriptor(id, Protocol.HANDLE_TYPE_POSIX_FD, d.size(), d.sizes()),
+                        requestId);
+            } else {
+                // Version 2: fds (and the export's driver calls) only for allocations this
+                // connection does not hold yet.
+                VirtualMemoryBuffer b = p.buffer;
+                // The chunks that hold the buffer's bytes, as version 1 exports them (an alias
+                // smaller than its mapping keeps more chunks mapped; those are not sent).
+                int n = b.exportedChunkCount();
+                long[] sizes = new long[n];
+                for (int i = 0; i < n; i++) sizes[i] = b.chunkSize(i);
+                long[] allocations = java.util.Arrays.copyOf(CoreSupport.allocationIds(b), n);
+                assigned = ids.assign(allocations, sizes);
+                if (assigned == null) {
+                    p.endHold(held);
+                    c.reply(requestId, ErrorCode.TOO_MANY_IDS, "attach '" + name + "' needs new allocation ids "
+                            + "but this connection holds " + ids.held() + " ids, the most one connection may hold on "
+                            + "this server (" + maxIdsPerConnection + "); FORGET some first");
+                    return;
+                }
+                int[] flags = new int[n];
+                int[] needed = new int[assigned.fdCount()];
+                for (int i = 0, k = 0; i < n; i++) {
+                    if (assigned.sendFd()[i]) {
+                        flags[i] = Protocol.CHUNK_FLAG_FD;
+                        needed[k++] = i;
+                    }
+                }
+                if (needed.length > 0) d = p.exportChunks(needed);
+                frame = c.encode(new Messages.DescriptorV2(id, Protocol.HANDLE_TYPE_POSIX_FD, b.size(), sizes,
+                        assigned.ids(), flags), requestId);
+            }
         } catch (RuntimeException e) {
             if (d != null) d.close();
+            if (assigned != null) ids.rollback(assigned);
             p.endHold(held);
             c.reply(requestId, ErrorCode.INTERNAL, "cannot export '" + name + "': " + e.getMessage());
             return;
         }
         Publication.Lease lease = new Publication.Lease(id, p, c, held);
-        SendQueue.Item item = new SendQueue.Item(frame, d.fds(), d, lease.sent()::countDown);
+        SendQueue.Item item = new SendQueue.Item(frame, d == null ? null : d.fds(), d, lease.sent()::countDown);
         int count = 0;
         ErrorCode failure = null;
         String why = null;
@@ -511,6 +651,7 @@ public final class SharingServer implements AutoCloseable {
                 if (c.out.tryOffer(item)) {
                     count = p.leaseCount();
                     grantedLeases.incrementAndGet();
+                    if (d != null) fdsSent.addAndGet(d.chunkCount());
                 } else {
                     c.leases.remove(id);
                     p.forgetLease(lease);
@@ -521,7 +662,8 @@ public final class SharingServer implements AutoCloseable {
         }
         c.out.drainIfDead();
         if (failure != null) {
-            d.close(); // never queued
+            if (d != null) d.close(); // never queued
+            if (assigned != null) ids.rollback(assigned);
             p.endHold(held);
             c.reply(requestId, failure, why);
             return;
@@ -560,6 +702,47 @@ public final class SharingServer implements AutoCloseable {
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
+        }
+    }
+
+    /**
+     * FORGET (version 2): all or nothing. Every id held: forgotten, answered with FORGOTTEN;
+     * else ERROR {@code UNKNOWN_ID} naming the first id not held, nothing forgotten.
+     */
+    void forget(ServerConnection c, int requestId, long[] idList) {
+        long bad = c.ids.forget(idList);
+        if (bad != 0) {
+            c.reply(requestId, ErrorCode.UNKNOWN_ID, "id " + Long.toUnsignedString(bad) + " is not held by this "
+                    + "connection (never given to it, or already forgotten); nothing was forgotten");
+            return;
+        }
+        c.send(requestId, new Messages.Forgotten(idList.length));
+    }
+
+    /**
+     * Registers for the core's release notice unless done (called by a connection's reader at
+     * a version-2 HELLO, before its HELLO_OK: every allocation it will hold is released after
+     * this, so none is missed). Not after {@link #close()}.
+     */
+    void ensureReleaseNotices() {
+        synchronized (releaseLock) {
+            if (releaseRegistration == null && !closed.get()) {
+                releaseRegistration = CoreSupport.addReleaseListener(this::allocationReleased);
+            }
+        }
+    }
+
+    /**
+     * The core's release notice: allocation {@code allocationId} was really released. Each
+     * version-2 connection that holds it is sent an EVICT (offered without blocking: this
+     * runs on the thread that released the memory). Quick: a short lock per connection.
+     */
+    private void allocationReleased(long allocationId) {
+        for (ServerConnection c : connections) {
+            ConnectionIds ids = c.ids;
+            if (ids == null) continue;
+            long id = ids.released(allocationId);
+            if (id != 0) c.evict(new long[] {id});
         }
     }
 

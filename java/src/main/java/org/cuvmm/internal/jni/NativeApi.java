@@ -138,4 +138,22 @@ public final class NativeApi {
     public static native @Cast("long long") long host_live(int what);
     public static native @Cast("long long") long object_live(int what);
     public static native @Cast("long long") long cleanup_failures();
+
+    // ---- steady-state sharing support (issue 11; jni_api.hpp) ----
+    /** Ids of the range's chunks into {@code out}; returns the chunk count. No driver call. */
+    public static native int allocation_ids(@Const @ByRef NativeRangeHandle range, @Cast("long long*") long[] out,
+                                            int capacity);
+    public static native int export_chunk_fds(@Const @ByRef NativeRangeHandle range, @Cast("const int*") int[] chunks,
+                                              int count, int[] outFds, @Cast("long long*") long[] outSizes,
+                                              @ByRef NativeStatus status);
+    public static native void release_notices(int on);
+    /**
+     * Blocks in native code up to {@code timeoutMillis}; {@code out} (ids) and {@code sequences}
+     * (their release sequence numbers) are native memory, never pinned arrays.
+     */
+    public static native int take_released_allocations(@Cast("long long*") org.bytedeco.javacpp.LongPointer out,
+                                                       @Cast("long long*") org.bytedeco.javacpp.LongPointer sequences,
+                                                       int capacity, @Cast("long long") long timeoutMillis);
+    /** The release sequence number of the last id queued (0: none yet). */
+    public static native @Cast("long long") long release_notice_sequence();
 }

@@ -1,0 +1,568 @@
+package org.cuvmm.ipc;
+
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.HashMap;
+import java.util.LinkedHashMap;
+import java.util.List;
+import java.util.Map;
+
+import org.cuvmm.BufferDescriptor;
+import org.cuvmm.HandleType;
+import org.cuvmm.VirtualMemoryBuffer;
+import org.cuvmm.VirtualMemoryResource;
+
+/**
+ * A {@link SharingClient}'s import cache (protocol version 2, docs/PROTOCOL.md section 13 and
+ * docs/VMM_DESIGN.md "Import cache"): the allocations the server sent on this connection,
+ * by id, and the buffers imported from them, kept mapped between attaches.
+ *
+ * <ul>
+ * <li><b>Ids.</b> For each id the client holds it keeps the one fd it received (so a
+ *     DESCRIPTOR naming held ids in a new shape, such as a grown buffer, is imported from the
+ *     kept fds with no fd over the socket) and counts what uses it: entries and attachments
+ *     that map it, and DESCRIPTORs read but not yet turned into an attachment ("pins").</li>
+ * <li><b>Entries</b>, keyed by (resource, ordered id list, buffer size): an imported buffer
+ *     kept mapped. The same key again is a <em>hit</em>: the attachment gets a shared view of
+ *     the entry's buffer ({@code VirtualMemoryBuffer.share}), no driver call and no fd. Entries
+ *     with a live view (a lease) are never evicted.</li>
+ * <li><b>Bounded, LRU</b>: at most {@code maxEntries} entries and {@code maxBytes} mapped
+ *     bytes; past either, the least recently used idle entry is closed (unmapped). A cap of 0
+ *     disables caching: every attachment imports and unmaps as in version 1.</li>
+ * <li><b>FORGET.</b> An id nothing uses any more (no entry, no attachment, no pin) is
+ *     forgotten: FORGET is sent (from the client's event thread) and its kept fd is closed
+ *     when FORGOTTEN arrives, not before: a DESCRIPTOR answering an earlier ATTACH may still
+ *     name it without its fd (the race rule). Such a late DESCRIPTOR is imported from the
+ *     kept fd but not cached.</li>
+ * <li><b>EVICT.</b> The producer released the allocation: no later DESCRIPTOR names the id.
+ *     Idle entries that map it are closed at once (on the event thread), leased ones when
+ *     their last view goes; the kept fd is closed once no DESCRIPTOR being imported needs
+ *     it; when nothing maps it any more FORGET acknowledges the EVICT.</li>
+ * </ul>
+ *
+ * <p>One monitor guards the tables; it is never held across a driver call (import, unmap),
+ * an fd close or a send. Thread-safe.
+ */
+public final class ImportCache {
+    /** Default of {@code SharingClient.Builder.cacheMaxEntries}. */
+    public static final int DEFAULT_MAX_ENTRIES = 64;
+    /** Default of {@code SharingClient.Builder.cacheMaxBytes}: 1 GiB. */
+    public static final long DEFAULT_MAX_BYTES = 1L << 30;
+
+    /**
+     * A snapshot of the cache.
+     *
+     * @param hits attaches served by a kept mapping (a shared view: no driver call, no fd)
+     * @param misses attaches that imported (from fds just received, kept fds, or both)
+     * @param entries imported buffers kept mapped now
+     * @param bytes their mapped bytes
+     * @param idsHeld ids the client holds (the server sends no fd for them)
+     * @param fdsKept fds kept open, one per held id not yet closed
+     * @param evictions entries closed by the LRU bound or an EVICT
+     * @param forgets ids sent in FORGET frames
+     * @param fdsReceived fds received in DESCRIPTORs
+     */
+    public record Stats(long hits, long misses, int entries, long bytes, int idsHeld, int fdsKept, long evictions,
+                        long forgets, long fdsReceived) {}
+
+    /** What the cache needs from its client: sends and closes that must not block the caller. */
+    interface Hooks {
+        /** Sends FORGET for {@code ids} without blocking; {@link #forgotten} must follow (FORGOTTEN or the end). */
+        void forgetLater(long[] ids);
+
+        /** Runs {@code r} (a buffer close: driver calls) on the event thread, or here if there is none. */
+        void runLater(Runnable r);
+    }
+
+    private enum State { HELD, FORGETTING, EVICTED }
+
+    private static final class Id {
+        final long id;
+        final long size;
+        int fd;
+        int refs;
+        int pins;
+        State state = State.HELD;
+        /** FORGOTTEN arrived (or the connection ended): the fd closes once no pin needs it. */
+        boolean gone;
+
+        Id(long id, long size, int fd) {
+            this.id = id;
+            this.size = size;
+            this.fd = fd;
+        }
+    }
+
+    private record Key(VirtualMemoryResource resource, List<Long> ids, long size) {
+        @Override
+        public boolean equals(Object o) {
+            return o instanceof Key k && k.resource == resource && k.ids.equals(ids) && k.size == size;
+        }
+
+        @Override
+        public int hashCode() { return System.identityHashCode(resource) * 31 + ids.hashCode() * 7 + Long.hashCode(size); }
+    }
+
+    private static final class Entry {
+        final Key key;
+        final long[] ids;
+        final long bytes;
+        VirtualMemoryBuffer buffer;
+        int views;
+        boolean evicted;
+
+        Entry(Key key, long[] ids, long bytes) {
+            this.key = key;
+            this.ids = ids;
+            this.bytes = bytes;
+        }
+    }
+
+    private final int maxEntries;
+    private final long maxBytes;
+    private final Hooks hooks;
+    private final Object lock = new Object();
+    private final Map<Long, Id> ids = new HashMap<>();
+    /** Access order: the first is the least recently used. */
+    private final LinkedHashMap<Key, Entry> entries = new LinkedHashMap<>(16, 0.75f, true);
+    private long bytes;
+    private long hits;
+    private long misses;
+    private long evictions;
+    private long forgets;
+    private long fdsReceived;
+    private boolean ended;
+
+    ImportCache(int maxEntries, long maxBytes, Hooks hooks) {
+        if (maxEntries < 0) throw new IllegalArgumentException("cacheMaxEntries: " + maxEntries + " (expected: >= 0)");
+        if (maxBytes < 0) throw new IllegalArgumentException("cacheMaxBytes: " + maxBytes + " (expected: >= 0)");
+        this.maxEntries = maxEntries;
+        this.maxBytes = maxBytes;
+        this.hooks = hooks;
+    }
+
+    /** The most entries kept (0: caching disabled). */
+    public int maxEntries() { return maxEntries; }
+
+    /** The most mapped bytes kept (0: caching disabled). */
+    public long maxBytes() { return maxBytes; }
+
+    /** True when attachments may be served from kept mappings. */
+    public boolean isEnabled() { return maxEntries > 0 && maxBytes > 0 && CoreSupport.canShare(); }
+
+    public Stats stats() {
+        synchronized (lock) {
+            int kept = 0;
+            for (Id r : ids.values()) if (r.fd >= 0) kept++;
+            int held = 0;
+            for (Id r : ids.values()) if (r.state != State.FORGETTING) held++;
+            return new Stats(hits, misses, entries.size(), bytes, held, kept, evictions, forgets, fdsReceived);
+        }
+    }
+
+    /**
+     * On the reader, as a DESCRIPTOR arrives (before the next frame is read): checks it
+     * against the held ids, takes ownership of its fds (one per chunk with the FD flag, in
+     * chunk order) as the kept fds of its new ids, and pins every id it names until {@link
+     * #open} or {@link #unpin}.
+     *
+     * @throws ProtocolException {@code UNKNOWN_ID} (a chunk without fd names an id not held;
+     *     a chunk with fd names an id already given), {@code BAD_PAYLOAD} (a held id's size
+     *     differs); nothing is taken: the caller closes the fds
+     */
+    void received(Messages.DescriptorV2 d, int[] fds) throws ProtocolException {
+        synchronized (lock) {
+            for (int i = 0; i < d.ids().length; i++) {
+                Id r = ids.get(d.ids()[i]);
+                String id = Long.toUnsignedString(d.ids()[i]);
+                if (d.hasFd(i) && r != null) {
+                    throw new ProtocolException(ErrorCode.UNKNOWN_ID, 0, "DESCRIPTOR chunk " + i + " sends the fd of id "
+                            + id + ", which this connection already holds (ids are never reused)");
+                }
+                if (!d.hasFd(i) && (r == null || r.gone)) {
+                    throw new ProtocolException(ErrorCode.UNKNOWN_ID, 0, "DESCRIPTOR chunk " + i + " names id " + id
+                            + " without its fd, but this client does not hold it");
+                }
+                if (!d.hasFd(i) && r.size != d.chunkSizes()[i]) {
+                    throw new ProtocolException(ErrorCode.BAD_PAYLOAD, 0, "DESCRIPTOR chunk " + i + " gives id " + id
+                            + " size " + d.chunkSizes()[i] + ", but it was received with size " + r.size);
+                }
+            }
+            int k = 0;
+            for (int i = 0; i < d.ids().length; i++) {
+                Id r;
+                if (d.hasFd(i)) {
+                    r = new Id(d.ids()[i], d.chunkSizes()[i], fds[k++]);
+                    ids.put(r.id, r);
+                    fdsReceived++;
+                    if (ended) r.gone = true;
+                } else {
+                    r = ids.get(d.ids()[i]);
+                }
+                r.pins++;
+            }
+        }
+    }
+
+    /**
+     * The buffer for an attachment of {@code d} (pinned by {@link #received}), always
+     * unpinning it. A hit: a shared view of the kept buffer (no driver call). A miss: an
+     * import from the kept fds, cached when caching is enabled and every id is held; the
+     * attachment then gets a view of it too. Otherwise the import itself (as in version 1).
+     * {@code whenUnmapped} runs once the returned buffer and everything derived from it are
+     * gone (the lease's rule).
+     */
+    VirtualMemoryBuffer open(Messages.DescriptorV2 d, VirtualMemoryResource resource, Runnable whenUnmapped) {
+        long[] idList = d.ids();
+        Key key = new Key(resource, toList(idList), d.size());
+        boolean cache = isEnabled();
+        Entry hit = null;
+        VirtualMemoryBuffer kept = null;
+        int[] fds = new int[idList.length];
+        boolean cacheable;
+        synchronized (lock) {
+            if (cache) {
+                Entry e = entries.get(key);
+                if (e != null && !e.evicted && e.buffer != null) {
+                    e.views++;
+                    hits++;
+                    hit = e;
+                    kept = e.buffer;
+                }
+            }
+            cacheable = cache && hit == null;
+            if (hit == null) {
+                misses++;
+                for (int i = 0; i < idList.length; i++) {
+                    Id r = ids.get(idList[i]);
+                    fds[i] = r.fd;
+                    if (r.state != State.HELD) cacheable = false;
+                    r.refs++; // the mapping about to be made
+                }
+            }
+        }
+        if (hit != null) {
+            try {
+                Entry e = hit;
+                return CoreSupport.share(kept, () -> {
+                    whenUnmapped.run();
+                    viewGone(e);
+                });
+            } catch (RuntimeException | Error x) {
+                viewGone(hit);
+                throw x;
+            } finally {
+                unpin(idList);
+            }
+        }
+        VirtualMemoryBuffer imported;
+        try (BufferDescriptor desc = BufferDescriptor.fromFds(fds, d.chunkSizes(), HandleType.POSIX_FD, d.size())) {
+            imported = cacheable ? resource.importBuffer(desc, () -> mappingGone(idList))
+                    : resource.importBuffer(desc, () -> {
+                        whenUnmapped.run();
+                        mappingGone(idList);
+                    });
+        } catch (RuntimeException | Error x) {
+            mappingGone(idList); // no mapping was made
+            throw x;
+        } finally {
+            unpin(idList);
+        }
+        if (!cacheable) return imported;
+        Entry e = new Entry(key, idList, imported.mappedSize());
+        e.buffer = imported;
+        boolean inserted;
+        synchronized (lock) {
+            // Re-checked: an EVICT or FORGET read while this imported must keep it out.
+            inserted = !ended && !entries.containsKey(key) && allHeld(idList);
+            if (inserted) {
+                entries.put(key, e);
+                bytes += e.bytes;
+            }
+            e.views++;
+        }
+        VirtualMemoryBuffer view;
+        try {
+            view = CoreSupport.share(imported, () -> {
+                whenUnmapped.run();
+                viewGone(e);
+            });
+        } catch (RuntimeException | Error x) {
+            viewGone(e);
+            if (!inserted) imported.close();
+            throw x;
+        }
+        if (!inserted) {
+            // Another attach cached the same key meanwhile (or the connection ended): this
+            // import serves only its view, which keeps the mapping until it goes.
+            synchronized (lock) {
+                e.evicted = true;
+                e.buffer = null;
+            }
+            imported.close();
+        }
+        trim();
+        return view;
+    }
+
+    /** A DESCRIPTOR that will not be opened (its request gave up, the import was never tried). */
+    void unpin(long[] idList) {
+        List<Integer> close = new ArrayList<>();
+        List<Long> forget = new ArrayList<>();
+        synchronized (lock) {
+            for (long id : idList) {
+                Id r = ids.get(id);
+                if (r == null) continue;
+                r.pins--;
+                settle(r, close, forget);
+            }
+        }
+        finish(close, forget);
+    }
+
+    /** The mapping of {@code idList} made by an import is gone (the import's whenUnmapped). */
+    private void mappingGone(long[] idList) {
+        List<Integer> close = new ArrayList<>();
+        List<Long> forget = new ArrayList<>();
+        synchronized (lock) {
+            for (long id : idList) {
+                Id r = ids.get(id);
+                if (r == null) continue;
+                r.refs--;
+                settle(r, close, forget);
+            }
+        }
+        finish(close, forget);
+    }
+
+    /**
+     * Under the lock: an id nothing uses is forgotten (HELD or EVICTED: FORGET); a forgotten
+     * or evicted id's fd is closed once no pin needs it.
+     */
+    private void settle(Id r, List<Integer> close, List<Long> forget) {
+        if (r.pins == 0 && (r.gone || r.state == State.EVICTED) && r.fd >= 0) {
+            close.add(r.fd);
+            r.fd = -1;
+        }
+        if (r.gone && r.pins == 0 && r.refs <= 0) ids.remove(r.id);
+        if (r.refs == 0 && r.pins == 0 && r.state != State.FORGETTING && !r.gone && !ended) {
+            r.state = State.FORGETTING;
+            forget.add(r.id);
+            forgets++;
+        }
+    }
+
+    private void finish(List<Integer> close, List<Long> forget) {
+        for (int fd : close) NativeIo.closeQuietly(fd);
+        if (!forget.isEmpty()) {
+            long[] all = forget.stream().mapToLong(Long::longValue).toArray();
+            for (int from = 0; from < all.length; from += Protocol.MAX_IDS_PER_FRAME) {
+                hooks.forgetLater(Arrays.copyOfRange(all, from, Math.min(all.length, from + Protocol.MAX_IDS_PER_FRAME)));
+            }
+        }
+    }
+
+    /** A view of {@code e} is gone: an evicted entry with no view left is closed; then the bounds. */
+    private void viewGone(Entry e) {
+        boolean close;
+        synchronized (lock) {
+            e.views--;
+            close = e.views == 0 && e.evicted && e.buffer != null;
+        }
+        if (close) closeLater(e);
+        trim();
+    }
+
+    /** Closes idle entries, least recently used first, while over a bound. */
+    private void trim() {
+        List<Entry> out = new ArrayList<>();
+        synchronized (lock) {
+            var it = entries.values().iterator();
+            while ((entries.size() > maxEntries || bytes > maxBytes) && it.hasNext()) {
+                Entry e = it.next();
+                if (e.views > 0) continue; // leased: never evicted
+                it.remove();
+                bytes -= e.bytes;
+                e.evicted = true;
+                evictions++;
+                out.add(e);
+            }
+        }
+        for (Entry e : out) closeLater(e);
+    }
+
+    /** Closes {@code e}'s buffer on the event thread (driver calls); its import's whenUnmapped then forgets the ids. */
+    private void closeLater(Entry e) {
+        VirtualMemoryBuffer b;
+        synchronized (lock) {
+            b = e.buffer;
+            e.buffer = null;
+        }
+        if (b == null) return;
+        hooks.runLater(() -> {
+            try {
+                b.close();
+            } catch (RuntimeException x) {
+                System.getLogger(ImportCache.class.getName()).log(System.Logger.Level.WARNING,
+                        "closing a cached import failed: " + x, x);
+            }
+        });
+    }
+
+    /**
+     * On the reader: EVICT. Each id held becomes evicted (a FORGET of its own in flight makes
+     * it moot: ignored, as are ids not held); idle entries mapping it are closed, leased ones
+     * when their last view goes.
+     */
+    void evicted(long[] idList) {
+        List<Entry> out = new ArrayList<>();
+        List<Integer> close = new ArrayList<>();
+        List<Long> forget = new ArrayList<>();
+        synchronized (lock) {
+            for (long id : idList) {
+                Id r = ids.get(id);
+                if (r == null || r.state != State.HELD || r.gone) continue;
+                r.state = State.EVICTED;
+                var it = entries.values().iterator();
+                while (it.hasNext()) {
+                    Entry e = it.next();
+                    if (!contains(e.ids, id)) continue;
+                    it.remove();
+                    bytes -= e.bytes;
+                    e.evicted = true;
+                    evictions++;
+                    if (e.views == 0) out.add(e);
+                }
+                settle(r, close, forget); // nothing maps it: FORGET now; else when its last mapping goes
+            }
+        }
+        for (Entry e : out) closeLater(e);
+        finish(close, forget);
+    }
+
+    /** On the reader (or when the request fails): FORGOTTEN for {@code idList}; kept fds close once unpinned. */
+    void forgotten(long[] idList) {
+        List<Integer> close = new ArrayList<>();
+        List<Long> forget = new ArrayList<>();
+        synchronized (lock) {
+            for (long id : idList) {
+                Id r = ids.get(id);
+                if (r == null) continue;
+                r.gone = true;
+                settle(r, close, forget);
+            }
+            lock.notifyAll(); // dropIdle waits for this
+        }
+        finish(close, forget);
+    }
+
+    /**
+     * The server refused an ATTACH with TOO_MANY_IDS: closes every idle entry (on this
+     * thread: the caller is attaching, driver calls are expected) and waits, at most {@code
+     * timeoutMillis}, until the ids that forgets are acknowledged (FORGOTTEN), so that an
+     * ATTACH sent after this return finds them gone on the server. False when there was
+     * nothing to drop or the wait ran out.
+     */
+    boolean dropIdle(long timeoutMillis) throws InterruptedException {
+        List<Entry> out = new ArrayList<>();
+        synchronized (lock) {
+            var it = entries.values().iterator();
+            while (it.hasNext()) {
+                Entry e = it.next();
+                if (e.views > 0) continue;
+                it.remove();
+                bytes -= e.bytes;
+                e.evicted = true;
+                evictions++;
+                out.add(e);
+            }
+        }
+        if (out.isEmpty()) return false;
+        List<Long> dropped = new ArrayList<>();
+        for (Entry e : out) {
+            for (long id : e.ids) dropped.add(id);
+            VirtualMemoryBuffer b;
+            synchronized (lock) {
+                b = e.buffer;
+                e.buffer = null;
+            }
+            if (b != null) b.close(); // its import's whenUnmapped queues the FORGETs
+        }
+        long until = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(timeoutMillis);
+        synchronized (lock) {
+            for (;;) {
+                boolean pending = false;
+                for (long id : dropped) {
+                    Id r = ids.get(id);
+                    if (r != null && r.state == State.FORGETTING && !r.gone) pending = true;
+                }
+                if (!pending) return true;
+                long left = until - System.nanoTime();
+                if (left <= 0) return false;
+                lock.wait(Math.max(1, java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(left)));
+            }
+        }
+    }
+
+    /**
+     * The connection ended: ids mean nothing any more. Every entry is closed (a view keeps
+     * its own mapping until it goes) and every fd no pin needs is closed.
+     */
+    void connectionEnded() {
+        List<Entry> out = new ArrayList<>();
+        List<Integer> close = new ArrayList<>();
+        synchronized (lock) {
+            ended = true;
+            out.addAll(entries.values());
+            entries.clear();
+            bytes = 0;
+            for (Entry e : out) e.evicted = true;
+            for (Id r : new ArrayList<>(ids.values())) {
+                r.gone = true;
+                settle(r, close, new ArrayList<>());
+            }
+        }
+        for (int fd : close) NativeIo.closeQuietly(fd);
+        for (Entry e : out) {
+            VirtualMemoryBuffer b;
+            synchronized (lock) {
+                b = e.buffer;
+                e.buffer = null;
+            }
+            if (b == null) continue;
+            try {
+                b.close();
+            } catch (RuntimeException x) {
+                System.getLogger(ImportCache.class.getName()).log(System.Logger.Level.DEBUG,
+                        "closing a cached import at the end failed: " + x);
+            }
+        }
+    }
+
+    /** Under the lock: every id is held (not evicted, not being forgotten). */
+    private boolean allHeld(long[] idList) {
+        for (long id : idList) {
+            Id r = ids.get(id);
+            if (r == null || r.state != State.HELD || r.gone) return false;
+        }
+        return true;
+    }
+
+    private static boolean contains(long[] a, long v) {
+        for (long x : a) if (x == v) return true;
+        return false;
+    }
+
+    private static List<Long> toList(long[] a) {
+        List<Long> l = new ArrayList<>(a.length);
+        for (long x : a) l.add(x);
+        return l;
+    }
+
+    @Override
+    public String toString() {
+        Stats s = stats();
+        return "ImportCache[" + s.entries() + " entries, " + s.bytes() + " bytes, " + s.hits() + " hits, " + s.misses()
+                + " misses, " + s.idsHeld() + " ids, " + s.fdsKept() + " fds kept]";
+    }
+}

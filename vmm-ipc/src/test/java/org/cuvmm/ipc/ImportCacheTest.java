@@ -1,0 +1,464 @@
+package org.cuvmm.ipc;
+
+import static org.cuvmm.ipc.IpcTestSupport.await;
+import static org.cuvmm.ipc.IpcTestSupport.concat;
+import static org.cuvmm.ipc.IpcTestSupport.header;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.ByteBuffer;
+import java.nio.file.Path;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.TimeUnit;
+
+import org.cuvmm.BufferDescriptor;
+import org.cuvmm.Driver;
+import org.cuvmm.DriverCounters;
+import org.cuvmm.VirtualMemoryBuffer;
+import org.cuvmm.VirtualMemoryResource;
+import org.cuvmm.ipc.internal.BytePattern;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The client's import cache (protocol version 2) in one process: the LRU bounds and the fds
+ * received again after an eviction, EVICT of idle and leased cached mappings, a cache of 0,
+ * and no fd or mapping left behind.
+ */
+class ImportCacheTest {
+    private Path sock;
+    private VirtualMemoryResource resource;
+
+    @BeforeEach
+    void setUp() throws Exception {
+        sock = IpcTestSupport.socketPath();
+        resource = VirtualMemoryResource.create(0);
+    }
+
+    @AfterEach
+    void tearDown() {
+        resource.close();
+        IpcTestSupport.deleteTree(sock.getParent());
+    }
+
+    private long[] live() {
+        DriverCounters c = Driver.get().counters();
+        return new long[] {c.liveAllocations(), c.liveReservations(), c.liveMappings(), c.liveRanges()};
+    }
+
+    @Test
+    void aCacheBoundedToOneEntryReReceivesFdsAfterEviction() throws Exception {
+        long g = resource.granularity();
+        VirtualMemoryBuffer a = resource.allocate(g);
+        VirtualMemoryBuffer b = resource.allocate(2 * g);
+        BytePattern.fill(a, 1);
+        BytePattern.fill(b, 2);
+        try (SharingServer server = SharingServer.builder(sock).build()) {
+            server.publish("a", a);
+            server.publish("b", b);
+            // Warm up, then the baseline.
+            try (SharingClient c = SharingClient.connect(sock); Attachment x = c.attach("a", resource)) {
+                x.buffer().size();
+            }
+            await("the warm-up connection gone", 5, () -> server.connectionCount() == 0);
+            Map<String, Integer> fds = IpcTestSupport.fdSnapshot();
+            String live = java.util.Arrays.toString(live());
+            try (SharingClient c = SharingClient.builder(sock).cacheMaxEntries(1).build()) {
+                ImportCache cache = c.importCache();
+                attachAndCheck(c, "a", 1);
+                attachAndCheck(c, "a", 1);
+                assertEquals(1, cache.stats().hits());
+                assertEquals(1, cache.stats().fdsReceived());
+                attachAndCheck(c, "b", 2); // the second entry: "a" (idle, least recent) is evicted
+                await("a's id forgotten (FORGOTTEN closes its kept fd)", 5, () -> cache.stats().fdsKept() == 1);
+                assertEquals(1, cache.stats().entries());
+                assertEquals(1, cache.stats().evictions());
+                assertEquals(1, cache.stats().forgets());
+                assertEquals(1, server.stats().idsHeld(), "the server forgot a's id");
+                attachAndCheck(c, "a", 1); // a's fd comes again; b is evicted in turn
+                assertEquals(3, cache.stats().fdsReceived(), "a's fd received a second time: " + cache);
+                assertEquals(3, cache.stats().misses());
+                assertEquals(4, server.stats().fdsSent(), "the warm-up's fd, a, b and a again");
+            }
+            IpcTestSupport.assertFdsBack(fds, "after closing the client");
+            assertEquals(live, java.util.Arrays.toString(live()), "live allocations, reservations, mappings, ranges");
+        } finally {
+            a.close();
+            b.close();
+        }
+    }
+
+    @Test
+    void aGrownBufferIsImportedFromTheKeptFdPlusTheNewChunksFd() throws Exception {
+        long g = resource.granularity();
+        try (VirtualMemoryBuffer small = resource.allocate(g);
+             SharingServer server = SharingServer.builder(sock).build();
+             SharingClient c = SharingClient.connect(sock)) {
+            BytePattern.fill(small, 6);
+            server.publish("small", small);
+            attachAndCheck(c, "small", 6);
+            try (VirtualMemoryBuffer grown = resource.modifyAllocation(small, 2 * g)) {
+                assertEquals(2, grown.chunkCount());
+                assertEquals(small.allocationIds()[0], grown.allocationIds()[0], "the first chunk is the same allocation");
+                BytePattern.fill(grown, 7);
+                server.publish("grown", grown);
+                long sent = server.stats().fdsSent();
+                attachAndCheck(c, "grown", 7);
+                assertEquals(sent + 1, server.stats().fdsSent(), "only the new chunk's fd travels");
+                ImportCache.Stats s = c.importCache().stats();
+                assertEquals(2, s.fdsReceived(), s.toString());
+                assertEquals(2, s.misses(), "a new shape: imported, from the kept fd and the new one");
+                assertEquals(2, s.entries());
+                assertEquals(2, s.idsHeld());
+                attachAndCheck(c, "grown", 7);
+                assertEquals(1, c.importCache().stats().hits());
+                server.unpublish("grown");
+            }
+        }
+    }
+
+    @Test
+    void concurrentAttachesShareOneCachedImport() throws Exception {
+        try (IpcTestSupport.ThreeChunks owner = new IpcTestSupport.ThreeChunks();
+             SharingServer server = SharingServer.builder(sock).build();
+             SharingClient c = SharingClient.connect(sock)) {
+            BytePattern.fill(owner.buffer, 11);
+            server.publish("three", owner.buffer);
+            int threads = 4;
+            int each = 40;
+            java.util.concurrent.ExecutorService pool = java.util.concurrent.Executors.newFixedThreadPool(threads);
+            try {
+                List<java.util.concurrent.Future<?>> done = new java.util.ArrayList<>();
+                for (int t = 0; t < threads; t++) {
+                    done.add(pool.submit(() -> {
+                        for (int i = 0; i < each; i++) {
+                            try (Attachment a = c.attach("three", resource)) {
+                                if (i % 10 == 0) BytePattern.verify(a.buffer(), 11);
+                            }
+                        }
+                        return null;
+                    }));
+                }
+                for (java.util.concurrent.Future<?> f : done) f.get(60, TimeUnit.SECONDS);
+            } finally {
+                pool.shutdownNow();
+            }
+            ImportCache.Stats s = c.importCache().stats();
+            assertEquals(threads * each, s.hits() + s.misses(), s.toString());
+            assertEquals(1, s.entries(), "one kept import for the one shape: " + s);
+            assertEquals(3, s.fdsReceived(), "each allocation's fd once: " + s);
+            assertEquals(3, s.idsHeld());
+            assertEquals(0, server.totalLeaseCount());
+            assertEquals(3, server.stats().idsHeld());
+        }
+    }
+
+    @Test
+    void atTheServersIdLimitTheCacheGivesBackIdleMappingsAndTheAttachIsAskedAgain() throws Exception {
+        long g = resource.granularity();
+        try (VirtualMemoryBuffer a = resource.allocate(g); VirtualMemoryBuffer b = resource.allocate(g);
+             SharingServer server = SharingServer.builder(sock).maxIdsPerConnection(1).build();
+             SharingClient c = SharingClient.connect(sock)) {
+            BytePattern.fill(a, 1);
+            BytePattern.fill(b, 2);
+            server.publish("a", a);
+            server.publish("b", b);
+            attachAndCheck(c, "a", 1); // holds a's id: the connection's one id
+            attachAndCheck(c, "b", 2); // TOO_MANY_IDS, a forgotten, asked again
+            ImportCache.Stats s = c.importCache().stats();
+            assertEquals(1, s.entries(), s.toString());
+            assertEquals(1, s.evictions(), s.toString());
+            assertEquals(1, server.stats().idsHeld());
+            try (Attachment held = c.attach("b", resource)) {
+                // With b leased nothing is idle: a's attach is refused for good.
+                SharingException e = org.junit.jupiter.api.Assertions.assertThrows(SharingException.class,
+                        () -> c.attach("a", resource));
+                assertEquals(ErrorCode.TOO_MANY_IDS, e.code(), e.getMessage());
+                BytePattern.verify(held.buffer(), 2);
+            }
+        }
+    }
+
+    @Test
+    void theByteBoundEvictsToo() throws Exception {
+        long g = resource.granularity();
+        try (VirtualMemoryBuffer a = resource.allocate(g); VirtualMemoryBuffer b = resource.allocate(g);
+             SharingServer server = SharingServer.builder(sock).build();
+             SharingClient c = SharingClient.builder(sock).cacheMaxBytes(g).build()) {
+            BytePattern.fill(a, 1);
+            BytePattern.fill(b, 2);
+            server.publish("a", a);
+            server.publish("b", b);
+            attachAndCheck(c, "a", 1);
+            attachAndCheck(c, "b", 2);
+            ImportCache.Stats s = c.importCache().stats();
+            assertEquals(1, s.entries(), s.toString());
+            assertEquals(g, s.bytes());
+            assertEquals(1, s.evictions());
+        }
+    }
+
+    @Test
+    void aCacheOfZeroForgetsEachIdAtRelease() throws Exception {
+        try (IpcTestSupport.ThreeChunks owner = new IpcTestSupport.ThreeChunks();
+             SharingServer server = SharingServer.builder(sock).build();
+             SharingClient c = SharingClient.builder(sock).cacheMaxEntries(0).build()) {
+            BytePattern.fill(owner.buffer, 3);
+            server.publish("three", owner.buffer);
+            for (int i = 1; i <= 3; i++) {
+                try (Attachment a = c.attach("three", resource)) {
+                    assertEquals(org.cuvmm.BufferOrigin.IMPORTED, a.buffer().origin(), "no cache: the import itself");
+                    BytePattern.verify(a.buffer(), 3);
+                }
+                int round = i;
+                await("round " + i + "'s ids forgotten", 5, () -> server.stats().idsHeld() == 0
+                        && c.importCache().stats().fdsKept() == 0 && c.importCache().stats().forgets() == 3L * round);
+            }
+            assertEquals(9, c.importCache().stats().fdsReceived(), "every fd every time, as in version 1");
+            assertEquals(0, c.importCache().stats().hits());
+        }
+    }
+
+    @Test
+    void anEvictClosesAnIdleCachedMappingAndTheClientForgets() throws Exception {
+        try (SharingServer server = SharingServer.builder(sock).build();
+             SharingClient c = SharingClient.connect(sock)) {
+            VirtualMemoryBuffer b = resource.allocate(resource.granularity());
+            BytePattern.fill(b, 8);
+            server.publish("b", b);
+            attachAndCheck(c, "b", 8);
+            assertEquals(1, c.importCache().stats().entries());
+            server.unpublish("b");
+            b.close(); // really released: EVICT
+            await("the client's FORGET processed", 10, () -> server.stats().idsHeld() == 0);
+            ImportCache.Stats s = c.importCache().stats();
+            assertEquals(0, s.entries(), s.toString());
+            assertEquals(0, s.fdsKept(), s.toString());
+            assertEquals(0, s.idsHeld(), s.toString());
+            assertEquals(0, server.stats().releasedStillMappedAllocations());
+        }
+    }
+
+    /**
+     * A fake version-2 server sends EVICT while the client holds a lease on the cached
+     * mapping: the mapping stays (readable, no FORGET) until the lease ends; then RELEASE and
+     * FORGET both go out.
+     */
+    @Test
+    void anEvictWhileLeasedUnmapsOnlyWhenTheLeaseEnds() throws Exception {
+        VirtualMemoryBuffer local = resource.allocate(resource.granularity());
+        BytePattern.fill(local, 9);
+        List<String> seen = new CopyOnWriteArrayList<>();
+        try (FdServerSocket fake = FdServerSocket.bind(sock)) {
+            CompletableFuture<Void> serving = CompletableFuture.runAsync(() -> {
+                try (FdSocket s = fake.accept()) {
+                    try (Frame hello = FrameIO.read(s)) {
+                        assertEquals(2, hello.version);
+                        s.send(frame2(2, hello.requestId, new byte[] {0, 2, 0, (byte) 253}), null);
+                    }
+                    try (Frame attach = FrameIO.read(s); BufferDescriptor d = local.exportDescriptor()) {
+                        byte[] p = new Messages.DescriptorV2(7, 1, local.size(), new long[] {local.mappedSize()},
+                                new long[] {5}, new int[] {1}).encode();
+                        d.useFds(fds -> s.send(frame2(4, attach.requestId, p), fds));
+                    }
+                    s.send(frame2(11, 0, new Messages.Evict(new long[] {5}).encode()), null);
+                    for (int i = 0; i < 2; i++) {
+                        try (Frame f = FrameIO.read(s)) {
+                            seen.add(f.type + (f.message instanceof Messages.Forget g ? java.util.Arrays.toString(g.ids())
+                                    : ""));
+                            if (f.type == FrameType.RELEASE) {
+                                s.send(frame2(6, f.requestId, new Messages.Released(7).encode()), null);
+                            } else if (f.type == FrameType.FORGET) {
+                                s.send(frame2(10, f.requestId, new Messages.Forgotten(1).encode()), null);
+                            }
+                        }
+                    }
+                } catch (java.io.IOException e) {
+                    throw new java.io.UncheckedIOException(e);
+                }
+            });
+            try (SharingClient c = SharingClient.connect(sock, "leased")) {
+                assertEquals(2, c.protocolVersion());
+                Attachment a = c.attach("x", resource);
+                await("the EVICT read: the entry left the cache", 5, () -> c.importCache().stats().entries() == 0);
+                assertEquals(List.of(), seen, "no FORGET while the lease maps it");
+                BytePattern.verify(a.buffer(), 9); // still mapped: the lease is held
+                a.close();
+                serving.get(10, TimeUnit.SECONDS);
+                // Both once the lease's mapping is gone; from two threads, so in either order.
+                assertEquals(java.util.Set.of("RELEASE", "FORGET[5]"), java.util.Set.copyOf(seen), seen.toString());
+                await("the kept fd closed", 5, () -> c.importCache().stats().fdsKept() == 0);
+            }
+        } finally {
+            local.close();
+        }
+    }
+
+    /**
+     * A fake version-2 server names, without its fd, an id it never gave: the client rejects
+     * the DESCRIPTOR (ERROR UNKNOWN_ID back, RELEASE of the lease: both sent on the connection,
+     * which stays open) and the attach fails.
+     */
+    @Test
+    void aDescriptorNamingAnIdTheClientDoesNotHoldIsRejected() throws Exception {
+        List<String> seen = new CopyOnWriteArrayList<>();
+        try (FdServerSocket fake = FdServerSocket.bind(sock)) {
+            CompletableFuture<Void> serving = CompletableFuture.runAsync(() -> {
+                try (FdSocket s = fake.accept()) {
+                    try (Frame hello = FrameIO.read(s)) {
+                        s.send(frame2(2, hello.requestId, new byte[] {0, 2, 0, (byte) 253}), null);
+                    }
+                    try (Frame attach = FrameIO.read(s)) {
+                        byte[] p = new Messages.DescriptorV2(9, 1, 4096, new long[] {resource.granularity()},
+                                new long[] {42}, new int[] {0}).encode();
+                        s.send(frame2(4, attach.requestId, p), null);
+                    }
+                    for (int i = 0; i < 2; i++) {
+                        try (Frame f = FrameIO.read(s)) {
+                            seen.add(f.type + (f.message instanceof Messages.Error e ? " " + e.errorCode() : "")
+                                    + (f.message instanceof Messages.Release r ? " " + r.leaseId() : ""));
+                            if (f.type == FrameType.RELEASE) {
+                                s.send(frame2(6, f.requestId, new Messages.Released(9).encode()), null);
+                            }
+                        }
+                    }
+                } catch (java.io.IOException e) {
+                    throw new java.io.UncheckedIOException(e);
+                }
+            });
+            try (SharingClient c = SharingClient.connect(sock, "strict")) {
+                SharingException e = org.junit.jupiter.api.Assertions.assertThrows(SharingException.class,
+                        () -> c.attach("x", resource));
+                assertEquals(ErrorCode.UNKNOWN_ID, e.code(), e.getMessage());
+                assertTrue(e.getMessage().contains("names id 42 without its fd"), e.getMessage());
+                serving.get(10, TimeUnit.SECONDS);
+                assertEquals(java.util.Set.of("ERROR UNKNOWN_ID", "RELEASE 9"), java.util.Set.copyOf(seen), seen.toString());
+                assertEquals(0, c.importCache().stats().idsHeld());
+            }
+        }
+    }
+
+    /**
+     * The FORGET race (docs/PROTOCOL.md 13.10): an ATTACH sent before the client's FORGET of an
+     * id is answered after it, naming the id without its fd. The client still holds the kept
+     * fd (FORGOTTEN has not come), imports from it without caching, and forgets the id once.
+     */
+    @Test
+    void aDescriptorAnsweringAnAttachSentBeforeForgetUsesTheKeptFd() throws Exception {
+        long g = resource.granularity();
+        VirtualMemoryBuffer bufA = resource.allocate(g);
+        VirtualMemoryBuffer bufC = resource.allocate(g);
+        BytePattern.fill(bufA, 1);
+        BytePattern.fill(bufC, 3);
+        List<String> seen = new CopyOnWriteArrayList<>();
+        java.util.concurrent.CountDownLatch attachCRead = new java.util.concurrent.CountDownLatch(1);
+        try (FdServerSocket fake = FdServerSocket.bind(sock)) {
+            CompletableFuture<Void> serving = CompletableFuture.runAsync(() -> {
+                try (FdSocket s = fake.accept()) {
+                    try (Frame hello = FrameIO.read(s)) {
+                        s.send(frame2(2, hello.requestId, new byte[] {0, 2, 0, (byte) 253}), null);
+                    }
+                    try (Frame attachA = FrameIO.read(s); BufferDescriptor d = bufA.exportDescriptor()) {
+                        byte[] p = new Messages.DescriptorV2(1, 1, g, new long[] {g}, new long[] {5}, new int[] {1})
+                                .encode();
+                        d.useFds(fds -> s.send(frame2(4, attachA.requestId, p), fds));
+                    }
+                    try (Frame release = FrameIO.read(s)) {
+                        s.send(frame2(6, release.requestId, new Messages.Released(1).encode()), null);
+                    }
+                    Frame attachC = FrameIO.read(s);
+                    attachCRead.countDown();
+                    Frame attachA2 = FrameIO.read(s); // sent before the FORGET below
+                    try (attachC; BufferDescriptor d = bufC.exportDescriptor()) {
+                        byte[] p = new Messages.DescriptorV2(2, 1, g, new long[] {g}, new long[] {6}, new int[] {1})
+                                .encode();
+                        d.useFds(fds -> s.send(frame2(4, attachC.requestId, p), fds));
+                    }
+                    // Caching c evicts a (one entry at most): the client FORGETs id 5.
+                    Frame forget = FrameIO.read(s);
+                    seen.add(forget.type + (forget.message instanceof Messages.Forget f
+                            ? java.util.Arrays.toString(f.ids()) : ""));
+                    try (attachA2) {
+                        byte[] p = new Messages.DescriptorV2(3, 1, g, new long[] {g}, new long[] {5}, new int[] {0})
+                                .encode();
+                        s.send(frame2(4, attachA2.requestId, p), null); // id 5 without its fd: still held here
+                    }
+                    try (forget) {
+                        s.send(frame2(10, forget.requestId, new Messages.Forgotten(1).encode()), null);
+                    }
+                    for (;;) {
+                        Frame next = FrameIO.read(s);
+                        if (next == null) break;
+                        try (Frame f = next) {
+                            seen.add(f.type + (f.message instanceof Messages.Forget fg
+                                    ? java.util.Arrays.toString(fg.ids()) : ""));
+                            if (f.type == FrameType.RELEASE) {
+                                s.send(frame2(6, f.requestId, new Messages.Released(((Messages.Release) f.message)
+                                        .leaseId()).encode()), null);
+                            } else if (f.type == FrameType.FORGET) {
+                                s.send(frame2(10, f.requestId, new Messages.Forgotten(((Messages.Forget) f.message)
+                                        .ids().length).encode()), null);
+                            }
+                        }
+                    }
+                } catch (java.io.IOException e) {
+                    throw new java.io.UncheckedIOException(e);
+                }
+            });
+            try (SharingClient c = SharingClient.builder(sock).cacheMaxEntries(1).build()) {
+                try (Attachment a = c.attach("a", resource)) {
+                    BytePattern.verify(a.buffer(), 1);
+                }
+                CompletableFuture<Attachment> first = CompletableFuture.supplyAsync(() -> attachQuietly(c, "c"));
+                assertTrue(attachCRead.await(10, TimeUnit.SECONDS), "the fake read ATTACH c");
+                Attachment late = c.attach("a", resource); // sent before the FORGET, answered after it
+                Attachment cAttached = first.get(10, TimeUnit.SECONDS);
+                assertEquals(org.cuvmm.BufferOrigin.IMPORTED, late.buffer().origin(), "imported from the kept fd, "
+                        + "not cached: the server no longer counts the id");
+                BytePattern.verify(late.buffer(), 1);
+                BytePattern.verify(cAttached.buffer(), 3);
+                late.close();
+                cAttached.close();
+                await("id 5's kept fd closed", 5, () -> c.importCache().stats().fdsKept() == 1);
+                ImportCache.Stats st = c.importCache().stats();
+                assertEquals(1, st.entries(), st.toString());
+                assertEquals(1, st.idsHeld(), "only c's id: " + st);
+                assertEquals(2, st.fdsReceived(), st.toString());
+            }
+            serving.get(10, TimeUnit.SECONDS);
+            assertEquals(1, seen.stream().filter("FORGET[5]"::equals).count(), "id 5 forgotten once: " + seen);
+        } finally {
+            bufA.close();
+            bufC.close();
+        }
+    }
+
+    private Attachment attachQuietly(SharingClient c, String name) {
+        try {
+            return c.attach(name, resource);
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
+    private static byte[] frame2(int type, int requestId, byte[] payload) {
+        return concat(header(Protocol.MAGIC, 2, type, requestId, payload.length), payload);
+    }
+
+    private void attachAndCheck(SharingClient c, String name, long seed) throws Exception {
+        try (Attachment a = c.attach(name, resource)) {
+            BytePattern.verify(a.buffer(), seed);
+            assertSame(c, c);
+        }
+    }
+
+    static {
+        // Helpers of this test read ByteBuffer payloads: keep the import used.
+        ByteBuffer.allocate(0);
+    }
+}
