@@ -41,6 +41,15 @@ final class IpcTestSupport {
     /** True when this JVM runs cuvmm's host driver (exported fds are memfds any process can mmap). */
     static boolean onHostDriver() { return org.cuvmm.Driver.get().kind() == org.cuvmm.DriverKind.HOST; }
 
+    /**
+     * True when every allocation is backed by a cuvmm host memfd in this process: the host driver,
+     * or the cuda driver over cuvmm's host library (the cuda pass), which is the same implementation.
+     */
+    static boolean memfdsBackAllocations() {
+        org.cuvmm.Driver d = org.cuvmm.Driver.get();
+        return d.kind() == org.cuvmm.DriverKind.HOST || d.isHostLibrary();
+    }
+
     static int memfdCount() { return OpenFds.cuvmmMemfds(); }
 
     /** Waits (up to 10 s: connection threads close their sockets asynchronously) for the fds to match {@code baseline}. */
