@@ -205,6 +205,27 @@ public final class ImportCache {
     }
 
     /**
+     * On the reader: {@code d} was rejected (its fds are closed, nothing was taken). The ids
+     * of its chunks with the FD flag that this client did not hold are held by the server
+     * from the moment it sent them: FORGET them (docs/PROTOCOL.md 13.3), else no later
+     * DESCRIPTOR on this connection could send their fds again.
+     */
+    void rejected(Messages.DescriptorV2 d) {
+        List<Long> forget = new ArrayList<>();
+        synchronized (lock) {
+            for (int i = 0; i < d.ids().length; i++) {
+                long id = d.ids()[i];
+                Id r = ids.get(id);
+                if (d.hasFd(i) && (r == null || r.gone) && !forget.contains(id) && !ended) {
+                    forget.add(id);
+                    forgets++;
+                }
+            }
+        }
+        finish(List.of(), forget);
+    }
+
+    /**
      * The buffer for an attachment of {@code d} (pinned by {@link #received}), always
      * unpinning it. A hit: a shared view of the kept buffer (no driver call). A miss: an
      * import from the kept fds, cached when caching is enabled and every id is held; the

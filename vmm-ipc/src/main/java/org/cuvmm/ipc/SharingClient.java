@@ -626,7 +626,7 @@ public final class SharingClient implements AutoCloseable {
                 cache.received(d, fds);
             } catch (ProtocolException e) {
                 NativeIo.closeAll(fds);
-                rejected(e.withRequestId(f.requestId).withLeaseId(d.leaseId()));
+                rejected(e.withRequestId(f.requestId).withDescriptor(d));
                 return;
             }
         }
@@ -668,6 +668,9 @@ public final class SharingClient implements AutoCloseable {
     private void rejected(ProtocolException e) {
         sendLater(new Messages.Error(e.code(), "client rejected a frame: " + e.getMessage()), e.requestId());
         if (e.leaseId() != 0) sendLater(new Messages.Release(e.leaseId()), nextId());
+        // The server counts the new ids of a rejected DESCRIPTOR as held: forget them, or it
+        // would never send their fds again on this connection (PROTOCOL.md 13.3).
+        if (e.descriptor != null) cache.rejected(e.descriptor);
         CompletableFuture<Frame> p = e.requestId() == 0 ? null : pending.remove(e.requestId());
         if (p != null) {
             p.completeExceptionally(new SharingException(e.code(), "the server sent a bad frame: " + e.getMessage(), e));

@@ -344,6 +344,69 @@ class ImportCacheTest {
     }
 
     /**
+     * A fake version-2 server sends a DESCRIPTOR whose chunk has the FD flag (new id 5) but
+     * no fd: the client rejects it (FD_COUNT_MISMATCH) with ERROR and RELEASE, and FORGETs id
+     * 5, which the server counted as held from the moment it sent it (PROTOCOL.md 13.3);
+     * once FORGOTTEN, a second attach receives the fd and works.
+     */
+    @Test
+    void aRejectedDescriptorsNewIdsAreForgottenSoALaterAttachWorks() throws Exception {
+        long g = resource.granularity();
+        VirtualMemoryBuffer local = resource.allocate(g);
+        BytePattern.fill(local, 4);
+        List<String> seen = new CopyOnWriteArrayList<>();
+        try (FdServerSocket fake = FdServerSocket.bind(sock)) {
+            CompletableFuture<Void> serving = CompletableFuture.runAsync(() -> {
+                try (FdSocket s = fake.accept()) {
+                    try (Frame hello = FrameIO.read(s)) {
+                        s.send(frame2(2, hello.requestId, new byte[] {0, 2, 0, (byte) 253}), null);
+                    }
+                    try (Frame attach = FrameIO.read(s)) {
+                        byte[] p = new Messages.DescriptorV2(1, 1, g, new long[] {g}, new long[] {5}, new int[] {1})
+                                .encode();
+                        s.send(frame2(4, attach.requestId, p), null); // FD flag, no fd
+                    }
+                    for (int i = 0; i < 3; i++) {
+                        try (Frame f = FrameIO.read(s)) {
+                            seen.add(f.type + (f.message instanceof Messages.Forget fg
+                                    ? java.util.Arrays.toString(fg.ids()) : ""));
+                            if (f.type == FrameType.RELEASE) {
+                                s.send(frame2(6, f.requestId, new Messages.Released(1).encode()), null);
+                            } else if (f.type == FrameType.FORGET) {
+                                s.send(frame2(10, f.requestId, new Messages.Forgotten(1).encode()), null);
+                            }
+                        }
+                    }
+                    try (Frame attach = FrameIO.read(s); BufferDescriptor d = local.exportDescriptor()) {
+                        byte[] p = new Messages.DescriptorV2(2, 1, g, new long[] {g}, new long[] {5}, new int[] {1})
+                                .encode();
+                        d.useFds(fds -> s.send(frame2(4, attach.requestId, p), fds));
+                    }
+                    try (Frame release = FrameIO.read(s)) {
+                        s.send(frame2(6, release.requestId, new Messages.Released(2).encode()), null);
+                    }
+                } catch (java.io.IOException e) {
+                    throw new java.io.UncheckedIOException(e);
+                }
+            });
+            try (SharingClient c = SharingClient.builder(sock).cacheMaxEntries(0).build()) {
+                SharingException e = org.junit.jupiter.api.Assertions.assertThrows(SharingException.class,
+                        () -> c.attach("x", resource));
+                assertEquals(ErrorCode.FD_COUNT_MISMATCH, e.code(), e.getMessage());
+                await("ERROR, RELEASE and FORGET[5] read by the fake", 10, () -> seen.size() == 3);
+                assertEquals(java.util.Set.of("ERROR", "RELEASE", "FORGET[5]"), java.util.Set.copyOf(seen),
+                        seen.toString());
+                try (Attachment a = c.attach("x", resource)) {
+                    BytePattern.verify(a.buffer(), 4);
+                }
+                serving.get(10, TimeUnit.SECONDS);
+            }
+        } finally {
+            local.close();
+        }
+    }
+
+    /**
      * The FORGET race (docs/PROTOCOL.md 13.10): an ATTACH sent before the client's FORGET of an
      * id is answered after it, naming the id without its fd. The client still holds the kept
      * fd (FORGOTTEN has not come), imports from it without caching, and forgets the id once.
