@@ -385,7 +385,10 @@ public final class SharingClient implements AutoCloseable {
             CompletableFuture<Frame> reply = new CompletableFuture<>();
             reply.whenComplete((fr, ex) -> {
                 if (fr != null) {
-                    fr.close();
+                    // Any other reply (a misbehaving server's DESCRIPTOR) is disposed of: its
+                    // fds closed, its ids unpinned, its lease released.
+                    if (fr.type == FrameType.FORGOTTEN || fr.type == FrameType.ERROR) fr.close();
+                    else dispose(fr);
                     if (fr.type == FrameType.ERROR) {
                         LOG.log(System.Logger.Level.WARNING, "FORGET of " + java.util.Arrays.toString(ids)
                                 + " refused: " + ((Messages.Error) fr.message).message());
