@@ -303,4 +303,92 @@ class ProtocolV2Test {
             }
         }
     }
+
+    /**
+     * An EVICT that finds the connection's send queue full is parked and sent as soon as
+     * room frees, though the client never sends another frame (it only reads): the writer
+     * is held (test seam) while 257 refused ATTACHes fill the queue, the buffer is released
+     * (EVICT parked), then the writer goes on and the client reads the 257 ERRORs and the
+     * EVICT.
+     */
+    @Test
+    void anEvictParkedOnAFullSendQueueIsSentWhenRoomFrees() throws Exception {
+        java.util.concurrent.CountDownLatch gate = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.atomic.AtomicReference<SendQueue> held = new java.util.concurrent.atomic.AtomicReference<>();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             SharingServer server = SharingServer.builder(sock).build()) {
+            VirtualMemoryBuffer b = r.allocate(r.granularity());
+            server.publish("b", b);
+            try (FdSocket s = helloV2()) {
+                Messages.DescriptorV2 d = attach(s, "b", 1);
+                release(s, d.leaseId());
+                SendQueue.beforeSend = (q, item) -> {
+                    held.compareAndSet(null, q);
+                    try {
+                        gate.await(30, java.util.concurrent.TimeUnit.SECONDS);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                };
+                int refused = 257; // one taken by the held writer, 256 fill the queue
+                for (int i = 0; i < refused; i++) s.send(frame2(3, nextId++, str("nope")), null);
+                java.lang.reflect.Field qf = SendQueue.class.getDeclaredField("queue");
+                qf.setAccessible(true);
+                IpcTestSupport.await("the send queue full", 10, () -> held.get() != null && remaining(qf, held.get()) == 0);
+                server.unpublish("b");
+                b.close(); // really released: the EVICT finds no room
+                java.lang.reflect.Field cf = SharingServer.class.getDeclaredField("connections");
+                cf.setAccessible(true);
+                ServerConnection c = (ServerConnection) ((java.util.Set<?>) cf.get(server)).iterator().next();
+                java.lang.reflect.Field uf = ServerConnection.class.getDeclaredField("unsentEvicts");
+                uf.setAccessible(true);
+                IpcTestSupport.await("the EVICT parked", 10, () -> !parked(uf, c).isEmpty());
+                gate.countDown();
+                java.util.concurrent.CompletableFuture<Integer> errors = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+                    int n = 0;
+                    try {
+                        for (;;) {
+                            try (Frame f = FrameIO.read(s)) {
+                                if (f == null) return -1;
+                                if (f.type == FrameType.EVICT) {
+                                    assertArrayEquals(d.ids(), ((Messages.Evict) f.message).ids());
+                                    return n;
+                                }
+                                assertSame(FrameType.ERROR, f.type, "got " + f);
+                                n++;
+                            }
+                        }
+                    } catch (java.io.IOException e) {
+                        throw new java.io.UncheckedIOException(e);
+                    }
+                });
+                try {
+                    assertEquals(refused, errors.get(10, java.util.concurrent.TimeUnit.SECONDS),
+                            "the 257 ERRORs, then the EVICT");
+                } catch (java.util.concurrent.TimeoutException e) {
+                    s.close();
+                    throw new AssertionError("no EVICT within 10 s of the queue's room freeing (the client sent nothing)");
+                }
+            }
+        } finally {
+            gate.countDown();
+            SendQueue.beforeSend = (q, i) -> {};
+        }
+    }
+
+    private static int remaining(java.lang.reflect.Field queue, SendQueue q) {
+        try {
+            return ((java.util.concurrent.BlockingQueue<?>) queue.get(q)).remainingCapacity();
+        } catch (IllegalAccessException e) {
+            throw new AssertionError(e);
+        }
+    }
+
+    private static java.util.Collection<?> parked(java.lang.reflect.Field f, ServerConnection c) {
+        try {
+            return (java.util.Collection<?>) f.get(c);
+        } catch (IllegalAccessException e) {
+            throw new AssertionError(e);
+        }
+    }
 }
