@@ -391,4 +391,21 @@ class ProtocolV2Test {
             throw new AssertionError(e);
         }
     }
+
+    /**
+     * ConnectionIds.assign with one allocation named by two chunks: two distinct fresh ids,
+     * both with FD (a DESCRIPTOR may not name an id twice), counted as two against the limit.
+     */
+    @Test
+    void anAllocationNamedTwiceInOneBufferGetsTwoIds() {
+        ConnectionIds t = new ConnectionIds(2);
+        ConnectionIds.Assignment a = t.assign(new long[] {7, 7}, new long[] {4096, 4096});
+        assertNotNull(a);
+        assertNotEquals(a.ids()[0], a.ids()[1], java.util.Arrays.toString(a.ids()));
+        assertTrue(a.sendFd()[0] && a.sendFd()[1]);
+        assertArrayEquals(a.ids(), a.newIds());
+        assertEquals(2, t.held());
+        t.rollback(a);
+        assertEquals(0, t.held());
+    }
 }
