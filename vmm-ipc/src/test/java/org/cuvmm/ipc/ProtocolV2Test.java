@@ -408,4 +408,42 @@ class ProtocolV2Test {
         t.rollback(a);
         assertEquals(0, t.held());
     }
+
+    /**
+     * The two version-2 fd-count rules on the receiving side (PROTOCOL.md 13.3, section 4):
+     * fds other than the number of FD chunks, and fds on a DESCRIPTOR without any FD chunk,
+     * are both FD_COUNT_MISMATCH (not UNEXPECTED_FDS: a DESCRIPTOR may carry fds); the fds are
+     * closed and the decoded DESCRIPTOR travels with the refusal (its new ids are forgotten).
+     */
+    @Test
+    void aV2DescriptorsFdCountMustMatchItsFdChunks() throws Exception {
+        java.util.Map<String, Integer> before = IpcTestSupport.fdSnapshot();
+        try (FdServerSocket listen = FdServerSocket.bind(sock); FdSocket client = FdSocket.connect(sock);
+             FdSocket server = listen.accept()) {
+            int[][] flagsAndFds = {{1, 0, 2}, {0, 0, 1}, {1, 1, 1}};
+            for (int[] t : flagsAndFds) {
+                int[] fds = new int[t[2]];
+                for (int k = 0; k < fds.length; k += 2) {
+                    int[] pp = IpcTestSupport.pipe();
+                    fds[k] = pp[0];
+                    if (k + 1 < fds.length) fds[k + 1] = pp[1];
+                    else NativeIo.closeQuietly(pp[1]);
+                }
+                byte[] p = new Messages.DescriptorV2(3, 1, 8192, new long[] {4096, 4096}, new long[] {1, 2},
+                        new int[] {t[0], t[1]}).encode();
+                try {
+                    server.send(frame2(4, 5, p), fds);
+                } finally {
+                    for (int fd : fds) NativeIo.closeQuietly(fd);
+                }
+                ProtocolException e = assertThrows(ProtocolException.class, () -> FrameIO.read(client, 2),
+                        java.util.Arrays.toString(t));
+                assertSame(ErrorCode.FD_COUNT_MISMATCH, e.code(), e.getMessage());
+                assertEquals(5, e.requestId());
+                assertEquals(3, e.leaseId());
+                assertNotNull(e.descriptor, "the parsed DESCRIPTOR travels with the refusal");
+            }
+        }
+        IpcTestSupport.assertFdsBack(before, "every fd received with the refused DESCRIPTORs closed");
+    }
 }
