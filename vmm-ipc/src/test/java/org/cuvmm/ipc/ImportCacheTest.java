@@ -466,6 +466,67 @@ class ImportCacheTest {
     }
 
     /**
+     * A misbehaving fake server answers the client's FORGET with a DESCRIPTOR (new id 9 and
+     * its fd): the client disposes of it (RELEASE of its lease, its id unpinned and forgotten
+     * in turn), so no fd stays kept.
+     */
+    @Test
+    void aForgetAnsweredWithADescriptorKeepsNoFd() throws Exception {
+        long g = resource.granularity();
+        VirtualMemoryBuffer local = resource.allocate(g);
+        List<String> seen = new CopyOnWriteArrayList<>();
+        try (FdServerSocket fake = FdServerSocket.bind(sock)) {
+            CompletableFuture<Void> serving = CompletableFuture.runAsync(() -> {
+                try (FdSocket s = fake.accept()) {
+                    try (Frame hello = FrameIO.read(s)) {
+                        s.send(frame2(2, hello.requestId, new byte[] {0, 2, 0, (byte) 253}), null);
+                    }
+                    try (Frame attach = FrameIO.read(s); BufferDescriptor d = local.exportDescriptor()) {
+                        byte[] p = new Messages.DescriptorV2(1, 1, g, new long[] {g}, new long[] {5}, new int[] {1})
+                                .encode();
+                        d.useFds(fds -> s.send(frame2(4, attach.requestId, p), fds));
+                    }
+                    boolean answeredWrong = false;
+                    for (;;) {
+                        Frame next = FrameIO.read(s);
+                        if (next == null) break;
+                        try (Frame f = next) {
+                            seen.add(f.type + (f.message instanceof Messages.Forget fg
+                                    ? java.util.Arrays.toString(fg.ids()) : "")
+                                    + (f.message instanceof Messages.Release r ? " " + r.leaseId() : ""));
+                            if (f.type == FrameType.RELEASE) {
+                                s.send(frame2(6, f.requestId, new Messages.Released(((Messages.Release) f.message)
+                                        .leaseId()).encode()), null);
+                            } else if (f.type == FrameType.FORGET && !answeredWrong) {
+                                answeredWrong = true;
+                                try (BufferDescriptor d = local.exportDescriptor()) {
+                                    byte[] p = new Messages.DescriptorV2(2, 1, g, new long[] {g}, new long[] {9},
+                                            new int[] {1}).encode();
+                                    d.useFds(fds -> s.send(frame2(4, f.requestId, p), fds));
+                                }
+                            } else if (f.type == FrameType.FORGET) {
+                                s.send(frame2(10, f.requestId, new Messages.Forgotten(1).encode()), null);
+                            }
+                        }
+                    }
+                } catch (java.io.IOException e) {
+                    throw new java.io.UncheckedIOException(e);
+                }
+            });
+            try (SharingClient c = SharingClient.builder(sock).cacheMaxEntries(0).build()) {
+                c.attach("x", resource).close(); // RELEASE 1, then FORGET [5] (no cache)
+                await("the wrong answer disposed of: lease 2 released, id 9 forgotten", 10,
+                        () -> seen.contains("RELEASE 2") && seen.contains("FORGET[9]"));
+                await("no fd kept", 10, () -> c.importCache().stats().fdsKept() == 0);
+                assertEquals(2, c.importCache().stats().fdsReceived(), c.importCache().toString());
+            }
+            serving.get(10, TimeUnit.SECONDS);
+        } finally {
+            local.close();
+        }
+    }
+
+    /**
      * The FORGET race (docs/PROTOCOL.md 13.10): an ATTACH sent before the client's FORGET of an
      * id is answered after it, naming the id without its fd. The client still holds the kept
      * fd (FORGOTTEN has not come), imports from it without caching, and forgets the id once.
