@@ -56,23 +56,30 @@ final class ConnectionIds {
         int n = sizes.length;
         long[] ids = new long[n];
         boolean[] fd = new boolean[n];
+        // An allocation named twice in one buffer (the core gives each chunk its own today,
+        // but nothing here relies on it) is treated like id 0 after its first chunk: a second
+        // fresh id, since a DESCRIPTOR may not name one id twice (PROTOCOL.md 13.3); so the
+        // count below and the assignment agree.
+        boolean[] repeat = new boolean[n];
+        java.util.Set<Long> seen = new java.util.HashSet<>();
+        for (int i = 0; i < n; i++) repeat[i] = allocationIds[i] != 0 && !seen.add(allocationIds[i]);
         int fresh = 0;
         for (int i = 0; i < n; i++) {
-            Held h = allocationIds[i] == 0 ? null : byAllocation.get(allocationIds[i]);
+            Held h = allocationIds[i] == 0 || repeat[i] ? null : byAllocation.get(allocationIds[i]);
             if (h == null || h.released) fresh++;
         }
         if (byId.size() + fresh > maxIds) return null;
         long[] newIds = new long[fresh];
         int k = 0;
         for (int i = 0; i < n; i++) {
-            Held h = allocationIds[i] == 0 ? null : byAllocation.get(allocationIds[i]);
+            Held h = allocationIds[i] == 0 || repeat[i] ? null : byAllocation.get(allocationIds[i]);
             if (h != null && !h.released) {
                 ids[i] = h.id;
                 continue;
             }
             h = new Held(nextId++, allocationIds[i], sizes[i]);
             byId.put(h.id, h);
-            if (h.allocationId != 0) byAllocation.put(h.allocationId, h);
+            if (h.allocationId != 0 && !repeat[i]) byAllocation.put(h.allocationId, h);
             ids[i] = h.id;
             fd[i] = true;
             newIds[k++] = h.id;

@@ -149,6 +149,18 @@ final class FrameIO {
         } catch (ProtocolException e) {
             throw e.withRequestId(requestId);
         }
+        try {
+            return checkFds(type, version, requestId, head, payload, dropped, dropReason, m);
+        } catch (ProtocolException e) {
+            // The payload parsed: the client forgets the new ids it names (PROTOCOL.md 13.3).
+            if (m instanceof Messages.DescriptorV2 d2) e.descriptor = d2;
+            throw e;
+        }
+    }
+
+    private static Frame checkFds(FrameType type, int version, int requestId, ReceivedMessage head,
+                                  ReceivedMessage payload, boolean dropped, String dropReason, Messages.Message m)
+            throws ProtocolException {
         int got = head.fdCount() + payload.fdCount();
         int expected = m.fdCount();
         long lease = m instanceof Messages.Descriptor d ? d.leaseId()

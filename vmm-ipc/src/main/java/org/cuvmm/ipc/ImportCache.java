@@ -166,8 +166,8 @@ public final class ImportCache {
      * chunk order) as the kept fds of its new ids, and pins every id it names until {@link
      * #open} or {@link #unpin}.
      *
-     * @throws ProtocolException {@code UNKNOWN_ID} (a chunk without fd names an id not held;
-     *     a chunk with fd names an id already given), {@code BAD_PAYLOAD} (a held id's size
+     * @throws ProtocolException {@code UNKNOWN_ID} (a chunk without fd names an id not held
+     *     or one the server evicted; a chunk with fd names an id already given), {@code BAD_PAYLOAD} (a held id's size
      *     differs); nothing is taken: the caller closes the fds
      */
     void received(Messages.DescriptorV2 d, int[] fds) throws ProtocolException {
@@ -182,6 +182,11 @@ public final class ImportCache {
                 if (!d.hasFd(i) && (r == null || r.gone)) {
                     throw new ProtocolException(ErrorCode.UNKNOWN_ID, 0, "DESCRIPTOR chunk " + i + " names id " + id
                             + " without its fd, but this client does not hold it");
+                }
+                if (!d.hasFd(i) && r.state == State.EVICTED) {
+                    // The server said no later DESCRIPTOR names it (PROTOCOL.md 13.6); its fd may be closed.
+                    throw new ProtocolException(ErrorCode.UNKNOWN_ID, 0, "DESCRIPTOR chunk " + i + " names id " + id
+                            + " without its fd, but the server evicted it (EVICT read before this DESCRIPTOR)");
                 }
                 if (!d.hasFd(i) && r.size != d.chunkSizes()[i]) {
                     throw new ProtocolException(ErrorCode.BAD_PAYLOAD, 0, "DESCRIPTOR chunk " + i + " gives id " + id
@@ -202,6 +207,27 @@ public final class ImportCache {
                 r.pins++;
             }
         }
+    }
+
+    /**
+     * On the reader: {@code d} was rejected (its fds are closed, nothing was taken). The ids
+     * of its chunks with the FD flag that this client did not hold are held by the server
+     * from the moment it sent them: FORGET them (docs/PROTOCOL.md 13.3), else no later
+     * DESCRIPTOR on this connection could send their fds again.
+     */
+    void rejected(Messages.DescriptorV2 d) {
+        List<Long> forget = new ArrayList<>();
+        synchronized (lock) {
+            for (int i = 0; i < d.ids().length; i++) {
+                long id = d.ids()[i];
+                Id r = ids.get(id);
+                if (d.hasFd(i) && (r == null || r.gone) && !forget.contains(id) && !ended) {
+                    forget.add(id);
+                    forgets++;
+                }
+            }
+        }
+        finish(List.of(), forget);
     }
 
     /**

@@ -15,6 +15,12 @@ public final class ProtocolException extends IOException {
     private final long leaseId;
     /** The frame's type when its header was trusted far enough to know it (set by FrameIO), else null. */
     FrameType frameType;
+    /**
+     * A version-2 DESCRIPTOR whose payload parsed but was rejected (fds, ids), else null: the
+     * client forgets the ids of its FD chunks it did not hold before (docs/PROTOCOL.md 13.3),
+     * which the server counts as held from the moment it sent them.
+     */
+    Messages.DescriptorV2 descriptor;
 
     ProtocolException(ErrorCode code, int requestId, String message) {
         this(code, code.fatal(), requestId, 0, message);
@@ -40,13 +46,22 @@ public final class ProtocolException extends IOException {
 
     ProtocolException withRequestId(int id) {
         ProtocolException e = new ProtocolException(code, fatal, id, leaseId, getMessage());
+        e.descriptor = descriptor;
         e.setStackTrace(getStackTrace());
         return e;
     }
 
     ProtocolException withLeaseId(long lease) {
         ProtocolException e = new ProtocolException(code, fatal, requestId, lease, getMessage());
+        e.descriptor = descriptor;
         e.setStackTrace(getStackTrace());
+        return e;
+    }
+
+    /** As this, naming the rejected version-2 DESCRIPTOR {@code d}. */
+    ProtocolException withDescriptor(Messages.DescriptorV2 d) {
+        ProtocolException e = withLeaseId(d.leaseId());
+        e.descriptor = d;
         return e;
     }
 

@@ -46,6 +46,12 @@ final class SendQueue {
      */
     static volatile java.util.function.BiConsumer<SendQueue, Item> beforeSend = (q, i) -> {};
 
+    /**
+     * Run on the writer after each frame it takes from the queue (room has freed), if set:
+     * must not block (the connection offers its parked EVICTs here). Null: nothing.
+     */
+    volatile Runnable afterTake;
+
     private final FdSocket socket;
     private final BlockingQueue<Item> queue;
     private final Thread writer;
@@ -72,6 +78,8 @@ final class SendQueue {
                     break;
                 }
                 if (item == FINISH) break;
+                Runnable room = afterTake;
+                if (room != null) room.run();
                 try {
                     // Read after the take: a DESCRIPTOR queued before finish() but not yet
                     // sent is dropped here, its fds closed in finally.

@@ -31,7 +31,7 @@ final class ServerConnection {
     private volatile int version;
     /** The allocation ids this connection holds (version 2; null for version 1 and before HELLO). */
     volatile ConnectionIds ids;
-    /** EVICT ids the release notice could not queue at once (queue full): the reader sends them. */
+    /** EVICT ids the release notice could not queue at once (queue full): offered again when room frees. */
     private final java.util.concurrent.ConcurrentLinkedQueue<Long> unsentEvicts =
             new java.util.concurrent.ConcurrentLinkedQueue<>();
     /** Written by the reader; read by the {@link IdleWatchdog}. */
@@ -60,6 +60,7 @@ final class ServerConnection {
         this.socket = socket;
         this.peer = peer;
         this.out = new SendQueue(socket, QUEUE_CAPACITY, "cuvmm-ipc-conn-" + id + "-write");
+        out.afterTake = this::offerUnsentEvicts;
         this.reader = new Thread(this::run, "cuvmm-ipc-conn-" + id + "-read");
         reader.setDaemon(true);
     }
@@ -263,16 +264,30 @@ final class ServerConnection {
 
     /**
      * The producer released allocations this connection holds (ids in {@code evicted}): offers
-     * the EVICT frames without blocking (the release notice runs on whatever thread released
-     * the memory); what finds no room is kept and sent by the reader after its next frame.
+     * the EVICT frames without blocking (the release notice runs on the core's thread
+     * {@code cuvmm-release-notices}, which must not block). What finds no room is parked and
+     * offered again as soon as room frees: the writer offers parked ids after each frame it
+     * takes ({@link SendQueue#afterTake}), and the reader sends them after its next frame; so
+     * a client that reads but never sends still gets every EVICT.
      */
     void evict(long[] evicted) {
-        for (int from = 0; from < evicted.length; from += Protocol.MAX_IDS_PER_FRAME) {
-            long[] part = java.util.Arrays.copyOfRange(evicted, from,
-                    Math.min(evicted.length, from + Protocol.MAX_IDS_PER_FRAME));
-            if (!unsentEvicts.isEmpty()
-                    || !out.offer(new SendQueue.Item(encode(new Messages.Evict(part), 0), null, null))) {
-                for (long e : part) unsentEvicts.add(e);
+        for (long e : evicted) unsentEvicts.add(e);
+        // Parked first, then offered: a writer that took a frame before the park finds room
+        // here; one that takes after it sees the parked ids (afterTake).
+        offerUnsentEvicts();
+    }
+
+    /** Offers the parked EVICT ids without blocking; what finds no room stays parked. Any thread. */
+    private void offerUnsentEvicts() {
+        while (!unsentEvicts.isEmpty()) {
+            java.util.List<Long> batch = new java.util.ArrayList<>();
+            Long e;
+            while (batch.size() < Protocol.MAX_IDS_PER_FRAME && (e = unsentEvicts.poll()) != null) batch.add(e);
+            if (batch.isEmpty()) return;
+            long[] part = batch.stream().mapToLong(Long::longValue).toArray();
+            if (!out.tryOffer(new SendQueue.Item(encode(new Messages.Evict(part), 0), null, null))) {
+                unsentEvicts.addAll(batch); // no room (or the writer is gone): parked again
+                return;
             }
         }
     }

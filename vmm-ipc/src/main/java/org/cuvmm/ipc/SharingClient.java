@@ -385,7 +385,10 @@ public final class SharingClient implements AutoCloseable {
             CompletableFuture<Frame> reply = new CompletableFuture<>();
             reply.whenComplete((fr, ex) -> {
                 if (fr != null) {
-                    fr.close();
+                    // Any other reply (a misbehaving server's DESCRIPTOR) is disposed of: its
+                    // fds closed, its ids unpinned, its lease released.
+                    if (fr.type == FrameType.FORGOTTEN || fr.type == FrameType.ERROR) fr.close();
+                    else dispose(fr);
                     if (fr.type == FrameType.ERROR) {
                         LOG.log(System.Logger.Level.WARNING, "FORGET of " + java.util.Arrays.toString(ids)
                                 + " refused: " + ((Messages.Error) fr.message).message());
@@ -626,7 +629,7 @@ public final class SharingClient implements AutoCloseable {
                 cache.received(d, fds);
             } catch (ProtocolException e) {
                 NativeIo.closeAll(fds);
-                rejected(e.withRequestId(f.requestId).withLeaseId(d.leaseId()));
+                rejected(e.withRequestId(f.requestId).withDescriptor(d));
                 return;
             }
         }
@@ -668,6 +671,9 @@ public final class SharingClient implements AutoCloseable {
     private void rejected(ProtocolException e) {
         sendLater(new Messages.Error(e.code(), "client rejected a frame: " + e.getMessage()), e.requestId());
         if (e.leaseId() != 0) sendLater(new Messages.Release(e.leaseId()), nextId());
+        // The server counts the new ids of a rejected DESCRIPTOR as held: forget them, or it
+        // would never send their fds again on this connection (PROTOCOL.md 13.3).
+        if (e.descriptor != null) cache.rejected(e.descriptor);
         CompletableFuture<Frame> p = e.requestId() == 0 ? null : pending.remove(e.requestId());
         if (p != null) {
             p.completeExceptionally(new SharingException(e.code(), "the server sent a bad frame: " + e.getMessage(), e));

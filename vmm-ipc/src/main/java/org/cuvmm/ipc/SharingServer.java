@@ -735,7 +735,9 @@ public final class SharingServer implements AutoCloseable {
     /**
      * The core's release notice: allocation {@code allocationId} was really released. Each
      * version-2 connection that holds it is sent an EVICT (offered without blocking: this
-     * runs on the thread that released the memory). Quick: a short lock per connection.
+     * runs on the core's notice thread {@code cuvmm-release-notices}, see {@code
+     * Driver.addAllocationReleaseListener}, which must not block). Quick: a short lock per
+     * connection.
      */
     private void allocationReleased(long allocationId) {
         for (ServerConnection c : connections) {

@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assertions.fail;
 
-import java.io.File;
 import java.io.IOException;
 import java.io.OutputStream;
 import java.nio.charset.StandardCharsets;
@@ -162,13 +161,47 @@ class CachedSharingTest {
 
     private final class Consumer implements AutoCloseable {
         final Process process;
-        final File log;
         final OutputStream stdin;
+        /** The child's output lines, read by {@link #pump}; guarded by itself. */
+        private final List<String> lines = new java.util.ArrayList<>();
+        private boolean ended;
+        private final Thread pump;
 
         Consumer() throws IOException {
-            log = File.createTempFile("cuvmm-cached-consumer", ".log");
-            process = IpcTestSupport.startChild(CachedConsumerMain.class, log, List.of(), List.of(), sock.toString());
+            // Started as ChildJvm does, but with its output on a pipe, read line by line.
+            List<String> cmd = List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(), "-cp",
+                    System.getProperty("java.class.path"), CachedConsumerMain.class.getName(), sock.toString());
+            process = new ProcessBuilder(cmd).redirectErrorStream(true).start();
             stdin = process.getOutputStream();
+            pump = new Thread(this::pump, "cached-consumer-output");
+            pump.setDaemon(true);
+            pump.start();
+        }
+
+        private void pump() {
+            try (java.io.BufferedReader r = new java.io.BufferedReader(new java.io.InputStreamReader(
+                    process.getInputStream(), StandardCharsets.UTF_8))) {
+                String l;
+                while ((l = r.readLine()) != null) {
+                    synchronized (lines) {
+                        lines.add(l);
+                        lines.notifyAll();
+                    }
+                }
+            } catch (IOException ignored) {
+                // the child has gone: its output ends here
+            } finally {
+                synchronized (lines) {
+                    ended = true;
+                    lines.notifyAll();
+                }
+            }
+        }
+
+        String output() {
+            synchronized (lines) {
+                return String.join("\n", lines);
+            }
         }
 
         void command(String line) throws IOException {
@@ -176,32 +209,45 @@ class CachedSharingTest {
             stdin.flush();
         }
 
-        /** The {@code k}-th (from 1) output line starting with {@code prefix}; fails if the child failed or exited. */
+        /**
+         * The {@code k}-th (from 1) output line starting with {@code prefix}, waiting at most
+         * {@code seconds} for it (a blocking wait on the output, woken by each line); fails if
+         * the child failed or its output ended first.
+         */
         String awaitLine(String prefix, int k, int seconds) throws InterruptedException {
             long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds);
-            while (true) {
-                String out = IpcTestSupport.read(log);
-                int seen = 0;
-                for (String l : out.split("\n")) {
-                    if (l.startsWith(prefix) && ++seen == k) return l;
+            synchronized (lines) {
+                for (;;) {
+                    int seen = 0;
+                    boolean failed = ended;
+                    for (String l : lines) {
+                        if (l.startsWith(prefix) && ++seen == k) return l;
+                        if (l.startsWith("FAILED")) failed = true;
+                    }
+                    if (failed) {
+                        // The rest of its output (the stack), until it ends: bounded.
+                        long stop = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+                        for (long w; !ended && (w = stop - System.nanoTime()) > 0; ) {
+                            TimeUnit.NANOSECONDS.timedWait(lines, w);
+                        }
+                        fail("consumer pid " + process.pid() + " failed or exited waiting for " + prefix + " #" + k
+                                + ":\n" + String.join("\n", lines));
+                    }
+                    long left = until - System.nanoTime();
+                    if (left <= 0) {
+                        fail("consumer pid " + process.pid() + ": no " + prefix + " #" + k + " within " + seconds
+                                + " s:\n" + String.join("\n", lines));
+                    }
+                    TimeUnit.NANOSECONDS.timedWait(lines, left);
                 }
-                if (out.contains("FAILED") || !process.isAlive()) {
-                    Thread.sleep(100); // the rest of its output
-                    fail("consumer pid " + process.pid() + " failed waiting for " + prefix + " #" + k + ":\n"
-                            + IpcTestSupport.read(log));
-                }
-                if (System.nanoTime() > until) {
-                    fail("consumer pid " + process.pid() + ": no " + prefix + " #" + k + " within " + seconds + " s:\n"
-                            + out);
-                }
-                Thread.sleep(10);
             }
         }
 
         void exit() throws IOException, InterruptedException {
             command("exit");
-            assertTrue(process.waitFor(10, TimeUnit.SECONDS), "consumer exits:\n" + IpcTestSupport.read(log));
-            assertEquals(0, process.exitValue(), IpcTestSupport.read(log));
+            assertTrue(process.waitFor(10, TimeUnit.SECONDS), "consumer exits:\n" + output());
+            pump.join(TimeUnit.SECONDS.toMillis(10));
+            assertEquals(0, process.exitValue(), output());
         }
 
         @Override
@@ -213,7 +259,7 @@ class CachedSharingTest {
             } catch (IOException ignored) {
                 // the pipe's reader has gone
             }
-            log.delete();
+            pump.join(TimeUnit.SECONDS.toMillis(10));
         }
     }
 }

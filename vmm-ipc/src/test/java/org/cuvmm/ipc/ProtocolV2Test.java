@@ -303,4 +303,147 @@ class ProtocolV2Test {
             }
         }
     }
+
+    /**
+     * An EVICT that finds the connection's send queue full is parked and sent as soon as
+     * room frees, though the client never sends another frame (it only reads): the writer
+     * is held (test seam) while 257 refused ATTACHes fill the queue, the buffer is released
+     * (EVICT parked), then the writer goes on and the client reads the 257 ERRORs and the
+     * EVICT.
+     */
+    @Test
+    void anEvictParkedOnAFullSendQueueIsSentWhenRoomFrees() throws Exception {
+        java.util.concurrent.CountDownLatch gate = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.atomic.AtomicReference<SendQueue> held = new java.util.concurrent.atomic.AtomicReference<>();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             SharingServer server = SharingServer.builder(sock).build()) {
+            VirtualMemoryBuffer b = r.allocate(r.granularity());
+            server.publish("b", b);
+            try (FdSocket s = helloV2()) {
+                Messages.DescriptorV2 d = attach(s, "b", 1);
+                release(s, d.leaseId());
+                SendQueue.beforeSend = (q, item) -> {
+                    held.compareAndSet(null, q);
+                    try {
+                        gate.await(30, java.util.concurrent.TimeUnit.SECONDS);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                };
+                int refused = 257; // one taken by the held writer, 256 fill the queue
+                for (int i = 0; i < refused; i++) s.send(frame2(3, nextId++, str("nope")), null);
+                java.lang.reflect.Field qf = SendQueue.class.getDeclaredField("queue");
+                qf.setAccessible(true);
+                IpcTestSupport.await("the send queue full", 10, () -> held.get() != null && remaining(qf, held.get()) == 0);
+                server.unpublish("b");
+                b.close(); // really released: the EVICT finds no room
+                java.lang.reflect.Field cf = SharingServer.class.getDeclaredField("connections");
+                cf.setAccessible(true);
+                ServerConnection c = (ServerConnection) ((java.util.Set<?>) cf.get(server)).iterator().next();
+                java.lang.reflect.Field uf = ServerConnection.class.getDeclaredField("unsentEvicts");
+                uf.setAccessible(true);
+                IpcTestSupport.await("the EVICT parked", 10, () -> !parked(uf, c).isEmpty());
+                gate.countDown();
+                java.util.concurrent.CompletableFuture<Integer> errors = java.util.concurrent.CompletableFuture.supplyAsync(() -> {
+                    int n = 0;
+                    try {
+                        for (;;) {
+                            try (Frame f = FrameIO.read(s)) {
+                                if (f == null) return -1;
+                                if (f.type == FrameType.EVICT) {
+                                    assertArrayEquals(d.ids(), ((Messages.Evict) f.message).ids());
+                                    return n;
+                                }
+                                assertSame(FrameType.ERROR, f.type, "got " + f);
+                                n++;
+                            }
+                        }
+                    } catch (java.io.IOException e) {
+                        throw new java.io.UncheckedIOException(e);
+                    }
+                });
+                try {
+                    assertEquals(refused, errors.get(10, java.util.concurrent.TimeUnit.SECONDS),
+                            "the 257 ERRORs, then the EVICT");
+                } catch (java.util.concurrent.TimeoutException e) {
+                    s.close();
+                    throw new AssertionError("no EVICT within 10 s of the queue's room freeing (the client sent nothing)");
+                }
+            }
+        } finally {
+            gate.countDown();
+            SendQueue.beforeSend = (q, i) -> {};
+        }
+    }
+
+    private static int remaining(java.lang.reflect.Field queue, SendQueue q) {
+        try {
+            return ((java.util.concurrent.BlockingQueue<?>) queue.get(q)).remainingCapacity();
+        } catch (IllegalAccessException e) {
+            throw new AssertionError(e);
+        }
+    }
+
+    private static java.util.Collection<?> parked(java.lang.reflect.Field f, ServerConnection c) {
+        try {
+            return (java.util.Collection<?>) f.get(c);
+        } catch (IllegalAccessException e) {
+            throw new AssertionError(e);
+        }
+    }
+
+    /**
+     * ConnectionIds.assign with one allocation named by two chunks: two distinct fresh ids,
+     * both with FD (a DESCRIPTOR may not name an id twice), counted as two against the limit.
+     */
+    @Test
+    void anAllocationNamedTwiceInOneBufferGetsTwoIds() {
+        ConnectionIds t = new ConnectionIds(2);
+        ConnectionIds.Assignment a = t.assign(new long[] {7, 7}, new long[] {4096, 4096});
+        assertNotNull(a);
+        assertNotEquals(a.ids()[0], a.ids()[1], java.util.Arrays.toString(a.ids()));
+        assertTrue(a.sendFd()[0] && a.sendFd()[1]);
+        assertArrayEquals(a.ids(), a.newIds());
+        assertEquals(2, t.held());
+        t.rollback(a);
+        assertEquals(0, t.held());
+    }
+
+    /**
+     * The two version-2 fd-count rules on the receiving side (PROTOCOL.md 13.3, section 4):
+     * fds other than the number of FD chunks, and fds on a DESCRIPTOR without any FD chunk,
+     * are both FD_COUNT_MISMATCH (not UNEXPECTED_FDS: a DESCRIPTOR may carry fds); the fds are
+     * closed and the decoded DESCRIPTOR travels with the refusal (its new ids are forgotten).
+     */
+    @Test
+    void aV2DescriptorsFdCountMustMatchItsFdChunks() throws Exception {
+        java.util.Map<String, Integer> before = IpcTestSupport.fdSnapshot();
+        try (FdServerSocket listen = FdServerSocket.bind(sock); FdSocket client = FdSocket.connect(sock);
+             FdSocket server = listen.accept()) {
+            int[][] flagsAndFds = {{1, 0, 2}, {0, 0, 1}, {1, 1, 1}};
+            for (int[] t : flagsAndFds) {
+                int[] fds = new int[t[2]];
+                for (int k = 0; k < fds.length; k += 2) {
+                    int[] pp = IpcTestSupport.pipe();
+                    fds[k] = pp[0];
+                    if (k + 1 < fds.length) fds[k + 1] = pp[1];
+                    else NativeIo.closeQuietly(pp[1]);
+                }
+                byte[] p = new Messages.DescriptorV2(3, 1, 8192, new long[] {4096, 4096}, new long[] {1, 2},
+                        new int[] {t[0], t[1]}).encode();
+                try {
+                    server.send(frame2(4, 5, p), fds);
+                } finally {
+                    for (int fd : fds) NativeIo.closeQuietly(fd);
+                }
+                ProtocolException e = assertThrows(ProtocolException.class, () -> FrameIO.read(client, 2),
+                        java.util.Arrays.toString(t));
+                assertSame(ErrorCode.FD_COUNT_MISMATCH, e.code(), e.getMessage());
+                assertEquals(5, e.requestId());
+                assertEquals(3, e.leaseId());
+                assertNotNull(e.descriptor, "the parsed DESCRIPTOR travels with the refusal");
+            }
+        }
+        IpcTestSupport.assertFdsBack(before, "every fd received with the refused DESCRIPTORs closed");
+    }
 }
