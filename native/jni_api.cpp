@@ -666,13 +666,19 @@ int export_chunk_fds(const RangeHandle& range, const int* chunks, int count, int
 
 void release_notices(int on) { set_release_notices(on != 0); }
 
-int take_released_allocations(long long* out, int capacity, long long timeout_ms) {
-    if (out == nullptr || capacity <= 0) return 0;
+int take_released_allocations(long long* out, long long* sequences, int capacity, long long timeout_ms) {
+    if (out == nullptr || sequences == nullptr || capacity <= 0) return 0;
     std::vector<uint64_t> ids(static_cast<size_t>(capacity));
-    const size_t n = cuvmm::take_released_allocations(ids.data(), ids.size(), timeout_ms);
-    for (size_t i = 0; i < n; ++i) out[i] = static_cast<long long>(ids[i]);
+    std::vector<uint64_t> seqs(static_cast<size_t>(capacity));
+    const size_t n = cuvmm::take_released_allocations(ids.data(), ids.size(), timeout_ms, seqs.data());
+    for (size_t i = 0; i < n; ++i) {
+        out[i] = static_cast<long long>(ids[i]);
+        sequences[i] = static_cast<long long>(seqs[i]);
+    }
     return static_cast<int>(n);
 }
+
+long long release_notice_sequence() { return static_cast<long long>(cuvmm::release_notice_sequence()); }
 
 }  // namespace jni
 }  // namespace cuvmm

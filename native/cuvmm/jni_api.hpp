@@ -258,9 +258,11 @@ int export_chunk_fds(const RangeHandle& range, const int* chunks, int count, int
                      Status& status);
 // Release notices (release_notices.hpp): on != 0 turns the queue on, 0 off.
 void release_notices(int on);
-// Waits up to timeout_ms for released allocation ids, writes up to capacity into out;
-// returns how many (0 on timeout).
-int take_released_allocations(long long* out, int capacity, long long timeout_ms);
+// Waits up to timeout_ms for released allocation ids, writes up to capacity into out and
+// their sequence numbers (release_notices.hpp) into sequences; returns how many (0 on timeout).
+int take_released_allocations(long long* out, long long* sequences, int capacity, long long timeout_ms);
+// The sequence number of the last id queued (release_notices.hpp, release_notice_sequence).
+long long release_notice_sequence();
 
 }  // namespace jni
 }  // namespace cuvmm

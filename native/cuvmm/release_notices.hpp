@@ -19,8 +19,17 @@ void set_release_notices(bool on);
 void note_allocation_released(uint64_t id) noexcept;
 
 // Waits up to `timeout_ms` (0: no wait) until an id is queued or notices are turned off,
-// then moves up to `capacity` queued ids, oldest first, into `out`. Returns how many.
-size_t take_released_allocations(uint64_t* out, size_t capacity, long long timeout_ms);
+// then moves up to `capacity` queued ids, oldest first, into `out`, and, when
+// `out_sequences` is not null, each id's sequence number into it. Returns how many.
+size_t take_released_allocations(uint64_t* out, size_t capacity, long long timeout_ms,
+                                 uint64_t* out_sequences = nullptr);
+
+// Each queued id gets the next sequence number (1, 2, ...; never reused, increasing in
+// queue order). Returns the number of the last id queued (0: none yet). A release whose id
+// is queued after this call returned gets a larger number, one queued before a smaller or
+// equal one: Java gives a new listener only ids numbered above the value read when it
+// registered ("releases from now on").
+uint64_t release_notice_sequence();
 
 // Ids dropped because the queue could not grow; 0 in any sane run.
 long long release_notices_dropped();

@@ -465,8 +465,12 @@ void test_allocation_ids_and_release_notices() {
     a.reset();
     CHECK(take_released_allocations(out, 8, 0) == 0);  // `grown` still maps chunk a
     grown.reset();
-    size_t n = take_released_allocations(out, 8, 1000);
+    const uint64_t seq_before = release_notice_sequence();
+    uint64_t seqs[8] = {};
+    size_t n = take_released_allocations(out, 8, 1000, seqs);
     CHECK(n == 2 && ((out[0] == id_a && out[1] == id_new) || (out[0] == id_new && out[1] == id_a)));
+    // Sequence numbers: increasing in queue order, the last one is what release_notice_sequence read.
+    CHECK(n == 2 && seqs[0] + 1 == seqs[1] && seqs[1] == seq_before);
     // Off again drops what is queued and wakes a waiting taker at once.
     RangeRef c = Range::allocate(posix, G);
     c.reset();

@@ -181,10 +181,16 @@ public final class Driver {
      * that is really released from now on ({@code cuMemRelease} ran; see
      * {@link AllocationReleaseNotices} for what counts and where listeners run: on the thread
      * "cuvmm-release-notices", after the release, in release order, never on the releasing
-     * thread). Ids are those of {@link VirtualMemoryBuffer#allocationIds()}. Close the
-     * returned registration to stop; with none registered, releases cost nothing more.
+     * thread). "From now on" is exact: the listener hears every release whose
+     * {@code cuMemRelease} returned after this method returned and none that returned before
+     * it was called, also when other listeners are still being told of earlier releases (a
+     * release concurrent with the call may go either way). Ids are those of
+     * {@link VirtualMemoryBuffer#allocationIds()}. Close the returned registration to stop;
+     * with none registered, notices are off and a release costs one atomic load more.
      *
      * @param listener quick and non-blocking; what it throws is logged and ignored
+     * @throws OutOfMemoryError (what {@link Thread#start()} throws) when no notice thread
+     *     can be started; nothing was registered then
      */
     public AllocationReleaseNotices.Registration addAllocationReleaseListener(java.util.function.LongConsumer listener) {
         return AllocationReleaseNotices.add(org.cuvmm.internal.Checks.notNull("listener", listener));

@@ -798,8 +798,9 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             for (int k = 0; k < chunks.length; k++) {
                 int c = chunks[k];
                 if (c < 0 || c >= n) {
-                    throw new IndexOutOfBoundsException("chunkIndices[" + k + "]: " + c + " (expected: 0 to " + (n - 1)
-                            + ", the chunks of " + this + ")");
+                    throw new IndexOutOfBoundsException("chunkIndices[" + k + "]: " + c + (n == 0
+                            ? " (expected: no index; " + this + " is empty and has no chunks)"
+                            : " (expected: 0 to " + (n - 1) + ", the chunks of " + this + ")"));
                 }
                 if (named[c]) {
                     throw new IllegalArgumentException("chunkIndices: " + java.util.Arrays.toString(chunks)

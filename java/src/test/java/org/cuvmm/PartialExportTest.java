@@ -75,24 +75,40 @@ class PartialExportTest {
             long before = c.calls(EXPORT);
             IndexOutOfBoundsException out = assertThrows(IndexOutOfBoundsException.class, () -> b.exportChunks(0, 3));
             assertTrue(out.getMessage().startsWith("chunkIndices[1]: 3 (expected: 0 to 2"), out.getMessage());
+            assertEquals(before, c.calls(EXPORT), "no export call for an index past the end (chunk 0 was valid)");
             assertThrows(IndexOutOfBoundsException.class, () -> b.exportChunks(-1));
+            assertEquals(before, c.calls(EXPORT), "no export call for a negative index");
             IllegalArgumentException twice = assertThrows(IllegalArgumentException.class, () -> b.exportChunks(1, 0, 1));
             assertTrue(twice.getMessage().contains("chunk 1 is named twice"), twice.getMessage());
+            assertEquals(before, c.calls(EXPORT), "no export call for a repeated index (chunks 1 and 0 were valid)");
             assertThrows(NullPointerException.class, () -> b.exportChunks((int[]) null));
+            assertEquals(before, c.calls(EXPORT), "no export call for a null array");
             try (BufferDescriptor d = b.exportChunks(1); VirtualMemoryBuffer imported = r.importBuffer(d)) {
-                before = c.calls(EXPORT);
+                long afterExport = c.calls(EXPORT);
                 IllegalStateException again = assertThrows(IllegalStateException.class, () -> imported.exportChunks(0));
                 assertTrue(again.getMessage().contains("imported memory cannot be exported again"), again.getMessage());
+                assertEquals(afterExport, c.calls(EXPORT), "no export call for an imported chunk");
             }
-            assertEquals(before, c.calls(EXPORT), "no export call for a refused partial export");
+            try (VirtualMemoryBuffer empty = r.allocate(0)) {
+                IndexOutOfBoundsException none = assertThrows(IndexOutOfBoundsException.class, () -> empty.exportChunks(0));
+                assertTrue(none.getMessage().startsWith("chunkIndices[0]: 0 (expected: no index; ")
+                        && none.getMessage().endsWith(" is empty and has no chunks)"), none.getMessage());
+                try (BufferDescriptor nothing = empty.exportChunks()) {
+                    assertEquals(0, nothing.chunkCount(), "an empty buffer exports no chunk");
+                }
+            }
             VirtualMemoryBuffer closed = r.allocate(2 * MiB);
             closed.close();
+            long beforeClosed = c.calls(EXPORT);
             assertThrows(IllegalStateException.class, () -> closed.exportChunks(0));
+            assertEquals(beforeClosed, c.calls(EXPORT), "no export call for a closed buffer");
         }
         try (VirtualMemoryResource local = VirtualMemoryResource.create(0, VirtualMemoryResourceOptions.builder()
                 .handleType(HandleType.NONE).build()); VirtualMemoryBuffer b = local.allocate(2 * MiB)) {
+            long before = TestSupport.counters().calls(EXPORT);
             IllegalStateException e = assertThrows(IllegalStateException.class, () -> b.exportChunks(0));
             assertTrue(e.getMessage().startsWith("exportChunks: "), e.getMessage());
+            assertEquals(before, TestSupport.counters().calls(EXPORT), "no export call for a resource without POSIX_FD");
         }
         OpenFds.assertNoNewFds(fds, "after the refused exports");
     }

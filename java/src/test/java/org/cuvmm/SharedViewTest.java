@@ -11,6 +11,7 @@ import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicInteger;
 
 import org.cuvmm.pool.VirtualMemoryPool;
@@ -95,7 +96,11 @@ class SharedViewTest {
                 .locationType(LocationType.HOST_NUMA).handleType(HandleType.POSIX_FD).build());
              VirtualMemoryBuffer owner = r.allocate(2 * MiB)) {
             owner.fill((byte) 6);
-            VirtualMemoryBuffer view = owner.share(gone::incrementAndGet);
+            CountDownLatch goneLatch = new CountDownLatch(1);
+            VirtualMemoryBuffer view = owner.share(() -> {
+                gone.incrementAndGet();
+                goneLatch.countDown();
+            });
             VirtualMemoryBuffer alias = r.modifyAllocation(view, MiB);
             VirtualMemoryBuffer grown = r.modifyAllocation(view, 4 * MiB);
             VirtualMemoryBuffer inner = view.share(innerGone::incrementAndGet);
@@ -109,11 +114,7 @@ class SharedViewTest {
             assertEquals(0, gone.get(), "the ByteBuffer still holds the view");
             assertEquals(6, bytes.get(100));
             bytes = null;
-            long deadline = System.nanoTime() + 10_000_000_000L;
-            while (gone.get() == 0 && System.nanoTime() < deadline) {
-                System.gc();
-                Thread.sleep(20);
-            }
+            collectUntil(goneLatch);
             assertEquals(1, gone.get(), "the ByteBuffer's cleaner dropped the last holder");
             byte[] one = new byte[1];
             owner.copyTo(0, one, 0, 1);
@@ -128,16 +129,24 @@ class SharedViewTest {
         // leaks, and the view's release changes no count (the owner keeps the mapping).
         AtomicInteger gone = new AtomicInteger();
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer owner = r.allocate(2 * MiB)) {
-            owner.share(gone::incrementAndGet); // never closed
-            long deadline = System.nanoTime() + 10_000_000_000L;
-            while (gone.get() == 0 && System.nanoTime() < deadline) {
-                System.gc();
-                Thread.sleep(20);
-            }
+            CountDownLatch goneLatch = new CountDownLatch(1);
+            owner.share(() -> { // never closed
+                gone.incrementAndGet();
+                goneLatch.countDown();
+            });
+            collectUntil(goneLatch);
             assertEquals(1, gone.get(), "the cleaner released the leaked view");
             byte[] one = new byte[1];
             owner.copyTo(0, one, 0, 1); // still mapped for its owner
         }
+    }
+
+    /** Collects until {@code gone} is counted down: one System.gc() per bounded wait, 10 s in all. */
+    private static void collectUntil(CountDownLatch gone) throws InterruptedException {
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(10);
+        do {
+            System.gc();
+        } while (!gone.await(100, TimeUnit.MILLISECONDS) && System.nanoTime() < deadline);
     }
 
     @Test

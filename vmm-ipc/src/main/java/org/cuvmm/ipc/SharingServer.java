@@ -43,8 +43,10 @@ import org.cuvmm.VirtualMemoryBuffer;
  *     {@code NOT_ALLOWED} and are closed. To admit another user, allow its uid <em>and</em>
  *     give it write access to the file.</li>
  * <li>A dead server's leftover socket is replaced, a live one is not ({@link FdServerSocket}).</li>
- * <li>Each ATTACH exports a fresh descriptor ({@link VirtualMemoryBuffer#exportDescriptor()}),
- *     sends it, then closes the server's copies of the fds; the server keeps no fd.</li>
+ * <li>Each ATTACH exports a fresh descriptor ({@link VirtualMemoryBuffer#exportDescriptor()};
+ *     in version 2 only the chunks the connection does not hold, {@link
+ *     VirtualMemoryBuffer#exportChunks(int...)}, none when it holds them all), sends it, then
+ *     closes the server's copies of the fds; the server keeps no fd.</li>
  * <li>A lease is counted per (connection, attach) until the client sends RELEASE or its
  *     connection ends, whatever the reason (a killed consumer frees its leases).</li>
  * <li>{@link #unpublish(String)} never blocks: DROP notices are queued without waiting

@@ -343,6 +343,109 @@ class ImportCacheTest {
         }
     }
 
+    /**
+     * The FORGET race (docs/PROTOCOL.md 13.10): an ATTACH sent before the client's FORGET of an
+     * id is answered after it, naming the id without its fd. The client still holds the kept
+     * fd (FORGOTTEN has not come), imports from it without caching, and forgets the id once.
+     */
+    @Test
+    void aDescriptorAnsweringAnAttachSentBeforeForgetUsesTheKeptFd() throws Exception {
+        long g = resource.granularity();
+        VirtualMemoryBuffer bufA = resource.allocate(g);
+        VirtualMemoryBuffer bufC = resource.allocate(g);
+        BytePattern.fill(bufA, 1);
+        BytePattern.fill(bufC, 3);
+        List<String> seen = new CopyOnWriteArrayList<>();
+        java.util.concurrent.CountDownLatch attachCRead = new java.util.concurrent.CountDownLatch(1);
+        try (FdServerSocket fake = FdServerSocket.bind(sock)) {
+            CompletableFuture<Void> serving = CompletableFuture.runAsync(() -> {
+                try (FdSocket s = fake.accept()) {
+                    try (Frame hello = FrameIO.read(s)) {
+                        s.send(frame2(2, hello.requestId, new byte[] {0, 2, 0, (byte) 253}), null);
+                    }
+                    try (Frame attachA = FrameIO.read(s); BufferDescriptor d = bufA.exportDescriptor()) {
+                        byte[] p = new Messages.DescriptorV2(1, 1, g, new long[] {g}, new long[] {5}, new int[] {1})
+                                .encode();
+                        d.useFds(fds -> s.send(frame2(4, attachA.requestId, p), fds));
+                    }
+                    try (Frame release = FrameIO.read(s)) {
+                        s.send(frame2(6, release.requestId, new Messages.Released(1).encode()), null);
+                    }
+                    Frame attachC = FrameIO.read(s);
+                    attachCRead.countDown();
+                    Frame attachA2 = FrameIO.read(s); // sent before the FORGET below
+                    try (attachC; BufferDescriptor d = bufC.exportDescriptor()) {
+                        byte[] p = new Messages.DescriptorV2(2, 1, g, new long[] {g}, new long[] {6}, new int[] {1})
+                                .encode();
+                        d.useFds(fds -> s.send(frame2(4, attachC.requestId, p), fds));
+                    }
+                    // Caching c evicts a (one entry at most): the client FORGETs id 5.
+                    Frame forget = FrameIO.read(s);
+                    seen.add(forget.type + (forget.message instanceof Messages.Forget f
+                            ? java.util.Arrays.toString(f.ids()) : ""));
+                    try (attachA2) {
+                        byte[] p = new Messages.DescriptorV2(3, 1, g, new long[] {g}, new long[] {5}, new int[] {0})
+                                .encode();
+                        s.send(frame2(4, attachA2.requestId, p), null); // id 5 without its fd: still held here
+                    }
+                    try (forget) {
+                        s.send(frame2(10, forget.requestId, new Messages.Forgotten(1).encode()), null);
+                    }
+                    for (;;) {
+                        Frame next = FrameIO.read(s);
+                        if (next == null) break;
+                        try (Frame f = next) {
+                            seen.add(f.type + (f.message instanceof Messages.Forget fg
+                                    ? java.util.Arrays.toString(fg.ids()) : ""));
+                            if (f.type == FrameType.RELEASE) {
+                                s.send(frame2(6, f.requestId, new Messages.Released(((Messages.Release) f.message)
+                                        .leaseId()).encode()), null);
+                            } else if (f.type == FrameType.FORGET) {
+                                s.send(frame2(10, f.requestId, new Messages.Forgotten(((Messages.Forget) f.message)
+                                        .ids().length).encode()), null);
+                            }
+                        }
+                    }
+                } catch (java.io.IOException e) {
+                    throw new java.io.UncheckedIOException(e);
+                }
+            });
+            try (SharingClient c = SharingClient.builder(sock).cacheMaxEntries(1).build()) {
+                try (Attachment a = c.attach("a", resource)) {
+                    BytePattern.verify(a.buffer(), 1);
+                }
+                CompletableFuture<Attachment> first = CompletableFuture.supplyAsync(() -> attachQuietly(c, "c"));
+                assertTrue(attachCRead.await(10, TimeUnit.SECONDS), "the fake read ATTACH c");
+                Attachment late = c.attach("a", resource); // sent before the FORGET, answered after it
+                Attachment cAttached = first.get(10, TimeUnit.SECONDS);
+                assertEquals(org.cuvmm.BufferOrigin.IMPORTED, late.buffer().origin(), "imported from the kept fd, "
+                        + "not cached: the server no longer counts the id");
+                BytePattern.verify(late.buffer(), 1);
+                BytePattern.verify(cAttached.buffer(), 3);
+                late.close();
+                cAttached.close();
+                await("id 5's kept fd closed", 5, () -> c.importCache().stats().fdsKept() == 1);
+                ImportCache.Stats st = c.importCache().stats();
+                assertEquals(1, st.entries(), st.toString());
+                assertEquals(1, st.idsHeld(), "only c's id: " + st);
+                assertEquals(2, st.fdsReceived(), st.toString());
+            }
+            serving.get(10, TimeUnit.SECONDS);
+            assertEquals(1, seen.stream().filter("FORGET[5]"::equals).count(), "id 5 forgotten once: " + seen);
+        } finally {
+            bufA.close();
+            bufC.close();
+        }
+    }
+
+    private Attachment attachQuietly(SharingClient c, String name) {
+        try {
+            return c.attach(name, resource);
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException(e);
+        }
+    }
+
     private static byte[] frame2(int type, int requestId, byte[] payload) {
         return concat(header(Protocol.MAGIC, 2, type, requestId, payload.length), payload);
     }

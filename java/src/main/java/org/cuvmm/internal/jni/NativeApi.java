@@ -145,7 +145,13 @@ public final class NativeApi {
                                               int count, int[] outFds, @Cast("long long*") long[] outSizes,
                                               @ByRef NativeStatus status);
     public static native void release_notices(int on);
-    /** Blocks in native code up to {@code timeoutMillis}; {@code out} is native memory, never a pinned array. */
+    /**
+     * Blocks in native code up to {@code timeoutMillis}; {@code out} (ids) and {@code sequences}
+     * (their release sequence numbers) are native memory, never pinned arrays.
+     */
     public static native int take_released_allocations(@Cast("long long*") org.bytedeco.javacpp.LongPointer out,
+                                                       @Cast("long long*") org.bytedeco.javacpp.LongPointer sequences,
                                                        int capacity, @Cast("long long") long timeoutMillis);
+    /** The release sequence number of the last id queued (0: none yet). */
+    public static native @Cast("long long") long release_notice_sequence();
 }
