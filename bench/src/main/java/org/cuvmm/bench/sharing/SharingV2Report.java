@@ -71,6 +71,8 @@ public final class SharingV2Report {
     static final String USAGE = "usage: bench/run-sharing-v2 [--warmup N (2)] [--iterations N (5)] [--time-ms N (300)] "
             + "[--count-rounds N (200)] [--out FILE (bench/target/sharing-v2-report.md)] [--help]";
 
+    private static final int WARM_ROUNDS = 1000;
+
     private static final StringBuilder REPORT = new StringBuilder();
 
     private static void out(String line) {
@@ -98,7 +100,8 @@ public final class SharingV2Report {
         out("");
         for (String line : ReportSupport.headerLines(driver)) out(line);
         out("- settings: " + s.warmup + " x " + s.timeMs + " ms warm-up, " + s.iterations + " x " + s.timeMs
-                + " ms measured, per case; driver calls and fds counted over " + s.countRounds + " rounds after warm-up");
+                + " ms measured, per case, after " + WARM_ROUNDS + " untimed rounds; driver calls and fds counted over "
+                + s.countRounds + " rounds after those");
         out("- producer: SharingServer + pool in this JVM; consumer: SharingClient on this JVM's main thread "
                 + "(C++ ping-pong: two threads of one process, socketpair)");
         out("");
@@ -133,7 +136,7 @@ public final class SharingV2Report {
                     results.put(c.name + version, r);
                     double jm = median(r.javaNs), pm = median(r.pingNs);
                     rows.add(new String[] {c.label, "v" + version + (version == 2 ? " cached" : ""), f1(jm / 1000),
-                            f1(mean(r.javaNs) / 1000), f1(pm / 1000), f2(jm / pm), f2(mean(r.javaNs) / mean(r.pingNs)),
+                            f1(mean(r.javaNs) / 1000), f1(pm / 1000), f1(mean(r.pingNs) / 1000), f2(jm / pm), f2(mean(r.javaNs) / mean(r.pingNs)),
                             fmtNum(r.callsPerRound), fmtNum(r.fdsSentPerRound), fmtNum(r.fdsReceivedPerRound)});
                     countRows.add("| " + c.label + " | v" + version + " | " + sizes(r.sizes) + " | " + fmtCalls(r.calls)
                             + " | " + r.cache + " |");
@@ -187,7 +190,8 @@ public final class SharingV2Report {
             if (client.protocolVersion() != version) {
                 throw new IllegalStateException("the client speaks version " + client.protocolVersion() + ", not " + version);
             }
-            for (int i = 0; i < 50; i++) round(client, c.name, consumer);
+            // Untimed warm-up: the first round fills a version-2 cache; the rest let the JIT compile the path.
+            for (int i = 0; i < WARM_ROUNDS; i++) round(client, c.name, consumer);
             ImportCache.Stats cs0 = client.importCache().stats();
             long sent0 = server.stats().fdsSent();
             counters.resetCalls();
