@@ -273,7 +273,8 @@ public final class ImportCache {
         e.buffer = imported;
         boolean inserted;
         synchronized (lock) {
-            inserted = !ended && !entries.containsKey(key);
+            // Re-checked: an EVICT or FORGET read while this imported must keep it out.
+            inserted = !ended && !entries.containsKey(key) && allHeld(idList);
             if (inserted) {
                 entries.put(key, e);
                 bytes += e.bytes;
@@ -536,6 +537,15 @@ public final class ImportCache {
                         "closing a cached import at the end failed: " + x);
             }
         }
+    }
+
+    /** Under the lock: every id is held (not evicted, not being forgotten). */
+    private boolean allHeld(long[] idList) {
+        for (long id : idList) {
+            Id r = ids.get(id);
+            if (r == null || r.state != State.HELD || r.gone) return false;
+        }
+        return true;
     }
 
     private static boolean contains(long[] a, long v) {

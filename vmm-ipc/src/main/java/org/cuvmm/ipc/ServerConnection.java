@@ -224,7 +224,10 @@ final class ServerConnection {
                 reply(f.requestId, ErrorCode.UNEXPECTED_FRAME, "HELLO was already sent on this connection");
                 return;
             }
-            if (f.version >= Protocol.VERSION_2) ids = new ConnectionIds(server.maxIdsPerConnection());
+            if (f.version >= Protocol.VERSION_2) {
+                server.ensureReleaseNotices();
+                ids = new ConnectionIds(server.maxIdsPerConnection());
+            }
             version = f.version;
             helloDone = true;
             clientName = ((Messages.Hello) f.message).clientName();

@@ -103,8 +103,14 @@ public final class SharingServer implements AutoCloseable {
     private final Thread acceptThread;
     private final int maxIdsPerConnection;
     private final int maxProtocolVersion;
-    /** The core's release notice: EVICTs for allocations version-2 consumers hold. Closed by {@link #close()}. */
-    private final AutoCloseable releaseRegistration;
+    /**
+     * The core's release notice (EVICTs for allocations version-2 consumers hold), registered
+     * at the first version-2 HELLO, so a server with no version-2 client costs the core
+     * nothing; closed by {@link #close()}. Guarded by {@link #releaseLock}, which is held only
+     * to register (no driver call, no I/O) and to take it for closing.
+     */
+    private AutoCloseable releaseRegistration;
+    private final Object releaseLock = new Object();
 
     private SharingServer(Builder b, FdServerSocket socket) {
         this.listenSocket = socket;
@@ -115,7 +121,6 @@ public final class SharingServer implements AutoCloseable {
         listeners.addAll(b.listeners);
         this.maxIdsPerConnection = b.maxIdsPerConnection;
         this.maxProtocolVersion = b.maxProtocolVersion;
-        this.releaseRegistration = CoreSupport.addReleaseListener(this::allocationReleased);
         this.acceptThread = new Thread(this::acceptLoop, "cuvmm-ipc-accept " + socket.path());
         acceptThread.setDaemon(true);
     }
@@ -448,8 +453,13 @@ public final class SharingServer implements AutoCloseable {
         try {
             listenSocket.close();
             watchdog.close();
+            AutoCloseable notices;
+            synchronized (releaseLock) {
+                notices = releaseRegistration;
+                releaseRegistration = null;
+            }
             try {
-                releaseRegistration.close();
+                if (notices != null) notices.close();
             } catch (Exception e) {
                 log(System.Logger.Level.WARNING, "unregistering the release notice failed: " + e, e);
             }
@@ -707,6 +717,19 @@ public final class SharingServer implements AutoCloseable {
             return;
         }
         c.send(requestId, new Messages.Forgotten(idList.length));
+    }
+
+    /**
+     * Registers for the core's release notice unless done (called by a connection's reader at
+     * a version-2 HELLO, before its HELLO_OK: every allocation it will hold is released after
+     * this, so none is missed). Not after {@link #close()}.
+     */
+    void ensureReleaseNotices() {
+        synchronized (releaseLock) {
+            if (releaseRegistration == null && !closed.get()) {
+                releaseRegistration = CoreSupport.addReleaseListener(this::allocationReleased);
+            }
+        }
     }
 
     /**

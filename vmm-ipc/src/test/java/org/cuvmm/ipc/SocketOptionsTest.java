@@ -68,9 +68,16 @@ class SocketOptionsTest {
         dead.close();
         // A listener that never accepts, with a backlog of 1: once full, connect says EAGAIN.
         CountDownLatch admit = new CountDownLatch(1);
+        CountDownLatch entered = new CountDownLatch(1);
         List<UnixSocketChannel> clients = new ArrayList<>();
-        try (SharingServer server = SharingServer.builder(sock).backlog(1).listener(blockAdmission(admit)).build()) {
+        try (SharingServer server = SharingServer.builder(sock).backlog(1).listener(blockAdmission(admit, entered))
+                .build()) {
             assertEquals(0, server.connectionCount());
+            // The accept thread first takes one connection and blocks in admission; only then is
+            // the backlog filled (a late accept would otherwise free a slot after the fill: the
+            // probe below then connected, seen under load).
+            assertEquals(-1, fillBacklog(clients, 1));
+            assertTrue(entered.await(30, TimeUnit.SECONDS), "the accept thread took the first connection");
             int refusedAt = fillBacklog(clients, 10);
             assertTrue(refusedAt > 0, "the backlog filled up");
             assertEquals(SocketProbe.EAGAIN, SocketProbe.connectErrno(sock), "a full backlog");
@@ -87,9 +94,15 @@ class SocketOptionsTest {
 
     /** Holds the accept thread in admission until {@code admit} opens: connections pile up in the backlog. */
     private static SharingListener blockAdmission(CountDownLatch admit) {
+        return blockAdmission(admit, new CountDownLatch(1));
+    }
+
+    /** As {@link #blockAdmission(CountDownLatch)}, counting {@code entered} down as each admission starts waiting. */
+    private static SharingListener blockAdmission(CountDownLatch admit, CountDownLatch entered) {
         return new SharingListener() {
             @Override
             public void connected(PeerCredentials peer) {
+                entered.countDown();
                 try {
                     admit.await(60, TimeUnit.SECONDS);
                 } catch (InterruptedException e) {
