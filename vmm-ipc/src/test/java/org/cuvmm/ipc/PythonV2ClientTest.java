@@ -135,6 +135,37 @@ class PythonV2ClientTest {
         }
     }
 
+    /**
+     * Against a server that speaks version 1 only, the version-2 Python client's HELLO gets
+     * BAD_VERSION and it says HELLO again in version 1 on the same connection (section 13.1),
+     * then attaches as a version-1 client (one fd per chunk).
+     */
+    @Test
+    void aVersion2ClientFallsBackToVersion1OnBadVersion() throws Exception {
+        Assumptions.assumeTrue(IpcTestSupport.onHostDriver(), "skipped: the Python client maps host-driver memfds");
+        String python = System.getProperty("cuvmm.test.python", "python3");
+        Assumptions.assumeTrue(CrossProcessTest.works(python, "-c", "import socket, sys; socket.recv_fds; sys.exit(0)"),
+                "skipped: no Python 3.9+ (" + python + " with socket.recv_fds) on this machine");
+        Path script = Path.of("src/test/python/attach_client.py").toAbsolutePath();
+        File log = File.createTempFile("cuvmm-py-fallback", ".log");
+        try (IpcTestSupport.ThreeChunks three = new IpcTestSupport.ThreeChunks();
+             SharingServer server = SharingServer.builder(sock).maxProtocolVersion(1).build()) {
+            BytePattern.fill(three.buffer, 9);
+            server.publish("three", three.buffer);
+            Process p = new ProcessBuilder(python, script.toString(), "--socket", sock.toString(), "--name", "three",
+                    "--seed", "9", "--protocol", "2").redirectErrorStream(true).redirectOutput(log).start();
+            assertTrue(p.waitFor(CHILD_SECONDS, TimeUnit.SECONDS), "python client ends:\n" + IpcTestSupport.read(log));
+            String out = IpcTestSupport.read(log);
+            assertEquals(0, p.exitValue(), out);
+            assertTrue(out.contains("BAD_VERSION to HELLO version 2: saying HELLO in version 1\nHELLO_OK version 1,"), out);
+            assertTrue(out.contains("DESCRIPTOR lease ") && out.contains("VERIFIED " + three.buffer.size() + " bytes with seed 9"), out);
+            IpcTestSupport.await("lease released", 5, () -> server.leaseCount("three") == 0);
+            assertEquals(3, server.stats().fdsSent(), "version 1: one fd per chunk");
+        } finally {
+            log.delete();
+        }
+    }
+
     /** A Python client process driven through its stdin ({@code --commands}). */
     private final class Py implements AutoCloseable {
         final Process process;
