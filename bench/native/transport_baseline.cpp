@@ -24,6 +24,12 @@
 // N x int64 chunk size, little-endian (host order on x86-64 and aarch64).
 //
 // Usage: cuvmm-transport-baseline [--chunks N] [--warmup-rounds N] [--rounds N] [--round-ms N]
+//        cuvmm-transport-baseline --pingpong A,B[,C,D...] [--warmup-rounds N] [--rounds N] [--round-ms N]
+// --pingpong is the bare Unix-socket ping-pong of bench/run-sharing-v2 (SharingV2Report): no
+// driver, no fds, nothing of ours; the two threads of a socketpair exchange messages of the
+// given sizes in turn (the timed thread sends A, the peer answers B, then C and D, ...), one
+// send() and one recv(MSG_WAITALL) per message. One round is the whole list. It prints
+// "result name=pingpong_A_B_... mean_ns=... rounds_ns=..." and selects no driver.
 // Output: "driver ...", "calls name=... entry=count ..." (one counted round),
 //         "result name=transport_<N>chunk mean_ns=... rounds_ns=a,b,c", "live ..." (host driver).
 #include "cuvmm/driver.hpp"
@@ -232,26 +238,130 @@ void receiver_loop(const Env& e, int sock, int chunks) {
 
 volatile long long g_sink = 0;
 
+// ---------------------------------------------------------------- bare ping-pong
+
+constexpr size_t kMaxMessage = 16 + 65536;  // a frame header and the largest payload
+
+void write_all(int sock, const char* p, size_t n) {
+    while (n > 0) {
+        ssize_t w = ::send(sock, p, n, MSG_NOSIGNAL);
+        if (w < 0 && errno == EINTR) continue;
+        if (w <= 0) die(std::string("send: ") + (w < 0 ? std::strerror(errno) : "0 bytes"));
+        p += w;
+        n -= static_cast<size_t>(w);
+    }
+}
+
+// false at end of stream before the first byte.
+bool read_all(int sock, char* p, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+        ssize_t r = ::recv(sock, p + got, n - got, MSG_WAITALL);
+        if (r < 0 && errno == EINTR) continue;
+        if (r < 0) die(std::string("recv: ") + std::strerror(errno));
+        if (r == 0) {
+            if (got == 0) return false;
+            die("recv: stream ended inside a message");
+        }
+        got += static_cast<size_t>(r);
+    }
+    return true;
+}
+
+int run_pingpong(const std::string& list, int warmup, int rounds, long round_ms) {
+    std::vector<size_t> sizes;
+    std::string name = "pingpong";
+    size_t start = 0;
+    while (start <= list.size()) {
+        size_t end = list.find(',', start);
+        if (end == std::string::npos) end = list.size();
+        const std::string v = list.substr(start, end - start);
+        char* stop = nullptr;
+        const unsigned long long n = std::strtoull(v.c_str(), &stop, 10);
+        if (v.empty() || *stop != '\0' || n < 1 || n > kMaxMessage) {
+            die("--pingpong: " + list + " (expected: an even number of sizes, 1 to " + std::to_string(kMaxMessage) +
+                " bytes each, comma-separated)");
+        }
+        sizes.push_back(static_cast<size_t>(n));
+        name += "_" + v;
+        start = end + 1;
+    }
+    if (sizes.size() % 2 != 0) die("--pingpong: " + list + " (expected: an even number of sizes)");
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) die(std::string("socketpair: ") + std::strerror(errno));
+    std::thread peer([&] {
+        std::vector<char> buf(kMaxMessage, 1);
+        for (;;) {
+            for (size_t i = 0; i < sizes.size(); i += 2) {
+                if (!read_all(sv[1], buf.data(), sizes[i])) return;  // the timed side shut down: done
+                write_all(sv[1], buf.data(), sizes[i + 1]);
+            }
+        }
+    });
+    std::vector<char> buf(kMaxMessage, 2);
+    auto one_round = [&] {
+        for (size_t i = 0; i < sizes.size(); i += 2) {
+            write_all(sv[0], buf.data(), sizes[i]);
+            if (!read_all(sv[0], buf.data(), sizes[i + 1])) die("the peer ended the stream");
+        }
+    };
+    std::printf("settings pingpong=%s warmup_rounds=%d rounds=%d round_ms=%ld\n", list.c_str(), warmup, rounds, round_ms);
+    std::vector<double> round_ns;
+    long long measured_ops = 0;
+    for (int i = 0; i < warmup + rounds; ++i) {
+        long long ops = 0;
+        const auto begin = Clock::now();
+        auto now = begin;
+        do {
+            one_round();
+            ++ops;
+            now = Clock::now();
+        } while (now - begin < std::chrono::milliseconds(round_ms));
+        g_sink = ops;
+        if (i >= warmup) {
+            round_ns.push_back(std::chrono::duration<double, std::nano>(now - begin).count() / static_cast<double>(ops));
+            measured_ops += ops;
+        }
+    }
+    ::shutdown(sv[0], SHUT_WR);
+    peer.join();
+    ::close(sv[0]);
+    ::close(sv[1]);
+    double sum = 0;
+    for (double v : round_ns) sum += v;
+    std::printf("result name=%s mean_ns=%.1f rounds=%zu ops=%lld rounds_ns=", name.c_str(),
+                sum / static_cast<double>(round_ns.size()), round_ns.size(), measured_ops);
+    for (size_t i = 0; i < round_ns.size(); ++i) std::printf("%s%.1f", i ? "," : "", round_ns[i]);
+    std::printf("\n");
+    return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
     cuvmm_bench::program = "cuvmm-transport-baseline";
     int chunks = 1, warmup = 3, rounds = 5;
     long round_ms = 1000;
+    std::string pingpong;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
-        if (a == "--chunks") chunks = static_cast<int>(parse_count(argc, argv, i, 1));
+        if (a == "--pingpong") {
+            if (i + 1 >= argc) die("--pingpong needs a value");
+            pingpong = argv[++i];
+        } else if (a == "--chunks") chunks = static_cast<int>(parse_count(argc, argv, i, 1));
         else if (a == "--warmup-rounds") warmup = static_cast<int>(parse_count(argc, argv, i, 0));
         else if (a == "--rounds") rounds = static_cast<int>(parse_count(argc, argv, i, 1));
         else if (a == "--round-ms") round_ms = parse_count(argc, argv, i, 1);
         else if (a == "--help" || a == "-h") {
-            std::printf("usage: cuvmm-transport-baseline [--chunks N] [--warmup-rounds N] [--rounds N] [--round-ms N]\n");
+            std::printf("usage: cuvmm-transport-baseline [--chunks N | --pingpong A,B[,C,D...]] [--warmup-rounds N] "
+                        "[--rounds N] [--round-ms N]\n");
             return 0;
         } else {
             die("unknown argument: " + a + " (try --help)");
         }
     }
     if (chunks > kMaxChunks) die("--chunks: at most " + std::to_string(kMaxChunks));
+    if (!pingpong.empty()) return run_pingpong(pingpong, warmup, rounds, round_ms);  // no driver: bare sockets
 
     cuvmm::DriverKind kind = select_and_report_driver();
 

@@ -18,7 +18,7 @@ import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
 /**
- * bench/run, bench/run-sharing-pool and bench/run-streams answer {@code --help} / {@code -h} before their build
+ * bench/run, bench/run-sharing-pool, bench/run-streams and bench/run-sharing-v2 answer {@code --help} / {@code -h} before their build
  * step: each script is copied into an empty tree (no jar, so it would build) with a fake
  * {@code mvn} first on the PATH that records being called. Help must print the usage, exit 0
  * and never call it; {@code --out --help} (a value, not help) goes on to the build.
@@ -27,7 +27,7 @@ class ScriptHelpTest {
     private record Result(int status, String out) {}
 
     @ParameterizedTest(name = "{0}")
-    @ValueSource(strings = {"run", "run-sharing-pool", "run-streams"})
+    @ValueSource(strings = {"run", "run-sharing-pool", "run-streams", "run-sharing-v2"})
     void helpComesBeforeTheBuild(String script) throws Exception {
         Path tmp = Files.createTempDirectory("cuvmm-script-help");
         try {

@@ -1,0 +1,306 @@
+package org.cuvmm.bench.sharing;
+
+import static org.cuvmm.bench.sharing.SharingPoolReport.f1;
+import static org.cuvmm.bench.sharing.SharingPoolReport.f2;
+import static org.cuvmm.bench.sharing.SharingPoolReport.fmtCalls;
+import static org.cuvmm.bench.sharing.SharingPoolReport.mean;
+import static org.cuvmm.bench.sharing.SharingPoolReport.median;
+
+import java.io.BufferedReader;
+import java.io.IOException;
+import java.io.InputStreamReader;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Comparator;
+import java.util.List;
+import java.util.Locale;
+import java.util.Map;
+import java.util.TreeMap;
+import java.util.stream.Stream;
+
+import org.cuvmm.Driver;
+import org.cuvmm.DriverCounters;
+import org.cuvmm.VirtualMemoryBuffer;
+import org.cuvmm.VirtualMemoryResource;
+import org.cuvmm.bench.BenchChecks;
+import org.cuvmm.bench.CommandLine;
+import org.cuvmm.bench.ReportSupport;
+import org.cuvmm.ipc.Attachment;
+import org.cuvmm.ipc.ImportCache;
+import org.cuvmm.ipc.SharingClient;
+import org.cuvmm.ipc.SharingServer;
+import org.cuvmm.pool.VirtualMemoryPool;
+
+/**
+ * Steady-state sharing (issue 11 item 5): one consumer round (ATTACH, DESCRIPTOR, then
+ * {@code Attachment.close()}: RELEASE, RELEASED) of a pooled one-chunk frame (one granularity,
+ * 2 MiB on the host driver) and of a three-chunk buffer, protocol version 1 against version 2
+ * with the client's import cache warm, against the bare Unix-socket ping-pong of the same
+ * message sizes in C++ ({@code cuvmm-transport-baseline --pingpong}), all in one run.
+ *
+ * <p>The producer ({@link SharingServer}, the pool, the published buffers) lives in this
+ * process; the consumer ({@link SharingClient}) is this process's main thread. A thread, not a
+ * process, because the C++ ping-pong is two threads of one process too (the socket path is the
+ * same to the kernel), and because cuvmm's driver-call counters are per process: counted here,
+ * they are the calls of both sides of the socket together (a cached version-2 round must show
+ * none at all). The fds are counted on each side: sent by the server ({@code SharingStats.fdsSent}),
+ * received by the client ({@code ImportCache.Stats.fdsReceived}; version 1 has no cache, and what
+ * it receives is what the server sent on its only connection).
+ *
+ * <p>Timing: no JMH (the round needs a server and a client with their threads; the C++ side
+ * is timed the same way): {@code --warmup} then {@code --iterations} timed rounds of
+ * {@code --time-ms} each, ns per consumer round = elapsed / rounds, read with System.nanoTime
+ * once per round (a round is tens of microseconds). Ratio = median Java round / median
+ * ping-pong round; "best" is the fastest measured iteration of each (the least disturbed by
+ * other load on a shared machine). Each case runs its ping-pong right before its Java rounds, so the load of
+ * the moment weighs on both.
+ */
+public final class SharingV2Report {
+    private SharingV2Report() {}
+
+    static final class Settings {
+        int warmup = 2;
+        int iterations = 5;
+        long timeMs = 300;
+        int countRounds = 200;
+        Path out = Path.of("bench/target/sharing-v2-report.md");
+    }
+
+    /** What {@code --help} prints (bench/run-sharing-v2 passes its arguments here). */
+    static final String USAGE = "usage: bench/run-sharing-v2 [--warmup N (2)] [--iterations N (5)] [--time-ms N (300)] "
+            + "[--count-rounds N (200)] [--out FILE (bench/target/sharing-v2-report.md)] [--help]";
+
+    private static final int WARM_ROUNDS = 1000;
+
+    private static final StringBuilder REPORT = new StringBuilder();
+
+    private static void out(String line) {
+        System.out.println(line);
+        REPORT.append(line).append('\n');
+    }
+
+    /** The bytes of each message of one round: ATTACH, DESCRIPTOR, RELEASE, RELEASED (header included). */
+    static int[] messageSizes(String name, int version, int chunks) {
+        int attach = 16 + 2 + name.getBytes(StandardCharsets.UTF_8).length;
+        int descriptor = 16 + 24 + (version == 1 ? 8 : 20) * chunks;
+        return new int[] {attach, descriptor, 16 + 8, 16 + 8};
+    }
+
+    private record Case(String label, String name, int chunks) {}
+
+    private record Result(List<Double> javaNs, List<Double> pingNs, int[] sizes, Map<String, Long> calls, double callsPerRound,
+                          double fdsSentPerRound, double fdsReceivedPerRound, String cache) {}
+
+    public static void main(String[] args) throws Exception {
+        Settings s = CommandLine.parseOrExit(args, SharingV2Report::parse, USAGE);
+        Driver driver = BenchChecks.expectedDriver();
+        Path binary = SharingPoolReport.binary("cuvmm-transport-baseline");
+        out("# cuvmm steady-state sharing benchmark (protocol v1 vs v2 cached vs bare socket ping-pong)");
+        out("");
+        for (String line : ReportSupport.headerLines(driver)) out(line);
+        out("- settings: " + s.warmup + " x " + s.timeMs + " ms warm-up, " + s.iterations + " x " + s.timeMs
+                + " ms measured, per case, after " + WARM_ROUNDS + " untimed rounds; driver calls and fds counted over "
+                + s.countRounds + " rounds after those");
+        out("- producer: SharingServer + pool in this JVM; consumer: SharingClient on this JVM's main thread "
+                + "(C++ ping-pong: two threads of one process, socketpair)");
+        out("");
+        Path dir = Files.createTempDirectory("cuvmm-bench-v2");
+        Path sock = dir.resolve("s");
+        List<String[]> rows = new ArrayList<>();
+        List<String> countRows = new ArrayList<>();
+        Map<String, Result> results = new TreeMap<>();
+        try (VirtualMemoryResource producer = VirtualMemoryResource.create(0);
+             VirtualMemoryResource consumer = VirtualMemoryResource.create(0);
+             VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(producer).name("bench-v2").build();
+             SharingServer server = SharingServer.builder(sock).build()) {
+            long g = producer.granularity();
+            List<VirtualMemoryBuffer> parts = new ArrayList<>();
+            VirtualMemoryBuffer frame = pool.allocateExported(g);
+            VirtualMemoryBuffer three = producer.allocate(g);
+            parts.add(three);
+            for (int i = 2; i <= 3; i++) {
+                three = producer.modifyAllocation(three, i * g);
+                parts.add(three);
+            }
+            VirtualMemoryBuffer plain = producer.allocate(g);
+            if (frame.chunkCount() != 1 || three.chunkCount() != 3 || plain.chunkCount() != 1) {
+                throw new IllegalStateException("chunks: pooled " + frame.chunkCount() + ", three " + three.chunkCount());
+            }
+            server.publish("frame", frame);
+            server.publish("three", three);
+            server.publish("plain", plain);
+            List<Case> cases = List.of(new Case("pooled " + (g >> 20) + " MiB, 1 chunk", "frame", 1),
+                    new Case("3 chunks x " + (g >> 20) + " MiB", "three", 3),
+                    new Case((g >> 20) + " MiB, 1 chunk, not pooled (diagnostic)", "plain", 1));
+            for (Case c : cases) {
+                for (int version : new int[] {1, 2}) {
+                    Result r = run(s, binary, server, consumer, sock, c, version);
+                    results.put(c.name + version, r);
+                    double jm = median(r.javaNs), pm = median(r.pingNs);
+                    rows.add(new String[] {c.label, "v" + version + (version == 2 ? " cached" : ""), f1(jm / 1000),
+                            f1(mean(r.javaNs) / 1000), f1(pm / 1000), f1(mean(r.pingNs) / 1000), f2(jm / pm), f2(mean(r.javaNs) / mean(r.pingNs)),
+                            f1(min(r.javaNs) / 1000), f1(min(r.pingNs) / 1000), f2(min(r.javaNs) / min(r.pingNs)),
+                            fmtNum(r.callsPerRound), fmtNum(r.fdsSentPerRound), fmtNum(r.fdsReceivedPerRound)});
+                    countRows.add("| " + c.label + " | v" + version + " | " + sizes(r.sizes) + " | " + fmtCalls(r.calls)
+                            + " | " + r.cache + " |");
+                    System.out.println(c.label + " v" + version + ": java rounds us " + us(r.javaNs) + " ; ping-pong us "
+                            + us(r.pingNs));
+                }
+            }
+            server.unpublish("frame");
+            server.unpublish("three");
+            server.unpublish("plain");
+            frame.close();
+            plain.close();
+            for (int i = parts.size() - 1; i >= 0; i--) parts.get(i).close();
+        } finally {
+            try (Stream<Path> w = Files.walk(dir)) {
+                w.sorted(Comparator.reverseOrder()).forEach(p -> p.toFile().delete());
+            }
+        }
+        BenchChecks.nothingLeft();
+        out("## Consumer round trip (ATTACH, DESCRIPTOR, RELEASE, RELEASED) vs the bare ping-pong of the same bytes "
+                + "(target: v2 cached <= 1.3x, 0 driver calls, 0 fds)");
+        out("");
+        out("| buffer | protocol | Java median µs | Java mean µs | ping-pong median µs | ping-pong mean µs "
+                + "| ratio (medians) | ratio (means) | Java best µs | ping-pong best µs | ratio (bests) "
+                + "| driver calls / round (both sides) | fds sent / round (server) | fds received / round (client) |");
+        out("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        for (String[] r : rows) out("| " + String.join(" | ", r) + " |");
+        out("");
+        for (Case c : List.of(new Case("pooled frame", "frame", 1), new Case("3-chunk buffer", "three", 3),
+                new Case("1 chunk, not pooled", "plain", 1))) {
+            Result v1 = results.get(c.name + 1), v2 = results.get(c.name + 2);
+            out("- " + c.label + ": v1 / v2 cached = **" + f2(median(v1.javaNs) / median(v2.javaNs)) + "x** (medians)");
+        }
+        out("");
+        out("Per round, counted outside the timed loops:");
+        out("");
+        out("| buffer | protocol | message bytes (ATTACH, DESCRIPTOR, RELEASE, RELEASED) | driver calls / round, by entry "
+                + "(cuMemExportToShareableHandle: the producer; the others: the consumer) | client cache after the run |");
+        out("|---|---|---|---|---|");
+        countRows.forEach(SharingV2Report::out);
+        out("");
+        out("- load average at end: " + ReportSupport.loadAverage());
+        ReportSupport.write(s.out, REPORT);
+    }
+
+    /** One case and version: the C++ ping-pong of its message sizes, then the Java rounds (counted, then timed). */
+    private static Result run(Settings s, Path binary, SharingServer server, VirtualMemoryResource consumer, Path sock,
+                              Case c, int version) throws Exception {
+        int[] sizes = messageSizes(c.name, version, c.chunks);
+        List<Double> ping = pingPong(binary, sizes, s);
+        DriverCounters counters = Driver.get().counters();
+        try (SharingClient client = SharingClient.builder(sock).clientName("bench v" + version).protocolVersion(version)
+                .build()) {
+            if (client.protocolVersion() != version) {
+                throw new IllegalStateException("the client speaks version " + client.protocolVersion() + ", not " + version);
+            }
+            // Untimed warm-up: the first round fills a version-2 cache; the rest let the JIT compile the path.
+            for (int i = 0; i < WARM_ROUNDS; i++) round(client, c.name, consumer);
+            ImportCache.Stats cs0 = client.importCache().stats();
+            long sent0 = server.stats().fdsSent();
+            counters.resetCalls();
+            for (int i = 0; i < s.countRounds; i++) round(client, c.name, consumer);
+            Map<String, Long> raw = counters.calls();
+            long sent = server.stats().fdsSent() - sent0;
+            ImportCache.Stats cs = client.importCache().stats();
+            long received = version == 1 ? sent : cs.fdsReceived() - cs0.fdsReceived();
+            Map<String, Long> calls = new TreeMap<>();
+            long total = 0;
+            for (Map.Entry<String, Long> e : raw.entrySet()) {
+                if (e.getValue() == 0) continue;
+                total += e.getValue();
+                calls.put(e.getKey(), e.getValue() % s.countRounds == 0 ? e.getValue() / s.countRounds : -e.getValue());
+            }
+            List<Double> java = new ArrayList<>();
+            for (int it = 0; it < s.warmup + s.iterations; it++) {
+                long n = 0;
+                long t0 = System.nanoTime(), t;
+                do {
+                    round(client, c.name, consumer);
+                    n++;
+                    t = System.nanoTime();
+                } while (t - t0 < s.timeMs * 1_000_000L);
+                if (it >= s.warmup) java.add((double) (t - t0) / n);
+            }
+            String cache = version == 1 ? "none (version 1)"
+                    : "hits " + cs.hits() + ", misses " + cs.misses() + ", entries " + cs.entries() + ", ids held "
+                    + cs.idsHeld() + ", fds kept " + cs.fdsKept();
+            return new Result(java, ping, sizes, calls, (double) total / s.countRounds, (double) sent / s.countRounds,
+                    (double) received / s.countRounds, cache);
+        }
+    }
+
+    /** One consumer round: attach (ATTACH, DESCRIPTOR, import or cached view) and close (RELEASE, RELEASED). */
+    private static void round(SharingClient client, String name, VirtualMemoryResource consumer) throws IOException {
+        try (Attachment a = client.attach(name, consumer)) {
+            if (a.buffer().size() <= 0) throw new IllegalStateException("empty attachment");
+        }
+    }
+
+    /** The C++ ping-pong's measured rounds (ns each). */
+    static List<Double> pingPong(Path binary, int[] sizes, Settings s) throws IOException, InterruptedException {
+        StringBuilder list = new StringBuilder();
+        for (int v : sizes) list.append(list.length() == 0 ? "" : ",").append(v);
+        ProcessBuilder pb = new ProcessBuilder(binary.toString(), "--pingpong", list.toString(), "--warmup-rounds",
+                Integer.toString(s.warmup), "--rounds", Integer.toString(s.iterations), "--round-ms", Long.toString(s.timeMs));
+        pb.redirectErrorStream(true);
+        Process p = pb.start();
+        List<Double> rounds = new ArrayList<>();
+        StringBuilder all = new StringBuilder();
+        try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
+            for (String line; (line = r.readLine()) != null; ) {
+                all.append(line).append('\n');
+                if (line.startsWith("result ")) {
+                    for (String x : line.substring(line.indexOf("rounds_ns=") + "rounds_ns=".length()).split(",")) {
+                        rounds.add(Double.parseDouble(x));
+                    }
+                }
+            }
+        }
+        int rc = p.waitFor();
+        if (rc != 0 || rounds.isEmpty()) throw new IllegalStateException("ping-pong baseline failed (exit " + rc + "):\n" + all);
+        return rounds;
+    }
+
+    private static String sizes(int[] v) {
+        StringBuilder sb = new StringBuilder();
+        for (int x : v) sb.append(sb.length() == 0 ? "" : ", ").append(x);
+        return sb.toString();
+    }
+
+    private static String us(List<Double> v) {
+        StringBuilder sb = new StringBuilder();
+        for (double x : v) sb.append(sb.length() == 0 ? "" : ", ").append(f1(x / 1000));
+        return sb.toString();
+    }
+
+    private static double min(List<Double> v) {
+        return v.stream().mapToDouble(Double::doubleValue).min().orElse(Double.NaN);
+    }
+
+    private static String fmtNum(double v) {
+        return v == Math.rint(v) ? Long.toString((long) v) : String.format(Locale.ROOT, "%.3f", v);
+    }
+
+    static Settings parse(String[] args) {
+        Settings s = new Settings();
+        for (int i = 0; i < args.length; i++) {
+            String a = args[i];
+            switch (a) {
+                case "--warmup" -> s.warmup = (int) CommandLine.number(args, ++i, a, 0);
+                case "--iterations" -> s.iterations = (int) CommandLine.number(args, ++i, a, 1);
+                case "--time-ms" -> s.timeMs = CommandLine.number(args, ++i, a, 1);
+                case "--count-rounds" -> s.countRounds = (int) CommandLine.number(args, ++i, a, 1);
+                case "--out" -> s.out = Path.of(CommandLine.value(args, ++i, a));
+                case "--help", "-h" -> throw CommandLine.help();
+                default -> throw new IllegalArgumentException("unknown option: " + a
+                        + " (expected: --warmup N --iterations N --time-ms N --count-rounds N --out FILE)");
+            }
+        }
+        return s;
+    }
+}
