@@ -14,13 +14,18 @@ import java.util.concurrent.locks.ReentrantLock;
  * closed exactly once, sent or not. When the writer stops (socket failed, or {@link
  * #finish()}), it closes the socket. After {@link #finish()} no frame that carries fds is
  * sent any more: the connection is ending, and with it the leases those fds are for.
+ *
+ * <p>One FIFO, one sender at a time (the writer token): the connection's reader sends
+ * what it queued itself when nobody else is sending ({@link #flush()}, non-blocking), so a
+ * reply wakes no second thread; the sender thread sends what others offer and whatever did
+ * not fit in the socket at once (docs/PROTOCOL.md section 12, "Threads").
  * Package-private.
  */
 final class SendQueue {
     /**
      * A frame to send and the owner of its fds (closed after the send, or if never sent);
-     * {@code onSent} (may be null) runs on the writer once the frame has been sent, never if
-     * it was not.
+     * {@code onSent} (may be null) runs on the thread that sent the frame (the sender thread
+     * or a direct write), once all of it has been sent, never if it was not.
      */
     record Item(byte[] frame, int[] fds, AutoCloseable owner, Runnable onSent) {
         Item(byte[] frame, int[] fds, AutoCloseable owner) {

@@ -6,7 +6,8 @@ import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * One client of a {@link SharingServer}: a reader thread that reads and answers frames, and
- * a {@link SendQueue} whose thread sends them. A bad frame is answered with an ERROR; a fatal
+ * a {@link SendQueue} whose thread sends them (the reader sends its replies itself when the
+ * queue is idle: {@link SendQueue#flush()}). A bad frame is answered with an ERROR; a fatal
  * one also ends this connection (only this one). When the connection ends for any reason,
  * its leases are released. Package-private.
  */
