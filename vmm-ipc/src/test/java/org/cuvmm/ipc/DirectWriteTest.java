@@ -147,11 +147,13 @@ class DirectWriteTest {
     @Test
     void aFullSocketHandsTheRestToTheSenderThreadInOrder() throws Exception {
         FdSocket[] p = FdSocket.pair();
-        SendQueue q = new SendQueue(p[0], 256, "direct-test-write");
+        // Room for every frame in the queue (put never waits: nobody reads yet), and 1.6 MiB
+        // of frames, more than a Unix socket's send buffer (about 200 KiB by default).
+        SendQueue q = new SendQueue(p[0], 512, "direct-test-write");
         AtomicInteger senderTook = new AtomicInteger();
         SendQueue.beforeSend = (queue, i) -> senderTook.incrementAndGet();
         q.start();
-        int frames = 200;
+        int frames = 400;
         int length = 4099; // not a divisor of the socket buffer: a partial send is likely
         AtomicInteger released = new AtomicInteger();
         try (FdSocket peer = p[1]) {
