@@ -190,6 +190,49 @@ public final class FdSocket implements Closeable {
         }
     }
 
+    /**
+     * One {@code sendmsg} that never blocks ({@code MSG_DONTWAIT}): the first bytes of
+     * {@code data} that fit in the socket's send buffer now, with {@code fds} riding on them.
+     * Returns how many bytes went: all of them, fewer (the fds went with the first), or 0
+     * when the buffer is full or {@code data} is longer than one call sends (nothing went,
+     * fds included). The caller keeps ownership of {@code fds}. For {@link SendQueue}'s
+     * direct write; the caller sends the rest with {@link #send(byte[], int, int, int[])}.
+     *
+     * @throws ClosedChannelException when this socket is closed
+     * @throws IOException as {@link #send(byte[], int, int, int[])}
+     */
+    int sendNow(byte[] data, int[] fds) throws IOException {
+        int length = data.length;
+        if (length == 0 || length > IO_CHUNK || (fds != null && fds.length > NativeIo.MAX_FDS_PER_MESSAGE)) return 0;
+        POSIX posix = NativeIo.posix();
+        synchronized (sendLock) {
+            enter();
+            try {
+                NativeMsg io = sendMsg();
+                io.data.clear();
+                io.data.put(data, 0, length);
+                int control = fds != null && fds.length > 0 ? io.writeRights(fds) : 0;
+                MsgHdr msg = io.prepare(length, control);
+                int r;
+                int errno;
+                do {
+                    r = posix.sendmsg(fd, msg, NativeIo.MSG_NOSIGNAL | NativeIo.MSG_DONTWAIT);
+                    errno = r < 0 ? posix.errno() : 0;
+                } while (r < 0 && errno == NativeIo.EINTR);
+                Reference.reachabilityFence(msg);
+                if (r >= 0) return r;
+                if (errno == NativeIo.EAGAIN) return 0;
+                if (guard.isClosed()) throw new ClosedChannelException();
+                if (errno == NativeIo.EPIPE || errno == NativeIo.ECONNRESET) {
+                    throw new IOException("sendmsg: the peer closed the connection (" + NativeIo.strerror(errno) + ")");
+                }
+                throw new IOException("sendmsg: " + NativeIo.strerror(errno));
+            } finally {
+                guard.exit();
+            }
+        }
+    }
+
     /** {@link #receive(int, int)} allowing up to 253 fds. */
     public ReceivedMessage receive(int length) throws IOException {
         return receive(length, NativeIo.MAX_FDS_PER_MESSAGE);

@@ -13,6 +13,8 @@ final class NativeIo {
     static final int SCM_RIGHTS = 1;
     static final int MSG_CTRUNC = 0x8;
     static final int MSG_NOSIGNAL = 0x4000;
+    /** This call only: fail with {@code EAGAIN} instead of blocking. */
+    static final int MSG_DONTWAIT = 0x40;
     /** Not in jnr-constants: received fds get {@code FD_CLOEXEC} atomically. */
     static final int MSG_CMSG_CLOEXEC = 0x40000000;
     static final int SHUT_RDWR = 2;

@@ -1,9 +1,10 @@
 package org.cuvmm.ipc;
 
 import java.io.IOException;
-import java.util.concurrent.ArrayBlockingQueue;
-import java.util.concurrent.BlockingQueue;
+import java.util.ArrayDeque;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
 
 /**
  * A connection's outgoing frames and the thread that sends them, so that nobody but that
@@ -13,13 +14,18 @@ import java.util.concurrent.TimeUnit;
  * closed exactly once, sent or not. When the writer stops (socket failed, or {@link
  * #finish()}), it closes the socket. After {@link #finish()} no frame that carries fds is
  * sent any more: the connection is ending, and with it the leases those fds are for.
+ *
+ * <p>One FIFO, one sender at a time (the writer token): the connection's reader sends
+ * what it queued itself when nobody else is sending ({@link #flush()}, non-blocking), so a
+ * reply wakes no second thread; the sender thread sends what others offer and whatever did
+ * not fit in the socket at once (docs/PROTOCOL.md section 12, "Threads").
  * Package-private.
  */
 final class SendQueue {
     /**
      * A frame to send and the owner of its fds (closed after the send, or if never sent);
-     * {@code onSent} (may be null) runs on the writer once the frame has been sent, never if
-     * it was not.
+     * {@code onSent} (may be null) runs on the thread that sent the frame (the sender thread
+     * or a direct write), once all of it has been sent, never if it was not.
      */
     record Item(byte[] frame, int[] fds, AutoCloseable owner, Runnable onSent) {
         Item(byte[] frame, int[] fds, AutoCloseable owner) {
@@ -36,50 +42,89 @@ final class SendQueue {
         }
     }
 
-    private static final Item FINISH = new Item(new byte[0], null, null);
     private static final System.Logger LOG = System.getLogger(SendQueue.class.getName());
 
     /**
-     * Test seam: called on the writer for each item taken, before it is sent (or discarded
-     * because the queue is finishing), so tests can stall the writer deterministically.
-     * Does nothing by default.
+     * Test seam: called on the sender thread for each item taken, before it is sent (or
+     * discarded because the queue is finishing), so tests can stall the sender thread
+     * deterministically. Not called by a {@link #flush() direct write}. Does nothing by default.
      */
     static volatile java.util.function.BiConsumer<SendQueue, Item> beforeSend = (q, i) -> {};
 
     /**
-     * Run on the writer after each frame it takes from the queue (room has freed), if set:
-     * must not block (the connection offers its parked EVICTs here). Null: nothing.
+     * Run after each frame a writer (the sender thread, or the reader in {@link #flush()}) takes
+     * from the queue (room has freed), if set, with no lock held: must not block (the connection
+     * offers its parked EVICTs here; an offer made meanwhile is sent by the token's holder). Null: nothing.
      */
     volatile Runnable afterTake;
 
+     * Test seam: false makes {@link #flush()} leave every frame to the sender thread (the
+     * thread model before direct writes), for tests of the sender thread's own paths.
+     */
+    static volatile boolean directWrites = true;
+
+    /** Test seam: called by a direct write right before its non-blocking send. Does nothing by default. */
+    static volatile java.util.function.BiConsumer<SendQueue, Item> beforeDirectSend = (q, i) -> {};
+
     private final FdSocket socket;
-    private final BlockingQueue<Item> queue;
+    private final int capacity;
+    /** Frames not yet taken by a sender, in sending order; guarded by {@link #lock}. */
+    private final ArrayDeque<Item> queue;
+    private final ReentrantLock lock = new ReentrantLock();
+    /** Signalled when the sender thread may have something to do (an item and no token, finishing, dead). */
+    private final Condition work = lock.newCondition();
+    /** Signalled when an item leaves the queue (a {@link #put} waits on it). */
+    private final Condition room = lock.newCondition();
+    /**
+     * The writer token: true while one thread (the sender thread, or the reader in {@link
+     * #flush()}) has taken an item and is sending it; only its holder takes items, so frames
+     * leave in queue order and one at a time. Guarded by {@link #lock}.
+     */
+    private boolean sending;
     private final Thread writer;
     private volatile boolean dead;
-    /** Set by {@link #finish()}: frames with fds still queued are discarded, not sent. */
+    /** Set by {@link #finish()}: frames with fds still queued are discarded, not sent, and nothing new is queued. */
     private volatile boolean finishing;
+    /** Frames sent by {@link #flush()} itself, not by the sender thread (tests, stats). */
+    private final java.util.concurrent.atomic.AtomicLong directSends = new java.util.concurrent.atomic.AtomicLong();
 
     SendQueue(FdSocket socket, int capacity, String threadName) {
         this.socket = socket;
-        this.queue = new ArrayBlockingQueue<>(capacity);
+        this.capacity = capacity;
+        this.queue = new ArrayDeque<>(Math.min(capacity, 64));
         this.writer = new Thread(this::run, threadName);
         writer.setDaemon(true);
     }
 
     void start() { writer.start(); }
 
+    /**
+     * The sender thread: takes the token and the head item whenever items wait and nobody
+     * holds the token; sends with a blocking send. Ends when the socket fails, when the queue
+     * is dead, or once finishing with nothing left to send and no direct write in progress.
+     */
     private void run() {
         try {
             for (;;) {
                 Item item;
+                lock.lock();
                 try {
-                    item = queue.take();
-                } catch (InterruptedException e) {
-                    break;
+                    for (;;) {
+                        if (dead) return;
+                        if (!sending && !queue.isEmpty()) {
+                            item = queue.pollFirst();
+                            sending = true;
+                            room.signal();
+                            break;
+                        }
+                        if (finishing && !sending) return; // nothing left: done
+                        work.await();
+                    }
+                } finally {
+                    lock.unlock();
                 }
-                if (item == FINISH) break;
-                Runnable room = afterTake;
-                if (room != null) room.run();
+                Runnable freed = afterTake;
+                if (freed != null) freed.run();
                 try {
                     // Read after the take: a DESCRIPTOR queued before finish() but not yet
                     // sent is dropped here, its fds closed in finally.
@@ -89,35 +134,80 @@ final class SendQueue {
                     if (item.onSent() != null) item.onSent().run();
                 } catch (IOException | RuntimeException e) {
                     LOG.log(System.Logger.Level.DEBUG, "send on " + socket + " failed: " + e);
-                    break;
+                    dead = true;
+                    return;
                 } finally {
                     item.release();
+                    releaseToken();
                 }
             }
+        } catch (InterruptedException e) {
+            // ends the writer, as a failed send does
         } finally {
-            dead = true;
-            drain();
-            socket.close();
+            die();
+        }
+    }
+
+    /** Gives the token back; wakes the sender thread if it has work (or is finishing). */
+    private void releaseToken() {
+        lock.lock();
+        try {
+            sending = false;
+            if (!queue.isEmpty() || finishing || dead) work.signal();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** The writer has stopped for good: wake every waiter, release what is queued, close the socket. */
+    private void die() {
+        dead = true;
+        lock.lock();
+        try {
+            work.signalAll();
+            room.signalAll();
+        } finally {
+            lock.unlock();
+        }
+        drain();
+        socket.close();
+    }
+
+    /**
+     * Queues {@code item} if there is room now and the writer lives; never blocks, never
+     * sends and closes nothing, so it may be called under a monitor. False: not queued, the
+     * caller still owns {@code item}. The caller must call {@link #flush()} afterwards,
+     * outside any monitor (it sends the item or hands it to the sender thread).
+     */
+    boolean tryOffer(Item item) {
+        lock.lock();
+        try {
+            if (dead || finishing || queue.size() >= capacity) return false;
+            queue.addLast(item);
+            return true;
+        } finally {
+            lock.unlock();
         }
     }
 
     /**
-     * Queues {@code item} if there is room now and the writer lives; never blocks and closes
-     * nothing, so it may be called under a monitor. False: not queued, the caller still owns
-     * {@code item}. Call {@link #drainIfDead()} afterwards, outside any monitor.
+     * Queues {@code item} if there is room now; never blocks (any thread: unpublish's DROP,
+     * a release notice's EVICT, the watchdog's ERROR). The sender thread sends it, or the
+     * holder of the token if one is sending. False (item released) otherwise.
      */
-    boolean tryOffer(Item item) {
-        return !dead && queue.offer(item);
-    }
-
-    /** Releases what is queued if the writer has died (it may have died just after a {@link #tryOffer}). */
-    void drainIfDead() {
-        if (dead) drain();
-    }
-
-    /** Queues {@code item} if there is room now; never blocks. False (item released) otherwise. */
     boolean offer(Item item) {
-        if (dead || !queue.offer(item)) {
+        boolean queued = false;
+        lock.lock();
+        try {
+            if (!dead && !finishing && queue.size() < capacity) {
+                queue.addLast(item);
+                queued = true;
+                if (!sending) work.signal();
+            }
+        } finally {
+            lock.unlock();
+        }
+        if (!queued) {
             item.release();
             return false;
         }
@@ -125,26 +215,126 @@ final class SendQueue {
         return true;
     }
 
-    /** Queues {@code item}, waiting for room while the writer lives. False (item released) if it died. */
+    /**
+     * Queues {@code item}, waiting for room while the writer lives, then {@link #flush()}es.
+     * Only the connection's reader calls this (it may send). False (item released) if the
+     * writer died or the queue is finishing.
+     */
     boolean put(Item item) {
+        boolean queued = false;
+        lock.lock();
         try {
-            while (!dead) {
-                if (queue.offer(item, 50, TimeUnit.MILLISECONDS)) {
-                    if (dead) drain();
-                    return true;
-                }
+            while (!dead && !finishing && queue.size() >= capacity) {
+                room.awaitNanos(TimeUnit.MILLISECONDS.toNanos(50));
+            }
+            if (!dead && !finishing) {
+                queue.addLast(item);
+                queued = true;
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
+        } finally {
+            lock.unlock();
         }
-        item.release();
-        return false;
+        if (!queued) {
+            item.release();
+            return false;
+        }
+        flush();
+        return true;
+    }
+
+    /**
+     * Sends what is queued on the calling thread when nobody else is sending (the direct
+     * write: the reader answers without waking the sender thread), else leaves it to the
+     * token's holder. Only the connection's reader calls this, outside any monitor. Each
+     * frame goes with one non-blocking {@code sendmsg} ({@link FdSocket#sendNow}): this
+     * never blocks on a slow peer. When the socket's buffer is full (nothing or only part of
+     * a frame went), the rest of that frame goes back to the head of the queue and the
+     * sender thread sends it and what follows, blocking as before. Nothing is written once
+     * the queue is finishing: a frame with fds is then never sent, as on the sender thread.
+     */
+    void flush() {
+        if (dead) {
+            drain();
+            return;
+        }
+        lock.lock();
+        try {
+            if (queue.isEmpty() || sending) return;
+            if (!directWrites || finishing) {
+                work.signal();
+                return;
+            }
+            sending = true;
+        } finally {
+            lock.unlock();
+        }
+        Item item = null;
+        try {
+            for (;;) {
+                lock.lock();
+                try {
+                    item = finishing ? null : queue.pollFirst();
+                    if (item == null) {
+                        sending = false;
+                        if (!queue.isEmpty() || finishing) work.signal();
+                        return;
+                    }
+                    room.signal();
+                } finally {
+                    lock.unlock();
+                }
+                Runnable freed = afterTake;
+                if (freed != null) freed.run();
+                beforeDirectSend.accept(this, item);
+                if (finishing && item.fds() != null) { // finish() came meanwhile: as the sender thread does
+                    item.release();
+                    item = null;
+                    continue;
+                }
+                byte[] frame = item.frame();
+                int n = socket.sendNow(frame, item.fds());
+                if (n == frame.length) {
+                    directSends.incrementAndGet();
+                    if (item.onSent() != null) item.onSent().run();
+                    item.release();
+                    item = null;
+                    continue;
+                }
+                // The peer's buffer is full: the sender thread sends the rest, first in line
+                // (after a partial send the fds have gone with the first bytes).
+                Item rest = n == 0 ? item
+                        : new Item(java.util.Arrays.copyOfRange(frame, n, frame.length), null, item.owner(), item.onSent());
+                item = null;
+                lock.lock();
+                try {
+                    queue.addFirst(rest);
+                    sending = false;
+                    work.signal();
+                } finally {
+                    lock.unlock();
+                }
+                return;
+            }
+        } catch (IOException | RuntimeException e) {
+            LOG.log(System.Logger.Level.DEBUG, "send on " + socket + " failed: " + e);
+            if (item != null) item.release();
+            dead = true;
+            lock.lock();
+            try {
+                sending = false;
+            } finally {
+                lock.unlock();
+            }
+            die(); // the sender thread wakes and ends too
+        }
     }
 
     /** Waits (bounded) until the queue has room for {@code n} more items, or the writer died. */
     void awaitRoom(int n) {
         long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        while (!dead && queue.remainingCapacity() < n && System.nanoTime() < until) {
+        while (!dead && remainingCapacity() < n && System.nanoTime() < until) {
             try {
                 Thread.sleep(5);
             } catch (InterruptedException e) {
@@ -154,13 +344,33 @@ final class SendQueue {
         }
     }
 
+    private int remainingCapacity() {
+        lock.lock();
+        try {
+            return capacity - queue.size();
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /**
-     * The writer sends what is queued except frames that carry fds (those it discards,
-     * closing their fds), then closes the socket. Never blocks.
+     * The sender thread sends what is queued except frames that carry fds (those it discards,
+     * closing their fds), then closes the socket; nothing is queued or written directly any
+     * more. A direct write in progress ends after its current frame. When the queue is full
+     * the socket is shut down at once (as a full queue could not take the old end marker).
+     * Never blocks.
      */
     void finish() {
-        finishing = true;
-        if (!queue.offer(FINISH)) socket.shutdown();
+        boolean full;
+        lock.lock();
+        try {
+            finishing = true;
+            full = queue.size() >= capacity;
+            work.signal();
+        } finally {
+            lock.unlock();
+        }
+        if (full) socket.shutdown();
     }
 
     /** True once {@link #finish()} was called (tests). */
@@ -176,8 +386,18 @@ final class SendQueue {
 
     void joinUntil(long deadline) throws InterruptedException { SharingServer.joinUntil(writer, deadline); }
 
+    /** Frames {@link #flush()} sent itself (tests). */
+    long directSends() { return directSends.get(); }
+
     private void drain() {
-        Item item;
-        while ((item = queue.poll()) != null) item.release();
+        java.util.List<Item> left = new java.util.ArrayList<>();
+        lock.lock();
+        try {
+            Item item;
+            while ((item = queue.pollFirst()) != null) left.add(item);
+        } finally {
+            lock.unlock();
+        }
+        for (Item item : left) item.release(); // outside the lock: a release closes fds
     }
 }

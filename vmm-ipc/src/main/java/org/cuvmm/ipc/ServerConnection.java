@@ -6,7 +6,8 @@ import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * One client of a {@link SharingServer}: a reader thread that reads and answers frames, and
- * a {@link SendQueue} whose thread sends them. A bad frame is answered with an ERROR; a fatal
+ * a {@link SendQueue} whose thread sends them (the reader sends its replies itself when the
+ * queue is idle: {@link SendQueue#flush()}). A bad frame is answered with an ERROR; a fatal
  * one also ends this connection (only this one). When the connection ends for any reason,
  * its leases are released. Package-private.
  */
@@ -285,7 +286,10 @@ final class ServerConnection {
             while (batch.size() < Protocol.MAX_IDS_PER_FRAME && (e = unsentEvicts.poll()) != null) batch.add(e);
             if (batch.isEmpty()) return;
             long[] part = batch.stream().mapToLong(Long::longValue).toArray();
-            if (!out.tryOffer(new SendQueue.Item(encode(new Messages.Evict(part), 0), null, null))) {
+            // offer, not tryOffer: it wakes the sender thread when no writer holds the token
+            // (tryOffer leaves that to a flush() this thread must not make). A refused item
+            // carries no fd, so its release closes nothing.
+            if (!out.offer(new SendQueue.Item(encode(new Messages.Evict(part), 0), null, null))) {
                 unsentEvicts.addAll(batch); // no room (or the writer is gone): parked again
                 return;
             }

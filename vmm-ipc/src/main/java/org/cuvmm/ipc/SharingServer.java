@@ -660,7 +660,9 @@ public final class SharingServer implements AutoCloseable {
                 }
             }
         }
-        c.out.drainIfDead();
+        // Sends the DESCRIPTOR on this thread when nothing else is being sent (or hands it to
+        // the connection's sender thread); releases it if the writer died meanwhile.
+        c.out.flush();
         if (failure != null) {
             if (d != null) d.close(); // never queued
             if (assigned != null) ids.rollback(assigned);

@@ -43,6 +43,7 @@ class LeaseOrderTest {
     void tearDown() {
         Publication.beforeDriverCall = (what, p) -> {};
         SendQueue.beforeSend = (q, i) -> {};
+        SendQueue.directWrites = true;
         resource.close();
         IpcTestSupport.deleteTree(sock.getParent());
     }
@@ -60,6 +61,8 @@ class LeaseOrderTest {
         Assumptions.assumeTrue(IpcTestSupport.onHostDriver(), "counts exported memfds: host driver only");
         int fillers = 120; // about 480 KiB of ERRORs, often more than a socket buffer holds
         int asks = 120; // with the fillers not sent, below the send queue's 256
+        // The sender thread's path: the reader writes no frame itself (DirectWriteTest covers that).
+        SendQueue.directWrites = false;
         // Whatever the socket buffer's size (SO_SNDBUF varies), the writer is stalled at the
         // first DESCRIPTOR until the connection is ending, so every DESCRIPTOR is still queued then.
         SendQueue.beforeSend = (q, item) -> {

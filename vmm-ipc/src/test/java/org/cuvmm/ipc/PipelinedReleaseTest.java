@@ -38,6 +38,7 @@ class PipelinedReleaseTest {
     @AfterEach
     void tearDown() {
         SendQueue.beforeSend = (q, i) -> {};
+        SendQueue.directWrites = true;
         resource.close();
         IpcTestSupport.deleteTree(sock.getParent());
     }
@@ -57,6 +58,8 @@ class PipelinedReleaseTest {
             try (Frame f = FrameIO.read(s)) {
                 assertEquals(FrameType.HELLO_OK, f.type, "got " + f);
             }
+            // The sender thread's path: the reader writes no frame itself (DirectWriteTest covers that).
+            SendQueue.directWrites = false;
             // Stall the writer on the DESCRIPTOR; the reader meanwhile reads the RELEASE. The
             // lease must still hold when the DESCRIPTOR leaves. (Fixed code: the release event
             // cannot come while the writer is stalled, so the bounded wait runs out.)
