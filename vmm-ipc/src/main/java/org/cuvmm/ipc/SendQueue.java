@@ -58,6 +58,7 @@ final class SendQueue {
      */
     volatile Runnable afterTake;
 
+    /**
      * Test seam: false makes {@link #flush()} leave every frame to the sender thread (the
      * thread model before direct writes), for tests of the sender thread's own paths.
      */
