@@ -345,7 +345,8 @@ final class SendQueue {
         }
     }
 
-    private int remainingCapacity() {
+    /** Room left in the queue now (tests; {@link #awaitRoom}). */
+    int remainingCapacity() {
         lock.lock();
         try {
             return capacity - queue.size();
