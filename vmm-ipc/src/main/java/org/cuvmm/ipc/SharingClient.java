@@ -63,6 +63,8 @@ public final class SharingClient implements AutoCloseable {
     /** Leases granted and not yet given back: attachments open, or closed while an alias or view maps the memory. */
     private final Set<Long> unreleased = ConcurrentHashMap.newKeySet();
     private final Set<Long> unclaimedDrops = ConcurrentHashMap.newKeySet();
+    /** Guards the look-up of a DROP's attachment against its registration ({@link #register}). */
+    private final Object dropClaims = new Object();
     private final CopyOnWriteArrayList<Consumer<DropNotice>> dropListeners = new CopyOnWriteArrayList<>();
     private final AtomicInteger nextRequestId = new AtomicInteger(1);
     private final Thread reader;
@@ -335,14 +337,14 @@ public final class SharingClient implements AutoCloseable {
         } finally {
             NativeIo.closeAll(fds); // fromFds duplicated them
         }
-        attachments.put(d.leaseId(), a);
+        boolean droppedMeanwhile = register(d.leaseId(), a);
         if (closed) {
             // close() ran meanwhile and may have listed the attachments before this put.
             a.close();
             throw new IOException("attach '" + name + "': the client was closed meanwhile (the attachment was closed "
                     + "and its lease released)");
         }
-        if (unclaimedDrops.remove(d.leaseId())) dropped(new Messages.Drop(d.leaseId(), name));
+        if (droppedMeanwhile) dropped(new Messages.Drop(d.leaseId(), name));
         return a;
     }
 
@@ -365,13 +367,13 @@ public final class SharingClient implements AutoCloseable {
                     + ", chunks " + java.util.Arrays.toString(d.chunkSizes()) + ", ids "
                     + java.util.Arrays.toString(d.ids()) + ") could not be imported: " + e.getMessage(), e);
         }
-        attachments.put(d.leaseId(), a);
+        boolean droppedMeanwhile = register(d.leaseId(), a);
         if (closed) {
             a.close();
             throw new IOException("attach '" + name + "': the client was closed meanwhile (the attachment was closed "
                     + "and its lease released)");
         }
-        if (unclaimedDrops.remove(d.leaseId())) dropped(new Messages.Drop(d.leaseId(), name));
+        if (droppedMeanwhile) dropped(new Messages.Drop(d.leaseId(), name));
         return a;
     }
 
@@ -712,12 +714,30 @@ public final class SharingClient implements AutoCloseable {
         }
     }
 
+    /**
+     * Makes {@code a} the attachment of {@code leaseId}; true when a DROP for it arrived first
+     * (the reader parked it in {@link #unclaimedDrops}). One monitor with {@link #dropped}'s
+     * look-up: as two separate steps, a DROP read between the reader's miss and its park was
+     * lost (the put and the claim both ran in that gap), and the consumer waited for it forever
+     * (PooledProducerTest, seen under load once version 2's cached attach made the gap short).
+     * Nothing but map operations runs under it.
+     */
+    private boolean register(long leaseId, Attachment a) {
+        synchronized (dropClaims) {
+            attachments.put(leaseId, a);
+            return unclaimedDrops.remove(leaseId);
+        }
+    }
+
     private void dropped(Messages.Drop d) {
-        Attachment a = attachments.get(d.leaseId());
-        if (a == null) {
-            unclaimedDrops.add(d.leaseId()); // its attach() has not returned yet, or it was closed
-            if (unclaimedDrops.size() > 10_000) unclaimedDrops.clear();
-            return;
+        Attachment a;
+        synchronized (dropClaims) {
+            a = attachments.get(d.leaseId());
+            if (a == null) {
+                unclaimedDrops.add(d.leaseId()); // its attach() has not returned yet, or it was closed
+                if (unclaimedDrops.size() > 10_000) unclaimedDrops.clear();
+                return;
+            }
         }
         a.markDropped();
         DropNotice notice = new DropNotice(d.leaseId(), d.name(), a);
