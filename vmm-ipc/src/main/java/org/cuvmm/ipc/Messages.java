@@ -254,40 +254,17 @@ final class Messages {
     }
 
     private static Descriptor descriptor(Reader r) throws ProtocolException {
-        long lease = r.u64();
-        int handleType = r.u32();
-        long size = r.u64();
-        long count = Integer.toUnsignedLong(r.u32());
-        if (lease == 0) throw r.bad("lease id 0 (expected: non-zero)");
-        if (handleType != Protocol.HANDLE_TYPE_POSIX_FD) {
-            throw r.bad("handle type " + Integer.toUnsignedString(handleType) + " (expected: 1, POSIX fd)");
-        }
-        if (count < 1 || count > Protocol.MAX_FDS_PER_FRAME) {
-            throw r.bad("chunk count " + count + " (expected: 1 to " + Protocol.MAX_FDS_PER_FRAME + ")");
-        }
-        if (r.remaining() != 8 * count) {
-            throw r.bad("chunk count " + count + " needs " + 8 * count + " bytes of sizes, the payload has "
-                    + r.remaining());
-        }
+        Head h = head(r, 8, "sizes");
+        long lease = h.lease, size = h.size, count = h.count;
+        int handleType = h.handleType;
         long[] sizes = new long[(int) count];
         long sum = 0;
         for (int i = 0; i < count; i++) {
             long s = r.u64();
-            if (s == 0) throw r.bad("chunk " + i + " size 0 (expected: >= 1)");
-            if (s < 0) throw r.bad("chunk " + i + " size " + Long.toUnsignedString(s) + " is negative as a signed "
-                    + "64-bit value (expected: 1 to 2^63-1)");
-            try {
-                sum = Math.addExact(sum, s);
-            } catch (ArithmeticException e) {
-                throw r.bad("chunk sizes overflow a signed 64-bit sum at chunk " + i);
-            }
+            sum = addChunkSize(r, i, s, sum);
             sizes[i] = s;
         }
-        if (size <= 0) {
-            throw r.bad("buffer size " + (size == 0 ? "0" : Long.toUnsignedString(size) + " (negative as signed)")
-                    + " (expected: 1 to the sum of the chunk sizes, " + sum + ")");
-        }
-        if (size > sum) throw r.bad("buffer size " + size + " is larger than the sum of the chunk sizes, " + sum);
+        checkBufferSize(r, size, sum);
         return new Descriptor(lease, handleType, size, sizes);
     }
 
@@ -312,6 +289,42 @@ final class Messages {
 
     /** Version 2's DESCRIPTOR: the checks of version 1 plus ids (non-zero, distinct) and flags (only bit 0). */
     private static DescriptorV2 descriptorV2(Reader r) throws ProtocolException {
+        Head h = head(r, 20, "chunks");
+        long lease = h.lease, size = h.size, count = h.count;
+        int handleType = h.handleType;
+        long[] sizes = new long[(int) count];
+        long[] ids = new long[(int) count];
+        int[] flags = new int[(int) count];
+        java.util.HashSet<Long> seen = new java.util.HashSet<>();
+        long sum = 0;
+        for (int i = 0; i < count; i++) {
+            long s = r.u64();
+            long id = r.u64();
+            int f = r.u32();
+            sum = addChunkSize(r, i, s, sum);
+            if (id == 0) throw r.bad("chunk " + i + " allocation id 0 (expected: non-zero)");
+            if (!seen.add(id)) throw r.bad("chunk " + i + " allocation id " + Long.toUnsignedString(id)
+                    + " appears twice");
+            if ((f & ~Protocol.CHUNK_FLAG_FD) != 0) {
+                throw r.bad("chunk " + i + " flags 0x" + Integer.toHexString(f) + " (expected: only bit 0, FD)");
+            }
+            sizes[i] = s;
+            ids[i] = id;
+            flags[i] = f;
+        }
+        checkBufferSize(r, size, sum);
+        return new DescriptorV2(lease, handleType, size, sizes, ids, flags);
+    }
+
+    /** The fixed fields of a DESCRIPTOR (both versions), checked; the chunk entries follow. */
+    private record Head(long lease, int handleType, long size, long count) {
+    }
+
+    /**
+     * Reads and checks a DESCRIPTOR's lease, handle type, size and chunk count (both versions),
+     * and that the rest of the payload is exactly {@code bytesPerChunk} per chunk.
+     */
+    private static Head head(Reader r, int bytesPerChunk, String entries) throws ProtocolException {
         long lease = r.u64();
         int handleType = r.u32();
         long size = r.u64();
@@ -323,43 +336,33 @@ final class Messages {
         if (count < 1 || count > Protocol.MAX_FDS_PER_FRAME) {
             throw r.bad("chunk count " + count + " (expected: 1 to " + Protocol.MAX_FDS_PER_FRAME + ")");
         }
-        if (r.remaining() != 20 * count) {
-            throw r.bad("chunk count " + count + " needs " + 20 * count + " bytes of chunks, the payload has "
-                    + r.remaining());
+        if (r.remaining() != bytesPerChunk * count) {
+            throw r.bad("chunk count " + count + " needs " + bytesPerChunk * count + " bytes of " + entries
+                    + ", the payload has " + r.remaining());
         }
-        long[] sizes = new long[(int) count];
-        long[] ids = new long[(int) count];
-        int[] flags = new int[(int) count];
-        java.util.HashSet<Long> seen = new java.util.HashSet<>();
-        long sum = 0;
-        for (int i = 0; i < count; i++) {
-            long s = r.u64();
-            long id = r.u64();
-            int f = r.u32();
-            if (s == 0) throw r.bad("chunk " + i + " size 0 (expected: >= 1)");
-            if (s < 0) throw r.bad("chunk " + i + " size " + Long.toUnsignedString(s) + " is negative as a signed "
-                    + "64-bit value (expected: 1 to 2^63-1)");
-            try {
-                sum = Math.addExact(sum, s);
-            } catch (ArithmeticException e) {
-                throw r.bad("chunk sizes overflow a signed 64-bit sum at chunk " + i);
-            }
-            if (id == 0) throw r.bad("chunk " + i + " allocation id 0 (expected: non-zero)");
-            if (!seen.add(id)) throw r.bad("chunk " + i + " allocation id " + Long.toUnsignedString(id)
-                    + " appears twice");
-            if ((f & ~Protocol.CHUNK_FLAG_FD) != 0) {
-                throw r.bad("chunk " + i + " flags 0x" + Integer.toHexString(f) + " (expected: only bit 0, FD)");
-            }
-            sizes[i] = s;
-            ids[i] = id;
-            flags[i] = f;
+        return new Head(lease, handleType, size, count);
+    }
+
+    /** Checks chunk {@code i}'s size {@code s} (1 to 2^63-1) and returns {@code sum + s} (no overflow). */
+    private static long addChunkSize(Reader r, int i, long s, long sum) throws ProtocolException {
+        if (s == 0) throw r.bad("chunk " + i + " size 0 (expected: >= 1)");
+        if (s < 0) throw r.bad("chunk " + i + " size " + Long.toUnsignedString(s) + " is negative as a signed "
+                + "64-bit value (expected: 1 to 2^63-1)");
+        try {
+            sum = Math.addExact(sum, s);
+        } catch (ArithmeticException e) {
+            throw r.bad("chunk sizes overflow a signed 64-bit sum at chunk " + i);
         }
+        return sum;
+    }
+
+    /** The buffer size must be 1 to the sum of the chunk sizes (both versions). */
+    private static void checkBufferSize(Reader r, long size, long sum) throws ProtocolException {
         if (size <= 0) {
             throw r.bad("buffer size " + (size == 0 ? "0" : Long.toUnsignedString(size) + " (negative as signed)")
                     + " (expected: 1 to the sum of the chunk sizes, " + sum + ")");
         }
         if (size > sum) throw r.bad("buffer size " + size + " is larger than the sum of the chunk sizes, " + sum);
-        return new DescriptorV2(lease, handleType, size, sizes, ids, flags);
     }
 
     /** Big-endian writer with the protocol's string rules. */
