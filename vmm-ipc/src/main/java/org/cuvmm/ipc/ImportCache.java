@@ -333,28 +333,24 @@ public final class ImportCache {
 
     /** A DESCRIPTOR that will not be opened (its request gave up, the import was never tried). */
     void unpin(long[] idList) {
-        List<Integer> close = new ArrayList<>();
-        List<Long> forget = new ArrayList<>();
-        synchronized (lock) {
-            for (long id : idList) {
-                Id r = ids.get(id);
-                if (r == null) continue;
-                r.pins--;
-                settle(r, close, forget);
-            }
-        }
-        finish(close, forget);
+        decrement(idList, true);
     }
 
     /** The mapping of {@code idList} made by an import is gone (the import's whenUnmapped). */
     private void mappingGone(long[] idList) {
+        decrement(idList, false);
+    }
+
+    /** Takes one pin ({@code pin}) or one mapping reference off each known id of {@code idList}, then settles it. */
+    private void decrement(long[] idList, boolean pin) {
         List<Integer> close = new ArrayList<>();
         List<Long> forget = new ArrayList<>();
         synchronized (lock) {
             for (long id : idList) {
                 Id r = ids.get(id);
                 if (r == null) continue;
-                r.refs--;
+                if (pin) r.pins--;
+                else r.refs--;
                 settle(r, close, forget);
             }
         }
