@@ -337,14 +337,19 @@ public final class SharingClient implements AutoCloseable {
         } finally {
             NativeIo.closeAll(fds); // fromFds duplicated them
         }
-        boolean droppedMeanwhile = register(d.leaseId(), a);
+        return registered(name, d.leaseId(), a);
+    }
+
+    /** Both versions: records the attachment under its lease; a close or DROP meanwhile is honoured. */
+    private Attachment registered(String name, long leaseId, Attachment a) throws IOException {
+        boolean droppedMeanwhile = register(leaseId, a);
         if (closed) {
             // close() ran meanwhile and may have listed the attachments before this put.
             a.close();
             throw new IOException("attach '" + name + "': the client was closed meanwhile (the attachment was closed "
                     + "and its lease released)");
         }
-        if (droppedMeanwhile) dropped(new Messages.Drop(d.leaseId(), name));
+        if (droppedMeanwhile) dropped(new Messages.Drop(leaseId, name));
         return a;
     }
 
@@ -367,14 +372,7 @@ public final class SharingClient implements AutoCloseable {
                     + ", chunks " + java.util.Arrays.toString(d.chunkSizes()) + ", ids "
                     + java.util.Arrays.toString(d.ids()) + ") could not be imported: " + e.getMessage(), e);
         }
-        boolean droppedMeanwhile = register(d.leaseId(), a);
-        if (closed) {
-            a.close();
-            throw new IOException("attach '" + name + "': the client was closed meanwhile (the attachment was closed "
-                    + "and its lease released)");
-        }
-        if (droppedMeanwhile) dropped(new Messages.Drop(d.leaseId(), name));
-        return a;
+        return registered(name, d.leaseId(), a);
     }
 
     /**
