@@ -313,9 +313,7 @@ class ImportCacheTest {
         try (FdServerSocket fake = FdServerSocket.bind(sock)) {
             CompletableFuture<Void> serving = CompletableFuture.runAsync(() -> {
                 try (FdSocket s = fake.accept()) {
-                    try (Frame hello = FrameIO.read(s)) {
-                        s.send(frame2(2, hello.requestId, new byte[] {0, 2, 0, (byte) 253}), null);
-                    }
+                    answerHelloV2(s);
                     try (Frame attach = FrameIO.read(s); BufferDescriptor d = local.exportDescriptor()) {
                         byte[] p = new Messages.DescriptorV2(1, 1, g, new long[] {g}, new long[] {5}, new int[] {1})
                                 .encode();
@@ -369,9 +367,7 @@ class ImportCacheTest {
         try (FdServerSocket fake = FdServerSocket.bind(sock)) {
             CompletableFuture<Void> serving = CompletableFuture.runAsync(() -> {
                 try (FdSocket s = fake.accept()) {
-                    try (Frame hello = FrameIO.read(s)) {
-                        s.send(frame2(2, hello.requestId, new byte[] {0, 2, 0, (byte) 253}), null);
-                    }
+                    answerHelloV2(s);
                     try (Frame attach = FrameIO.read(s)) {
                         byte[] p = new Messages.DescriptorV2(9, 1, 4096, new long[] {resource.granularity()},
                                 new long[] {42}, new int[] {0}).encode();
@@ -417,9 +413,7 @@ class ImportCacheTest {
         try (FdServerSocket fake = FdServerSocket.bind(sock)) {
             CompletableFuture<Void> serving = CompletableFuture.runAsync(() -> {
                 try (FdSocket s = fake.accept()) {
-                    try (Frame hello = FrameIO.read(s)) {
-                        s.send(frame2(2, hello.requestId, new byte[] {0, 2, 0, (byte) 253}), null);
-                    }
+                    answerHelloV2(s);
                     try (Frame attach = FrameIO.read(s)) {
                         byte[] p = new Messages.DescriptorV2(1, 1, g, new long[] {g}, new long[] {5}, new int[] {1})
                                 .encode();
@@ -478,9 +472,7 @@ class ImportCacheTest {
         try (FdServerSocket fake = FdServerSocket.bind(sock)) {
             CompletableFuture<Void> serving = CompletableFuture.runAsync(() -> {
                 try (FdSocket s = fake.accept()) {
-                    try (Frame hello = FrameIO.read(s)) {
-                        s.send(frame2(2, hello.requestId, new byte[] {0, 2, 0, (byte) 253}), null);
-                    }
+                    answerHelloV2(s);
                     try (Frame attach = FrameIO.read(s); BufferDescriptor d = local.exportDescriptor()) {
                         byte[] p = new Messages.DescriptorV2(1, 1, g, new long[] {g}, new long[] {5}, new int[] {1})
                                 .encode();
@@ -543,9 +535,7 @@ class ImportCacheTest {
         try (FdServerSocket fake = FdServerSocket.bind(sock)) {
             CompletableFuture<Void> serving = CompletableFuture.runAsync(() -> {
                 try (FdSocket s = fake.accept()) {
-                    try (Frame hello = FrameIO.read(s)) {
-                        s.send(frame2(2, hello.requestId, new byte[] {0, 2, 0, (byte) 253}), null);
-                    }
+                    answerHelloV2(s);
                     try (Frame attachA = FrameIO.read(s); BufferDescriptor d = bufA.exportDescriptor()) {
                         byte[] p = new Messages.DescriptorV2(1, 1, g, new long[] {g}, new long[] {5}, new int[] {1})
                                 .encode();
@@ -626,6 +616,13 @@ class ImportCacheTest {
             return c.attach(name, resource);
         } catch (java.io.IOException e) {
             throw new java.io.UncheckedIOException(e);
+        }
+    }
+
+    /** The fake server's side of the handshake: reads HELLO, answers HELLO_OK (version 2, 253 fds). */
+    private static void answerHelloV2(FdSocket s) throws java.io.IOException {
+        try (Frame hello = FrameIO.read(s)) {
+            s.send(frame2(2, hello.requestId, new byte[] {0, 2, 0, (byte) 253}), null);
         }
     }
 
