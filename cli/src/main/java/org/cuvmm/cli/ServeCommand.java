@@ -15,6 +15,7 @@ import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.ipc.ConnectionLimits;
 import org.cuvmm.ipc.FdServerSocket;
 import org.cuvmm.ipc.internal.BytePattern;
+import org.cuvmm.ipc.Protocol;
 import org.cuvmm.ipc.SharingServer;
 
 /**
@@ -28,7 +29,7 @@ import org.cuvmm.ipc.SharingServer;
  */
 final class ServeCommand implements Command {
     private static final Set<String> OPTIONS = Set.of("socket", "name", "size", "seed", "socket-mode", "socket-group",
-            "backlog", "max-connections", "max-leases", "handshake-timeout", "idle-timeout");
+            "backlog", "max-connections", "max-leases", "max-ids", "max-protocol", "handshake-timeout", "idle-timeout");
     /** How long the shutdown hook waits for serving to finish (the server's own close takes at most about 10 s). */
     private static final long STOP_WAIT_SECONDS = 30;
 
@@ -46,7 +47,20 @@ final class ServeCommand implements Command {
     public String summary() {
         return "serve a patterned buffer to other processes: --socket PATH --name NAME --size BYTES [--seed N] "
                 + "[--socket-mode 0600] [--socket-group NAME] [--backlog N] [--max-connections N] [--max-leases N] "
-                + "[--handshake-timeout S] [--idle-timeout S]";
+                + "[--max-ids N] [--max-protocol 1|2] [--handshake-timeout S] [--idle-timeout S]";
+    }
+
+    /**
+     * --max-protocol: the newest protocol version served (1 or 2; default the newest): 1 makes
+     * every client speak version 1 (docs/PROTOCOL.md section 13.1).
+     */
+    private static int protocolVersion(Arguments a) {
+        int v = a.intValue("max-protocol", Protocol.LATEST_VERSION, 1);
+        if (v > Protocol.LATEST_VERSION) {
+            throw new IllegalArgumentException("--max-protocol: " + v + " (expected: " + Protocol.VERSION + " to "
+                    + Protocol.LATEST_VERSION + ")");
+        }
+        return v;
     }
 
     @Override
@@ -68,6 +82,8 @@ final class ServeCommand implements Command {
                     .backlog(a.intValue("backlog", FdServerSocket.DEFAULT_BACKLOG, 1))
                     .maxConnections(a.intValue("max-connections", ConnectionLimits.DEFAULT_MAX_CONNECTIONS, 1))
                     .maxLeasesPerConnection(a.intValue("max-leases", ConnectionLimits.DEFAULT_MAX_LEASES, 1))
+                    .maxIdsPerConnection(a.intValue("max-ids", SharingServer.DEFAULT_MAX_IDS_PER_CONNECTION, 1))
+                    .maxProtocolVersion(protocolVersion(a))
                     .handshakeTimeout(a.seconds("handshake-timeout", ConnectionLimits.DEFAULT_HANDSHAKE_TIMEOUT))
                     .idleTimeout(a.seconds("idle-timeout", ConnectionLimits.DEFAULT_IDLE_TIMEOUT));
             if (a.optional("socket-group") != null) builder.socketFileGroup(a.optional("socket-group"));

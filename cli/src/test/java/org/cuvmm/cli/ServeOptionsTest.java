@@ -41,6 +41,9 @@ class ServeOptionsTest {
         assertTrue(usageError("--backlog", "0").contains("--backlog: 0 (expected: a whole number >= 1)"));
         assertTrue(usageError("--max-connections", "x").contains("--max-connections: x (expected: a whole number >= 1)"));
         assertTrue(usageError("--max-leases", "0").contains("--max-leases: 0 (expected: a whole number >= 1)"));
+        assertTrue(usageError("--max-ids", "0").contains("--max-ids: 0 (expected: a whole number >= 1)"));
+        assertTrue(usageError("--max-protocol", "3").contains("--max-protocol: 3 (expected: 1 to 2)"));
+        assertTrue(usageError("--max-protocol", "0").contains("--max-protocol: 0 (expected: a whole number >= 1)"));
         assertTrue(usageError("--idle-timeout", "-1").contains("--idle-timeout: -1 (expected: whole seconds"));
         assertTrue(usageError("--handshake-timeout", "1.5").contains("--handshake-timeout: 1.5 (expected: whole seconds"));
     }
@@ -56,7 +59,8 @@ class ServeOptionsTest {
         try {
             Future<Integer> serving = pool.submit(() -> new ServeCommand(stop).run(List.of("--socket", socket.toString(),
                     "--name", "t", "--size", "1M", "--socket-mode", "0660", "--max-connections", "1",
-                    "--max-leases", "1", "--backlog", "16", "--handshake-timeout", "30", "--idle-timeout", "0"), out, out));
+                    "--max-leases", "1", "--max-ids", "2", "--max-protocol", "1", "--backlog", "16",
+                    "--handshake-timeout", "30", "--idle-timeout", "0"), out, out));
             long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
             while (!serveOut.toString(StandardCharsets.UTF_8).contains("serving 't'")) {
                 assertTrue(System.nanoTime() < until, serveOut.toString(StandardCharsets.UTF_8));
@@ -68,7 +72,8 @@ class ServeOptionsTest {
                 SharingException e = org.junit.jupiter.api.Assertions.assertThrows(SharingException.class,
                         () -> SharingClient.connect(socket, "second").close());
                 assertEquals(ErrorCode.TOO_MANY_CONNECTIONS, e.code(), e.getMessage());
-                assertTrue(first.serverVersion() == org.cuvmm.ipc.Protocol.LATEST_VERSION); // the default client speaks v2
+                // --max-protocol 1: the client's version-2 HELLO is refused and it falls back to version 1.
+                assertEquals(org.cuvmm.ipc.Protocol.VERSION, first.serverVersion());
             }
             stop.countDown();
             assertEquals(0, serving.get(60, TimeUnit.SECONDS), serveOut.toString(StandardCharsets.UTF_8));
