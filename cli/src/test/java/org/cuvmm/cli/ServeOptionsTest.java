@@ -22,20 +22,40 @@ import org.cuvmm.ipc.ErrorCode;
 import org.cuvmm.ipc.SharingClient;
 import org.cuvmm.ipc.SharingException;
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
 
-/** The server options of {@code cuvmm serve}: checked with clear messages, and applied. */
+/**
+ * The server options of {@code cuvmm serve}: checked with clear messages, and applied. Every
+ * wait is bounded; the class timeout interrupts a test thread stuck anyway (serve's wait for
+ * its stop latch ends on interrupt), so a broken option fails the test, never hangs the build.
+ */
+@Timeout(value = 3, unit = TimeUnit.MINUTES)
 class ServeOptionsTest {
-    private static String usageError(String... extra) {
-        ByteArrayOutputStream err = new ByteArrayOutputStream();
-        List<String> args = new ArrayList<>(List.of("--socket", "/tmp/never.sock", "--name", "t", "--size", "1M"));
-        args.addAll(List.of(extra));
-        PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8);
-        assertEquals(Command.USAGE, new ServeCommand().run(args, e, e), err.toString(StandardCharsets.UTF_8));
-        return err.toString(StandardCharsets.UTF_8);
+    /**
+     * Runs serve with options that must be refused. Its stop latch is already released: an
+     * option wrongly accepted makes serve start and stop at once (status OK, "stopped"), so
+     * the assertion fails instead of the test thread serving until killed (it did, when
+     * --max-protocol was not checked). The socket is in a fresh directory, never a shared path.
+     */
+    private static String usageError(String... extra) throws Exception {
+        Path dir = Files.createTempDirectory(Path.of("/tmp"), "cvmm-usage");
+        try {
+            ByteArrayOutputStream err = new ByteArrayOutputStream();
+            List<String> args = new ArrayList<>(List.of("--socket", dir.resolve("never.sock").toString(), "--name", "t",
+                    "--size", "1M"));
+            args.addAll(List.of(extra));
+            PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8);
+            int status = new ServeCommand(new CountDownLatch(0)).run(args, e, e);
+            assertEquals(Command.USAGE, status, err.toString(StandardCharsets.UTF_8));
+            return err.toString(StandardCharsets.UTF_8);
+        } finally {
+            Files.deleteIfExists(dir.resolve("never.sock"));
+            Files.deleteIfExists(dir);
+        }
     }
 
     @Test
-    void badOptionsAreRefusedNamingTheValue() {
+    void badOptionsAreRefusedNamingTheValue() throws Exception {
         assertTrue(usageError("--socket-mode", "0755").contains("socketFileMode: 0755 (expected: 0600, 0660, 0606 or 0666"));
         assertTrue(usageError("--socket-mode", "rw").contains("--socket-mode: rw (expected: an octal file mode"));
         assertTrue(usageError("--backlog", "0").contains("--backlog: 0 (expected: a whole number >= 1)"));
@@ -81,6 +101,8 @@ class ServeOptionsTest {
         } finally {
             stop.countDown();
             pool.shutdownNow();
+            // Even when an assertion failed: the server is closed before the next test (bounded).
+            pool.awaitTermination(60, TimeUnit.SECONDS);
             Files.deleteIfExists(socket);
             Files.deleteIfExists(dir);
         }
