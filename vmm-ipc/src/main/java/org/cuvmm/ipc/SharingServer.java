@@ -100,6 +100,16 @@ public final class SharingServer implements AutoCloseable {
     static final long CLOSE_WAIT_MILLIS = 10_000;
     /** Test seam: the wait {@link #close()} uses ({@link #CLOSE_WAIT_MILLIS} unless a test shortens it). */
     static volatile long closeWaitMillis = CLOSE_WAIT_MILLIS;
+    /**
+     * Test seam, for tests only (null by default: a step then costs one volatile read). Asked
+     * on the connection's reader at each step of a version-2 ATTACH that comes after its ids
+     * were assigned: {@code "export"} (before the export), {@code "frame"} (export made, its
+     * fds open, before the DESCRIPTOR is built) and {@code "queue"} (under the publication's
+     * monitor, before the DESCRIPTOR is queued: must not block). True fails that step as the
+     * real failure would: the first two as a failed export, the last as a full or closed send
+     * queue (ERROR {@code INTERNAL} both). The predicate may also act (unpublish, say).
+     */
+    static volatile java.util.function.Predicate<String> failAttachAt;
     private final Thread acceptThread;
     private final int maxIdsPerConnection;
     private final int maxProtocolVersion;
@@ -579,6 +589,8 @@ public final class SharingServer implements AutoCloseable {
         BufferLease held;
         BufferDescriptor d = null;
         byte[] frame;
+        Publication.Lease lease;
+        SendQueue.Item item;
         try {
             // Held first: from here the owner's close() refuses, naming this consumer.
             held = p.buffer.lease("consumer " + c.describe() + ", lease " + id + " of '" + name + "' on "
@@ -620,19 +632,22 @@ public final class SharingServer implements AutoCloseable {
                         needed[k++] = i;
                     }
                 }
+                injectFailure("export");
                 if (needed.length > 0) d = p.exportChunks(needed);
+                injectFailure("frame");
                 frame = c.encode(new Messages.DescriptorV2(id, Protocol.HANDLE_TYPE_POSIX_FD, b.size(), sizes,
                         assigned.ids(), flags), requestId);
             }
+            lease = new Publication.Lease(id, p, c, held);
+            item = new SendQueue.Item(frame, d == null ? null : d.fds(), d, lease.sent()::countDown);
         } catch (RuntimeException e) {
+            // Nothing was queued: the fds, the fresh ids and the hold go (the ATTACH gives no id).
             if (d != null) d.close();
             if (assigned != null) ids.rollback(assigned);
             p.endHold(held);
             c.reply(requestId, ErrorCode.INTERNAL, "cannot export '" + name + "': " + e.getMessage());
             return;
         }
-        Publication.Lease lease = new Publication.Lease(id, p, c, held);
-        SendQueue.Item item = new SendQueue.Item(frame, d == null ? null : d.fds(), d, lease.sent()::countDown);
         int count = 0;
         ErrorCode failure = null;
         String why = null;
@@ -648,7 +663,7 @@ public final class SharingServer implements AutoCloseable {
             } else {
                 // Counted and queued (tryOffer never blocks nor closes anything) under the lock
                 // unpublish takes: a DROP then always follows the DESCRIPTOR of its lease.
-                if (c.out.tryOffer(item)) {
+                if (!(assigned != null && injected("queue")) && c.out.tryOffer(item)) {
                     count = p.leaseCount();
                     grantedLeases.incrementAndGet();
                     if (d != null) fdsSent.addAndGet(d.chunkCount());
@@ -672,6 +687,17 @@ public final class SharingServer implements AutoCloseable {
         }
         LeaseEvent e = new LeaseEvent(name, lease.id(), c.peer, c.clientName(), LeaseEvent.Reason.ATTACHED, count);
         fire(l -> l.attached(e));
+    }
+
+    /** {@link #failAttachAt}: true when a test fails {@code step}. */
+    private static boolean injected(String step) {
+        java.util.function.Predicate<String> f = failAttachAt;
+        return f != null && f.test(step);
+    }
+
+    /** {@link #failAttachAt}: throws at {@code step} when a test asks for it. */
+    private static void injectFailure(String step) {
+        if (injected(step)) throw new IllegalStateException("failure injected by a test at '" + step + "'");
     }
 
     void release(ServerConnection c, int requestId, long leaseId) {
