@@ -640,11 +640,14 @@ public final class SharingServer implements AutoCloseable {
             }
             lease = new Publication.Lease(id, p, c, held);
             item = new SendQueue.Item(frame, d == null ? null : d.fds(), d, lease.sent()::countDown);
-        } catch (RuntimeException e) {
+        } catch (RuntimeException | Error e) {
             // Nothing was queued: the fds, the fresh ids and the hold go (the ATTACH gives no id).
+            // An Error too: it ends the connection (the reader's catch), and the hold would
+            // otherwise make the owner's close() refuse for ever.
             if (d != null) d.close();
             if (assigned != null) ids.rollback(assigned);
             p.endHold(held);
+            if (e instanceof Error) throw e;
             c.reply(requestId, ErrorCode.INTERNAL, "cannot export '" + name + "': " + e.getMessage());
             return;
         }

@@ -256,6 +256,36 @@ class AttachRollbackTest {
     }
 
     /**
+     * An Error (not an exception) after the export: the reader ends the connection, as it does
+     * for any Error, but first gives back what the ATTACH made: the hold on the buffer (else
+     * the owner's close would refuse for ever, naming a consumer long gone) and the export's fds.
+     */
+    @Test
+    void anErrorAfterTheExportLeavesNoHoldAndNoFd() throws Exception {
+        try (IpcTestSupport.ThreeChunks owner = new IpcTestSupport.ThreeChunks();
+             SharingServer server = SharingServer.builder(sock).build()) {
+            server.publish("three", owner.buffer);
+            Map<String, Integer> fds = IpcTestSupport.fdSnapshot();
+            SharingServer.failAttachAt = step -> {
+                if (step.equals("frame")) throw new StackOverflowError("injected by a test");
+                return false;
+            };
+            try (FdSocket s = helloV2()) {
+                s.send(frame2(3, nextId++, str("three")), null);
+                IpcTestSupport.await("the server to end the connection", 30, () -> server.connectionCount() == 0);
+            }
+            SharingServer.failAttachAt = null;
+            assertEquals(0, owner.buffer.leaseCount(), "no hold on the buffer is left");
+            assertEquals(0, server.totalLeaseCount());
+            IpcTestSupport.assertFdsBack(fds, "after the Error (the export's fds are closed)");
+            try (FdSocket s = helloV2()) {
+                Messages.DescriptorV2 d = attach(s, "three", 3);
+                release(s, d.leaseId());
+            }
+        }
+    }
+
+    /**
      * The DESCRIPTOR's send fails: the connection ends (section 12: a failed send ends it, the
      * stream cannot be trusted), and with it every id and lease; nothing is left open, and a
      * new connection is sent the fds.
