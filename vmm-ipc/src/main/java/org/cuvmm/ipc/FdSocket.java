@@ -50,6 +50,8 @@ public final class FdSocket implements Closeable {
     private final Object receiveLock = new Object();
     private NativeMsg sendMsg;    // guarded by sendLock
     private NativeMsg receiveMsg; // guarded by receiveLock
+    private final Object pollLock = new Object();
+    private java.nio.ByteBuffer pollFd; // one struct pollfd, guarded by pollLock
 
     FdSocket(UnixSocketChannel channel) {
         this.channel = channel;
@@ -355,6 +357,36 @@ public final class FdSocket implements Closeable {
         if ((msg.getFlags() & NativeIo.MSG_CTRUNC) != 0) truncated[0] = true;
         Reference.reachabilityFence(msg);
         return r;
+    }
+
+    /**
+     * Waits at most {@code timeoutMillis} (0: not at all) until a {@link #receive} would find
+     * something: bytes, the end of the stream, or an error (a closed or shut-down socket
+     * included). One {@code poll(2)} for {@code POLLIN}; reads nothing. False when the time
+     * ran out or a signal cut the wait short. For {@link SharingClient}'s leading caller,
+     * which must not block past its request's timeout. Package-private.
+     *
+     * @throws ClosedChannelException when this socket is closed
+     * @throws IOException when {@code poll} fails
+     */
+    boolean awaitReadable(int timeoutMillis) throws IOException {
+        if (timeoutMillis < 0) throw new IllegalArgumentException("timeoutMillis: " + timeoutMillis + " (expected: >= 0)");
+        enter();
+        try {
+            synchronized (pollLock) {
+                if (pollFd == null) pollFd = java.nio.ByteBuffer.allocateDirect(8).order(java.nio.ByteOrder.nativeOrder());
+                pollFd.putInt(0, fd);
+                pollFd.putShort(4, NativeIo.POLLIN);
+                pollFd.putShort(6, (short) 0);
+                int r = NativeIo.poll(pollFd, 1, timeoutMillis);
+                if (r >= 0) return r > 0;
+                if (-r == NativeIo.EINTR) return false;
+                if (guard.isClosed()) throw new ClosedChannelException();
+                throw new IOException("poll: " + NativeIo.strerror(-r));
+            }
+        } finally {
+            guard.exit();
+        }
     }
 
     private NativeMsg sendMsg() {

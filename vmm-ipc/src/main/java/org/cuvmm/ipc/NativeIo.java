@@ -65,6 +65,42 @@ final class NativeIo {
         for (int fd : fds) closeQuietly(fd);
     }
 
+    /** {@code poll(2)}'s {@code POLLIN}: data (or end of stream, or an error) to read. */
+    static final short POLLIN = 0x1;
+
+    private static volatile jnr.enxio.channels.Native.LibC pollLibc;
+
+    /**
+     * {@code poll(fds, n, timeoutMillis)} on an array of {@code struct pollfd} (8 bytes each:
+     * fd, events, revents, native order) in a direct buffer; returns poll's result, or minus
+     * the errno on failure. jnr-posix has no {@code poll}: this uses jnr-enxio's own libc
+     * binding (its {@code Native.libc()} is package-private: reached by reflection, which
+     * works on the class path and on the module path, where jnr-enxio is an automatic module
+     * and so opens its packages).
+     */
+    static int poll(java.nio.ByteBuffer fds, int n, int timeoutMillis) {
+        jnr.enxio.channels.Native.LibC libc = pollLibc;
+        if (libc == null) libc = loadPollLibc();
+        int r = libc.poll(fds, n, timeoutMillis);
+        if (r >= 0) return r;
+        int errno = jnr.ffi.LastError.getLastError(jnr.ffi.Runtime.getSystemRuntime());
+        return errno > 0 ? -errno : -EINTR;
+    }
+
+    private static synchronized jnr.enxio.channels.Native.LibC loadPollLibc() {
+        if (pollLibc == null) {
+            try {
+                java.lang.reflect.Method m = jnr.enxio.channels.Native.class.getDeclaredMethod("libc");
+                m.setAccessible(true);
+                pollLibc = (jnr.enxio.channels.Native.LibC) m.invoke(null);
+            } catch (ReflectiveOperationException | RuntimeException e) {
+                throw new UnsupportedOperationException("this jnr-enxio lacks the libc binding cuvmm-ipc polls with "
+                        + "(jnr.enxio.channels.Native.libc()); use jnr-enxio 0.32.x", e);
+            }
+        }
+        return pollLibc;
+    }
+
     static String strerror(int errno) {
         try {
             return posix().strerror(errno) + " (errno " + errno + ")";

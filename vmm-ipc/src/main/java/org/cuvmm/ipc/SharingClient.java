@@ -55,6 +55,8 @@ import org.cuvmm.VirtualMemoryResource;
 public final class SharingClient implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger(SharingClient.class.getName());
     private static final int EVENT_THREAD_IDLE_S = 5;
+    /** Longest single poll of a leading caller: the bound on how late it sees an interrupt. */
+    private static final int LEAD_SLICE_MS = 20;
 
     private final FdSocket socket;
     private final Path path;
@@ -68,6 +70,16 @@ public final class SharingClient implements AutoCloseable {
     private final CopyOnWriteArrayList<Consumer<DropNotice>> dropListeners = new CopyOnWriteArrayList<>();
     private final AtomicInteger nextRequestId = new AtomicInteger(1);
     private final Thread reader;
+    /** Who reads the socket: a caller waiting for its reply, or the reader thread (class javadoc). */
+    private final ReadToken token = new ReadToken();
+    /**
+     * Set when a leading caller met a fatal bad frame: the reader thread drains the socket
+     * (a caller must not block on that). Written before {@link ReadToken#urgent()}.
+     */
+    private volatile boolean drainRequested;
+    /** Replies the requesting thread read itself (it led), and replies another thread read and handed over. */
+    private final java.util.concurrent.atomic.LongAdder repliesReadByCaller = new java.util.concurrent.atomic.LongAdder();
+    private final java.util.concurrent.atomic.LongAdder repliesHandedOver = new java.util.concurrent.atomic.LongAdder();
     /**
      * The event thread: DROP listeners and the releases that must not block their caller.
      * Created with the client (no lock on first use: the cleaner calls in, and this object's
@@ -502,6 +514,7 @@ public final class SharingClient implements AutoCloseable {
     }
 
     private Frame request(Messages.Message m, FrameType expected, int frameVersion) throws IOException {
+        token.noteRequest(); // before the send: the reader keeps out of the socket, this thread reads the reply
         int id;
         do {
             id = nextRequestId.getAndIncrement();
@@ -525,7 +538,7 @@ public final class SharingClient implements AutoCloseable {
             }
             Frame r;
             try {
-                r = reply.get(timeout.toMillis(), TimeUnit.MILLISECONDS);
+                r = awaitReply(reply, System.nanoTime() + timeout.toNanos());
                 received = true;
             } catch (TimeoutException e) {
                 Consumer<CompletableFuture<Frame>> hook = afterTimeoutHook;
@@ -562,6 +575,63 @@ public final class SharingClient implements AutoCloseable {
     }
 
     /**
+     * Waits for {@code reply}: leads (reads the socket itself, dispatching every frame as the
+     * reader thread would) while the read token is free, else waits as a follower for the
+     * holder to complete it or to give the token up. The token is released before any
+     * timeout or interrupt is reported, so a late reply can still be read and disposed of.
+     */
+    private Frame awaitReply(CompletableFuture<Frame> reply, long deadline)
+            throws InterruptedException, TimeoutException, ExecutionException {
+        boolean readOwn = false;
+        while (token.awaitTurn(reply, deadline)) {
+            try {
+                readOwn = leadUntil(reply, deadline);
+            } finally {
+                token.release();
+            }
+            if (reply.isDone()) break;
+            // Not done: the connection is ending and its failure is on its way; wait (bounded) for it.
+        }
+        Frame r = reply.get(); // done: completed, or failed with the connection
+        (readOwn ? repliesReadByCaller : repliesHandedOver).increment();
+        return r;
+    }
+
+    /**
+     * Holding the read token: reads and dispatches frames until {@code reply} is done. True
+     * when this thread's own read completed it. Waits for bytes in {@code poll} slices of at
+     * most {@value #LEAD_SLICE_MS} ms, so an interrupt is seen within one slice and the
+     * deadline is kept; a frame whose first bytes arrived is read whole (a server that stops
+     * in the middle of a frame holds this thread until the connection ends: {@link #close()}
+     * from another thread ends it).
+     */
+    private boolean leadUntil(CompletableFuture<Frame> reply, long deadline) throws InterruptedException,
+            TimeoutException {
+        while (!reply.isDone()) {
+            if (Thread.interrupted()) throw new InterruptedException();
+            long left = deadline - System.nanoTime();
+            if (left <= 0) throw new TimeoutException();
+            boolean readable;
+            try {
+                readable = socket.awaitReadable((int) Math.min(LEAD_SLICE_MS, TimeUnit.NANOSECONDS.toMillis(left) + 1));
+            } catch (IOException e) {
+                fail(closed ? new IOException("the client is closed") : new IOException("connection to " + path
+                        + " lost: " + e.getMessage(), e));
+                return false;
+            }
+            if (!readable) continue;
+            if (!readOne()) return reply.isDone() && !reply.isCompletedExceptionally();
+        }
+        return true;
+    }
+
+    /** Replies the requesting thread read itself; replies another thread (the reader, another caller) handed over. Tests. */
+    long[] replyStats() { return new long[] {repliesReadByCaller.sum(), repliesHandedOver.sum()}; }
+
+    /** The read token (tests). */
+    ReadToken readToken() { return token; }
+
+    /**
      * Closes the fds of a reply nobody will use and, for a DESCRIPTOR, gives its lease back:
      * the RELEASE goes out from the event thread (this may run on the reader, which never writes).
      */
@@ -580,32 +650,72 @@ public final class SharingClient implements AutoCloseable {
         return new IOException(e.getMessage(), e);
     }
 
+    /**
+     * The reader thread: reads while no caller leads ({@link ReadToken#readerTurn()}); ends
+     * with the connection. It drains the socket after a fatal bad frame a leading caller met.
+     */
     private void readLoop() {
         try {
-            for (;;) {
-                Frame f;
+            while (token.readerTurn()) {
+                boolean more;
                 try {
-                    int v = version;
-                    f = v == 0 ? FrameIO.read(socket, Protocol.VERSION, helloVersion) : FrameIO.read(socket, v);
-                } catch (ProtocolException e) {
-                    rejected(e);
-                    if (e.fatal()) {
-                        failAfterQueuedSends(new SharingException(e.code(), "the server sent a bad frame: "
-                                + e.getMessage()));
+                    if (drainRequested) {
+                        drain();
                         return;
                     }
-                    continue;
-                } catch (IOException e) {
-                    fail(closed ? new IOException("the client is closed") : new IOException("connection to " + path
-                            + " lost: " + e.getMessage(), e));
-                    return;
+                    more = readOne();
+                } finally {
+                    token.release();
                 }
-                if (f == null) {
-                    fail(new IOException("the server at " + path + " closed the connection"));
-                    return;
-                }
-                dispatch(f);
+                if (!more) return;
             }
+            // The connection ended while this thread waited for its turn (shutdownNow): fail
+            // what still waits (a FORGET's reply nobody leads for).
+            fail(closed ? new IOException("the client is closed") : new IOException("the connection to " + path
+                    + " ended"));
+        } catch (InterruptedException e) {
+            fail(new IOException("the client's reader was interrupted", e));
+        } finally {
+            token.end();
+        }
+    }
+
+    /**
+     * Reads and dispatches one frame; the caller holds the read token (the reader thread or a
+     * leading caller). False when the connection has ended (every waiting request failed).
+     */
+    private boolean readOne() {
+        try {
+            Frame f;
+            try {
+                int v = version;
+                f = v == 0 ? FrameIO.read(socket, Protocol.VERSION, helloVersion) : FrameIO.read(socket, v);
+            } catch (ProtocolException e) {
+                rejected(e);
+                if (e.fatal()) {
+                    SharingException why = new SharingException(e.code(), "the server sent a bad frame: "
+                            + e.getMessage());
+                    if (Thread.currentThread() == reader) {
+                        failAfterQueuedSends(why);
+                    } else if (beginFatal(why)) {
+                        // A caller does not drain: the reader thread does, once this caller lets go of the token.
+                        drainRequested = true;
+                        token.urgent();
+                    }
+                    return false;
+                }
+                return true;
+            } catch (IOException e) {
+                fail(closed ? new IOException("the client is closed") : new IOException("connection to " + path
+                        + " lost: " + e.getMessage(), e));
+                return false;
+            }
+            if (f == null) {
+                fail(new IOException("the server at " + path + " closed the connection"));
+                return false;
+            }
+            dispatch(f);
+            return true;
         } catch (RuntimeException | Error t) {
             fail(new IOException("the client's reader failed: " + t, t));
             throw t;
@@ -659,7 +769,10 @@ public final class SharingClient implements AutoCloseable {
             return;
         }
         CompletableFuture<Frame> p = pending.remove(f.requestId);
-        if (p != null && p.complete(f)) return;
+        if (p != null && p.complete(f)) {
+            token.delivered();
+            return;
+        }
         // Nobody waits (the request gave up first): close its fds and give back its lease.
         dispose(f);
     }
@@ -677,6 +790,7 @@ public final class SharingClient implements AutoCloseable {
         CompletableFuture<Frame> p = e.requestId() == 0 ? null : pending.remove(e.requestId());
         if (p != null) {
             p.completeExceptionally(new SharingException(e.code(), "the server sent a bad frame: " + e.getMessage(), e));
+            token.delivered();
         }
     }
 
@@ -758,6 +872,7 @@ public final class SharingClient implements AutoCloseable {
     private void fail(IOException why) {
         failRequests(why);
         socket.close();
+        token.end();
         cache.connectionEnded();
         events.shutdown(); // what is queued still runs (DROP listeners); then the thread ends
     }
@@ -770,6 +885,7 @@ public final class SharingClient implements AutoCloseable {
             CompletableFuture<Frame> p = pending.remove(id);
             if (p != null) p.completeExceptionally(failure);
         }
+        token.delivered();
     }
 
     /**
@@ -779,6 +895,15 @@ public final class SharingClient implements AutoCloseable {
      * ERROR; the close (or the server's) ends the draining.
      */
     private void failAfterQueuedSends(IOException why) {
+        if (beginFatal(why)) drain();
+    }
+
+    /**
+     * The first half of {@link #failAfterQueuedSends}, on any thread: fails the requests, queues
+     * the close after the ERROR. False when nothing could be queued (the socket is closed now:
+     * no drain).
+     */
+    private boolean beginFatal(IOException why) {
         failRequests(why);
         cache.connectionEnded();
         boolean queued;
@@ -791,8 +916,13 @@ public final class SharingClient implements AutoCloseable {
         events.shutdown();
         if (!queued) {
             socket.close();
-            return;
+            token.end();
         }
+        return queued;
+    }
+
+    /** The second half, on the reader thread: reads and discards until the socket is closed. */
+    private void drain() {
         try {
             for (;;) {
                 try (ReceivedMessage m = socket.receive(4096)) {
@@ -805,6 +935,7 @@ public final class SharingClient implements AutoCloseable {
             // closed after the ERROR went out: done
         }
         socket.close();
+        token.end();
     }
 
     /**
@@ -879,6 +1010,7 @@ public final class SharingClient implements AutoCloseable {
         closed = true;
         if (failure == null) failure = new IOException("the client is closed");
         socket.close();
+        token.end(); // a reader waiting for its turn stops; a leading caller wakes from its poll (the close)
         try {
             if (Thread.currentThread() != reader) reader.join(5000);
         } catch (InterruptedException e) {
