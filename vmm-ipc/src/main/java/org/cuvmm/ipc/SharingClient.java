@@ -33,13 +33,23 @@ import org.cuvmm.VirtualMemoryResource;
  * }
  * }</pre>
  *
- * <p>A reader thread receives replies and DROP notices and never writes; DROP listeners run
- * on a separate event thread (so they may close attachments), which also sends what must
- * not block its caller (releases from aliases and the cleaner, answers to bad frames). Both
- * threads end with the connection; {@link #close()} may keep it open while aliases or views
- * of attached buffers still map memory (see there). An ERROR from the server becomes a {@link
- * SharingException} carrying the server's code and message. Thread-safe: requests from
- * several threads are matched to replies by request id.
+ * <p><b>Threads.</b> One thread at a time reads the socket: the holder of the client's read
+ * token, which dispatches every frame it reads (replies by request id, DROP, EVICT) and
+ * never writes. A thread that made a request reads its own reply when the token is free (it
+ * <i>leads</i>: no other thread wakes to hand the reply over); while another thread leads it
+ * waits for that thread to complete its reply or to give the token up. The client's reader
+ * thread reads only once no request has been made for 1 ms (then it waits in {@code
+ * recvmsg} for DROP, EVICT and replies nobody waits for): a DROP or EVICT that arrives while
+ * no thread leads is read at most about 2 ms later (plus scheduling); a leading thread reads
+ * it at once. A leading thread waits for bytes in {@code poll} slices of 20 ms, so its
+ * timeout holds and an interrupt is seen within 20 ms; {@link #close()} from another thread
+ * ends its wait. DROP listeners run on a separate event thread (so they may close
+ * attachments), which also sends what must not block its caller (releases from aliases and
+ * the cleaner, FORGETs, answers to bad frames). Both threads end with the connection; {@link
+ * #close()} may keep it open while aliases or views of attached buffers still map memory
+ * (see there). An ERROR from the server becomes a {@link SharingException} carrying the
+ * server's code and message. Thread-safe: requests from several threads are matched to
+ * replies by request id (docs/PROTOCOL.md section 12, "Threads").
  *
  * <p><b>Protocol version and the import cache.</b> The client says HELLO in version 2 and
  * falls back to version 1 when the server answers {@code BAD_VERSION} ({@link
@@ -70,7 +80,10 @@ public final class SharingClient implements AutoCloseable {
     private final CopyOnWriteArrayList<Consumer<DropNotice>> dropListeners = new CopyOnWriteArrayList<>();
     private final AtomicInteger nextRequestId = new AtomicInteger(1);
     private final Thread reader;
-    /** Who reads the socket: a caller waiting for its reply, or the reader thread (class javadoc). */
+    /**
+     * Who reads the socket: a caller waiting for its reply, or the reader thread (class
+     * javadoc). In this class's comments "the reader" is whoever holds it when a frame is read.
+     */
     private final ReadToken token = new ReadToken();
     /**
      * Set when a leading caller met a fatal bad frame: the reader thread drains the socket
@@ -503,11 +516,13 @@ public final class SharingClient implements AutoCloseable {
     /**
      * Sends {@code m} and waits for its reply of type {@code expected}; an ERROR reply becomes a SharingException.
      *
-     * <p>A reply nobody will read is disposed of exactly once: whichever of this thread (on
-     * timeout, interrupt or any other early exit) and the reader ({@link #dispatch}) loses the
-     * race for the future closes the frame's fds and, for a DESCRIPTOR, releases its lease.
-     * This thread claims the future with {@code completeExceptionally}; when that fails the
-     * reader already completed it, and the frame is this thread's to dispose of.
+     * <p>This thread reads its own reply when it can ({@link #awaitReply}). A reply nobody
+     * will read is disposed of exactly once: whichever of this thread (on timeout, interrupt
+     * or any other early exit) and the thread that read the reply ({@link #dispatch}, by the
+     * holder of the read token) loses the race for the future closes the frame's fds and, for
+     * a DESCRIPTOR, releases its lease. This thread claims the future with {@code
+     * completeExceptionally}; when that fails the reply was already completed, and the frame
+     * is this thread's to dispose of.
      */
     private Frame request(Messages.Message m, FrameType expected) throws IOException {
         return request(m, expected, wireVersion());
