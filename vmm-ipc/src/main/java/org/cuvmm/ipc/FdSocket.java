@@ -50,8 +50,6 @@ public final class FdSocket implements Closeable {
     private final Object receiveLock = new Object();
     private NativeMsg sendMsg;    // guarded by sendLock
     private NativeMsg receiveMsg; // guarded by receiveLock
-    private final Object pollLock = new Object();
-    private java.nio.ByteBuffer pollFd; // one struct pollfd, guarded by pollLock
 
     FdSocket(UnixSocketChannel channel) {
         this.channel = channel;
@@ -371,19 +369,18 @@ public final class FdSocket implements Closeable {
      */
     boolean awaitReadable(int timeoutMillis) throws IOException {
         if (timeoutMillis < 0) throw new IllegalArgumentException("timeoutMillis: " + timeoutMillis + " (expected: >= 0)");
+        // One struct pollfd per call (8 bytes, on the heap: jnr copies it in and out), so no
+        // lock is held across the wait.
+        java.nio.ByteBuffer pollFd = java.nio.ByteBuffer.allocate(8).order(java.nio.ByteOrder.nativeOrder());
+        pollFd.putInt(0, fd);
+        pollFd.putShort(4, NativeIo.POLLIN);
         enter();
         try {
-            synchronized (pollLock) {
-                if (pollFd == null) pollFd = java.nio.ByteBuffer.allocateDirect(8).order(java.nio.ByteOrder.nativeOrder());
-                pollFd.putInt(0, fd);
-                pollFd.putShort(4, NativeIo.POLLIN);
-                pollFd.putShort(6, (short) 0);
-                int r = NativeIo.poll(pollFd, 1, timeoutMillis);
-                if (r >= 0) return r > 0;
-                if (-r == NativeIo.EINTR) return false;
-                if (guard.isClosed()) throw new ClosedChannelException();
-                throw new IOException("poll: " + NativeIo.strerror(-r));
-            }
+            int r = NativeIo.poll(pollFd, 1, timeoutMillis);
+            if (r >= 0) return r > 0;
+            if (-r == NativeIo.EINTR) return false;
+            if (guard.isClosed()) throw new ClosedChannelException();
+            throw new IOException("poll: " + NativeIo.strerror(-r));
         } finally {
             guard.exit();
         }

@@ -72,7 +72,8 @@ final class NativeIo {
 
     /**
      * {@code poll(fds, n, timeoutMillis)} on an array of {@code struct pollfd} (8 bytes each:
-     * fd, events, revents, native order) in a direct buffer; returns poll's result, or minus
+     * fd, events, revents, native order) in a buffer (jnr passes a direct one's address and
+     * copies a heap one in and out); returns poll's result, or minus
      * the errno on failure. jnr-posix has no {@code poll}: this uses jnr-enxio's own libc
      * binding (its {@code Native.libc()} is package-private: reached by reflection, which
      * works on the class path and on the module path, where jnr-enxio is an automatic module
