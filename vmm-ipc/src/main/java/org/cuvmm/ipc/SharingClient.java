@@ -117,6 +117,11 @@ public final class SharingClient implements AutoCloseable {
      * deliver the reply inside that window. Null in production.
      */
     volatile Consumer<CompletableFuture<Frame>> afterTimeoutHook;
+    /**
+     * Test seam (package-private, tests only): runs at the start of {@link #dispatch} on the
+     * thread that read the frame (a test injects a failure there). Null in production.
+     */
+    volatile Consumer<Frame> dispatchHook;
 
     private SharingClient(FdSocket socket, Path path, int cacheMaxEntries, long cacheMaxBytes) {
         this.socket = socket;
@@ -529,7 +534,6 @@ public final class SharingClient implements AutoCloseable {
     }
 
     private Frame request(Messages.Message m, FrameType expected, int frameVersion) throws IOException {
-        token.noteRequest(); // before the send: the reader keeps out of the socket, this thread reads the reply
         int id;
         do {
             id = nextRequestId.getAndIncrement();
@@ -542,6 +546,10 @@ public final class SharingClient implements AutoCloseable {
             if (f != null) throw rethrow(f);
             // After close() the connection drains: only the RELEASEs of the leases it keeps go out.
             if (closed && !(m instanceof Messages.Release)) throw new IOException("the client is closed");
+            // After the checks, right before the send: a refused request is no activity (a
+            // thread retrying one in a loop would keep the reader out of the socket for good,
+            // and a DROP, EVICT or the end of a draining connection would never be read).
+            token.noteRequest();
             try {
                 FrameIO.write(socket, m, id, null, frameVersion);
             } catch (IOException e) {
@@ -616,9 +624,13 @@ public final class SharingClient implements AutoCloseable {
      * Holding the read token: reads and dispatches frames until {@code reply} is done. True
      * when this thread's own read completed it. Waits for bytes in {@code poll} slices of at
      * most {@value #LEAD_SLICE_MS} ms, so an interrupt is seen within one slice and the
-     * deadline is kept; a frame whose first bytes arrived is read whole (a server that stops
-     * in the middle of a frame holds this thread until the connection ends: {@link #close()}
-     * from another thread ends it).
+     * deadline is kept. A frame whose first bytes arrived is read to its end, waiting for the
+     * rest until the deadline at most ({@link FrameIO#readBefore}; an interrupt is seen after
+     * it): when the server stops in the middle of a frame past this request's deadline, the
+     * connection ends (a half-read frame cannot be resumed, by this thread or another) and
+     * every waiting request fails saying the server stalled mid-frame. A RuntimeException
+     * while dispatching a frame ends the connection too ({@link #readOne}); this thread's
+     * request then fails with the IOException "the client's reader failed", as every other.
      */
     private boolean leadUntil(CompletableFuture<Frame> reply, long deadline) throws InterruptedException,
             TimeoutException {
@@ -635,7 +647,13 @@ public final class SharingClient implements AutoCloseable {
                 return false;
             }
             if (!readable) continue;
-            if (!readOne()) return reply.isDone() && !reply.isCompletedExceptionally();
+            boolean more;
+            try {
+                more = readOne(deadline);
+            } catch (RuntimeException e) {
+                return false; // readOne failed every request (this one's too) with the cause: reported from reply
+            }
+            if (!more) return reply.isDone() && !reply.isCompletedExceptionally();
         }
         return true;
     }
@@ -678,7 +696,7 @@ public final class SharingClient implements AutoCloseable {
                         drain();
                         return;
                     }
-                    more = readOne();
+                    more = readOne(NO_DEADLINE);
                 } finally {
                     token.release();
                 }
@@ -695,16 +713,30 @@ public final class SharingClient implements AutoCloseable {
         }
     }
 
+    /** {@link #readOne}'s deadline for the reader thread: none (it blocks until a frame is complete). */
+    private static final long NO_DEADLINE = Long.MIN_VALUE;
+
     /**
      * Reads and dispatches one frame; the caller holds the read token (the reader thread or a
      * leading caller). False when the connection has ended (every waiting request failed).
+     * A leading caller passes its request's deadline: a frame not complete by then ends the
+     * connection ({@link FrameIO#readBefore}). A RuntimeException or Error from reading or
+     * dispatching ends the connection ("the client's reader failed") and is rethrown.
      */
-    private boolean readOne() {
+    private boolean readOne(long deadline) {
         try {
             Frame f;
             try {
                 int v = version;
-                f = v == 0 ? FrameIO.read(socket, Protocol.VERSION, helloVersion) : FrameIO.read(socket, v);
+                int min = v == 0 ? Protocol.VERSION : v;
+                int max = v == 0 ? helloVersion : v;
+                f = deadline == NO_DEADLINE ? FrameIO.read(socket, min, max) : FrameIO.readBefore(socket, min, max,
+                        deadline);
+            } catch (FrameIO.Stalled e) {
+                if (!e.midFrame()) return true; // nothing read: still in step (the caller checks its deadline)
+                fail(new IOException("connection to " + path + " ended: " + e.getMessage()
+                        + "; closed the connection", e));
+                return false;
             } catch (ProtocolException e) {
                 rejected(e);
                 if (e.fatal()) {
@@ -738,6 +770,8 @@ public final class SharingClient implements AutoCloseable {
     }
 
     private void dispatch(Frame f) {
+        Consumer<Frame> hook = dispatchHook;
+        if (hook != null) hook.accept(f);
         if (f.type == FrameType.HELLO_OK && version == 0) {
             // Before reading on: every later frame must carry this version.
             version = f.version;

@@ -8,6 +8,7 @@ import static org.cuvmm.ipc.IpcTestSupport.header;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
@@ -98,12 +99,15 @@ class ClientLeaderTest {
         try (SharingServer server = SharingServer.builder(sock).build();
              SharingClient c = SharingClient.connect(sock)) {
             c.addDropListener(n -> drops.incrementAndGet());
+            long[] atStart = c.replyStats(); // HELLO's reply
             AtomicBoolean stop = new AtomicBoolean();
             AtomicInteger attached = new AtomicInteger();
+            AtomicInteger attempts = new AtomicInteger();
             List<Thread> workers = new ArrayList<>();
             for (int t = 0; t < threads; t++) {
                 Thread w = new Thread(() -> {
                     while (!stop.get()) {
+                        attempts.incrementAndGet();
                         try (Attachment a = c.attach("frame", resource)) {
                             attached.incrementAndGet();
                             a.buffer().size();
@@ -145,9 +149,13 @@ class ClientLeaderTest {
             await("every lease released", 30, () -> server.totalLeaseCount() == 0);
             assertTrue(c.isConnected());
             await("the DROP listeners ran", 30, () -> drops.get() >= generations);
+            // Every request got its reply exactly once, read by its caller or handed over: an
+            // ATTACH per attempt (a DESCRIPTOR, or UNKNOWN_NAME between generations), a RELEASE
+            // per attachment closed (the workers', and this thread's one per generation).
             long[] stats = c.replyStats();
-            assertTrue(stats[0] + stats[1] >= 2L * attached.get(), "every reply delivered: " + stats[0] + " + "
-                    + stats[1]);
+            long replies = stats[0] + stats[1] - atStart[0] - atStart[1];
+            assertEquals(attempts.get() + attached.get() + 2L * generations, replies, "replies delivered (read by "
+                    + "their caller " + stats[0] + ", handed over " + stats[1] + ")");
         }
         assertFdsBack(fds, "after concurrent callers with DROP and EVICT");
     }
@@ -171,14 +179,19 @@ class ClientLeaderTest {
                 }
             });
             SharingClient c = SharingClient.connect(sock);
-            CompletableFuture<Throwable> caller = attachInThread(c);
-            assertTrue(attachRead.await(30, TimeUnit.SECONDS));
-            Thread leader = awaitLeader(c);
-            assertNotNull(leader);
-            c.close(); // from this thread, while the caller polls the socket for its reply
-            Throwable t = caller.get(30, TimeUnit.SECONDS);
-            assertTrue(t instanceof IOException, "the caller's exception: " + t);
-            assertTrue(t.getMessage().contains("closed"), t.getMessage());
+            try {
+                CompletableFuture<Throwable> caller = attachInThread(c);
+                assertTrue(attachRead.await(30, TimeUnit.SECONDS));
+                Thread leader = awaitLeader(c);
+                assertNotNull(leader);
+                c.close(); // from this thread, while the caller polls the socket for its reply
+                Throwable t = caller.get(30, TimeUnit.SECONDS);
+                assertTrue(t instanceof IOException, "the caller's exception: " + t);
+                // Not the server's death ("the server ... closed the connection"): this close.
+                assertTrue(t.getMessage().contains("the client is closed"), t.getMessage());
+            } finally {
+                c.closeNow();
+            }
             fake.get(30, TimeUnit.SECONDS);
         }
         assertFdsBack(fds, "after close() ended a leading caller");
@@ -306,6 +319,287 @@ class ClientLeaderTest {
             }
         }
         assertFdsBack(fds, "after a fatal bad frame read by a leading caller");
+    }
+
+    @Test
+    void steadyStateRoundsWithTheDefaultPeriod() throws Exception {
+        // The real 1 ms period: every reply is delivered exactly once, callers read replies
+        // themselves (how many depends on scheduling: a round descheduled for more than 1 ms
+        // lets the reader thread in, which then hands that reply over), and a DROP that
+        // arrives while nobody leads is read by the reader thread.
+        long g = resource.granularity();
+        int rounds = 200;
+        try (VirtualMemoryBuffer b = resource.allocate(g);
+             SharingServer server = SharingServer.builder(sock).build();
+             SharingClient c = SharingClient.connect(sock)) {
+            server.publish("frame", b);
+            c.attach("frame", resource).close();
+            long[] before = c.replyStats();
+            for (int i = 0; i < rounds; i++) {
+                try (Attachment a = c.attach("frame", resource)) {
+                    a.buffer().size();
+                }
+            }
+            long[] after = c.replyStats();
+            long own = after[0] - before[0];
+            long handed = after[1] - before[1];
+            assertEquals(2L * rounds, own + handed, "replies delivered (own " + own + ", handed over " + handed + ")");
+            assertTrue(own > 0, "no reply read by its caller in " + rounds + " rounds with the 1 ms period: handed "
+                    + "over " + handed);
+            Attachment held = c.attach("frame", resource);
+            server.unpublish("frame"); // nobody leads now: the reader thread reads the DROP
+            await("the DROP read by the reader thread", 30, held::isDropped);
+            held.close();
+        }
+    }
+
+    @Test
+    void aServerStallingInTheHeaderFailsTheLeaderAtItsTimeout() throws Exception {
+        stallMidFrame(6, 0);
+    }
+
+    @Test
+    void aServerStallingInThePayloadFailsTheLeaderAtItsTimeout() throws Exception {
+        stallMidFrame(16, 3);
+    }
+
+    /**
+     * The fake server answers ATTACH with the first {@code headerBytes} bytes of an ERROR frame
+     * (and {@code payloadBytes} of its payload), then stalls: the leading caller, whose timeout
+     * is 300 ms, must return with a clear exception (the connection ends: a half-read frame
+     * cannot be resumed), not block in recvmsg for the rest.
+     */
+    private void stallMidFrame(int headerBytes, int payloadBytes) throws Exception {
+        ReadToken.readerIdleNanos = LONG_IDLE;
+        Map<String, Integer> fds = fdSnapshot();
+        CountDownLatch callerDone = new CountDownLatch(1);
+        try (FdServerSocket server = FdServerSocket.bind(sock)) {
+            CompletableFuture<Void> fake = CompletableFuture.runAsync(() -> {
+                try (FdSocket s = server.accept()) {
+                    answerHelloV2(s);
+                    int id;
+                    try (Frame attach = FrameIO.read(s)) {
+                        id = attach.requestId;
+                    }
+                    byte[] reply = Frame.encode(new Messages.Error(ErrorCode.UNKNOWN_NAME, "no such name"), id, 2);
+                    s.send(java.util.Arrays.copyOf(reply, headerBytes + payloadBytes), null);
+                    assertTrue(callerDone.await(30, TimeUnit.SECONDS), "the caller returned");
+                } catch (IOException | InterruptedException e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            SharingClient c = SharingClient.connect(sock);
+            try {
+                c.setTimeout(java.time.Duration.ofMillis(300));
+                CompletableFuture<Throwable> caller = attachInThread(c);
+                Throwable t = caller.get(30, TimeUnit.SECONDS);
+                callerDone.countDown();
+                assertTrue(t instanceof IOException, "the caller's exception: " + t);
+                assertTrue(t.getMessage().contains("stalled mid-frame") && t.getMessage().contains((headerBytes
+                        + payloadBytes) + " of the "), t.getMessage());
+                assertFalse(c.isConnected(), "the connection ended");
+                IOException next = org.junit.jupiter.api.Assertions.assertThrows(IOException.class,
+                        () -> c.attach("x", resource));
+                assertTrue(next.getMessage().contains("stalled mid-frame"), next.getMessage());
+            } finally {
+                callerDone.countDown();
+                c.closeNow();
+            }
+            fake.get(30, TimeUnit.SECONDS);
+        }
+        assertFdsBack(fds, "after a server stalled mid-frame under a leading caller");
+    }
+
+    @Test
+    void aThreadRetryingOnAClosedClientDoesNotKeepTheReaderOut() throws Exception {
+        // A thread asks again and again (UNKNOWN_NAME: real round trips, so the reader thread
+        // stays out); then the client is closed but drains (a lease it cannot see keeps the
+        // connection), and the same thread's requests are refused at once. A refused request
+        // is no activity: 200 ms later the reader thread goes in and reads the server's close.
+        ReadToken.readerIdleNanos = TimeUnit.MILLISECONDS.toNanos(200);
+        Map<String, Integer> fds = fdSnapshot();
+        AtomicBoolean stop = new AtomicBoolean();
+        AtomicInteger answered = new AtomicInteger();
+        AtomicInteger refused = new AtomicInteger();
+        ConcurrentLinkedQueue<Throwable> errors = new ConcurrentLinkedQueue<>();
+        Thread retrying = null;
+        try (VirtualMemoryResource owner = VirtualMemoryResource.create(0);
+             VirtualMemoryBuffer published = owner.allocate(owner.granularity());
+             SharingServer server = SharingServer.builder(sock).build()) {
+            server.publish("c", published);
+            SharingClient c = SharingClient.connect(sock);
+            try {
+                Attachment a = c.attach("c", resource);
+                c.forget(a); // close() does not see it: its lease keeps the connection open (draining)
+                retrying = new Thread(() -> {
+                    while (!stop.get()) {
+                        try {
+                            c.attach("nothing-here", resource).close();
+                            errors.add(new AssertionError("attached a name nobody published"));
+                        } catch (SharingException e) {
+                            answered.incrementAndGet(); // UNKNOWN_NAME: a round trip
+                        } catch (IOException e) {
+                            refused.incrementAndGet(); // "the client is closed", later the connection's end
+                        } catch (RuntimeException e) {
+                            errors.add(e);
+                            return;
+                        }
+                    }
+                }, "leader-test-retrying");
+                retrying.start();
+                await("round trips of the retrying thread", 30, () -> answered.get() > 10);
+                c.close();
+                await("requests refused", 30, () -> refused.get() > 10);
+                assertEquals(1, c.pendingReleases(), "draining for the forgotten attachment's lease");
+                server.close(); // the connection's end: only the reader thread reads it now
+                await("the draining client read the end of the connection", 30, () -> c.pendingReleases() == 0);
+                assertTrue(errors.isEmpty(), "errors: " + errors);
+                a.close(); // the connection's end freed its lease: only unmaps
+            } finally {
+                stop.set(true);
+                if (retrying != null) retrying.join(TimeUnit.SECONDS.toMillis(30));
+                c.closeNow();
+            }
+            assertFalse(retrying.isAlive());
+        }
+        assertFdsBack(fds, "after a client retried attach() while closed");
+    }
+
+    @Test
+    void aFailureDispatchingALeadersFrameFailsItWithAnIOException() throws Exception {
+        ReadToken.readerIdleNanos = LONG_IDLE;
+        Map<String, Integer> fds = fdSnapshot();
+        CountDownLatch callerDone = new CountDownLatch(1);
+        try (FdServerSocket server = FdServerSocket.bind(sock)) {
+            CompletableFuture<Void> fake = CompletableFuture.runAsync(() -> {
+                try (FdSocket s = server.accept()) {
+                    answerHelloV2(s);
+                    try (Frame attach = FrameIO.read(s)) {
+                        FrameIO.write(s, new Messages.Error(ErrorCode.UNKNOWN_NAME, "no such name"), attach.requestId,
+                                null, 2);
+                    }
+                    assertTrue(callerDone.await(30, TimeUnit.SECONDS), "the caller returned");
+                } catch (IOException | InterruptedException e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            try (SharingClient c = SharingClient.connect(sock)) {
+                IllegalStateException injected = new IllegalStateException("injected dispatch failure");
+                c.dispatchHook = f -> {
+                    if (f.type == FrameType.ERROR) throw injected;
+                };
+                Throwable t = attachInThread(c).get(30, TimeUnit.SECONDS);
+                callerDone.countDown();
+                assertTrue(t instanceof IOException, "the caller's exception: " + t);
+                assertTrue(t.getMessage().contains("the client's reader failed"), t.getMessage());
+                assertTrue(t.getMessage().contains("injected dispatch failure"), t.getMessage());
+                assertFalse(c.isConnected());
+            } finally {
+                callerDone.countDown();
+            }
+            fake.get(30, TimeUnit.SECONDS);
+        }
+        assertFdsBack(fds, "after a dispatch failure under a leading caller");
+    }
+
+    @Test
+    void aFollowerWhoseReplyIsUnreadWhenTheLeaderLeavesReadsItItself() throws Exception {
+        ReadToken.readerIdleNanos = LONG_IDLE;
+        Map<String, Integer> fds = fdSnapshot();
+        CountDownLatch answerFirst = new CountDownLatch(1);
+        CountDownLatch firstAnswered = new CountDownLatch(1);
+        CountDownLatch answerSecond = new CountDownLatch(1);
+        try (FdServerSocket server = FdServerSocket.bind(sock)) {
+            CompletableFuture<Void> fake = CompletableFuture.runAsync(() -> {
+                try (FdSocket s = server.accept()) {
+                    answerHelloV2(s);
+                    int first;
+                    int second;
+                    try (Frame a = FrameIO.read(s); Frame b = FrameIO.read(s)) {
+                        first = a.requestId;
+                        second = b.requestId;
+                    }
+                    assertTrue(answerFirst.await(30, TimeUnit.SECONDS)); // once the second caller follows
+                    FrameIO.write(s, new Messages.Error(ErrorCode.UNKNOWN_NAME, "first"), first, null, 2);
+                    firstAnswered.countDown();
+                    assertTrue(answerSecond.await(30, TimeUnit.SECONDS));
+                    FrameIO.write(s, new Messages.Error(ErrorCode.UNKNOWN_NAME, "second"), second, null, 2);
+                    while (FrameIO.read(s) != null) { /* until the client closes */ }
+                } catch (IOException e) {
+                    // the client closed
+                } catch (InterruptedException e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            try (SharingClient c = SharingClient.connect(sock)) {
+                long[] before = c.replyStats();
+                CompletableFuture<Throwable> leader = attachInThread(c);
+                Thread leaderThread = awaitLeader(c);
+                CompletableFuture<Throwable> follower = attachInThread(c);
+                await("the second caller follows", 30, () -> c.readToken().waitingCallers() == 1);
+                answerFirst.countDown();
+                assertTrue(firstAnswered.await(30, TimeUnit.SECONDS));
+                Throwable first = leader.get(30, TimeUnit.SECONDS);
+                assertTrue(first instanceof SharingException && first.getMessage().contains("first"), "" + first);
+                assertTrue(c.readToken().holder() != leaderThread, "the leader gave the token back");
+                answerSecond.countDown(); // only now: the follower's reply was unread when the leader left
+                Throwable second = follower.get(30, TimeUnit.SECONDS);
+                assertTrue(second instanceof SharingException && second.getMessage().contains("second"), "" + second);
+                long[] after = c.replyStats();
+                assertEquals(2, after[0] - before[0], "both callers read their own reply (the follower led for it)");
+                assertEquals(0, after[1] - before[1], "replies handed over");
+            }
+            fake.get(30, TimeUnit.SECONDS);
+        }
+        assertFdsBack(fds, "after a follower led for its own reply");
+    }
+
+    @Test
+    void aLeaderTimingOutGivesTheTokenBackAndTheNextLeaderReadsTheLateReply() throws Exception {
+        ReadToken.readerIdleNanos = LONG_IDLE;
+        Map<String, Integer> fds = fdSnapshot();
+        CountDownLatch timedOut = new CountDownLatch(1);
+        try (FdServerSocket server = FdServerSocket.bind(sock)) {
+            CompletableFuture<Void> fake = CompletableFuture.runAsync(() -> {
+                try (FdSocket s = server.accept()) {
+                    answerHelloV2(s);
+                    int first;
+                    try (Frame a = FrameIO.read(s)) {
+                        first = a.requestId;
+                    }
+                    assertTrue(timedOut.await(30, TimeUnit.SECONDS));
+                    try (Frame b = FrameIO.read(s)) {
+                        // The late reply first, then the second request's.
+                        FrameIO.write(s, new Messages.Error(ErrorCode.UNKNOWN_NAME, "late"), first, null, 2);
+                        FrameIO.write(s, new Messages.Error(ErrorCode.UNKNOWN_NAME, "second"), b.requestId, null, 2);
+                    }
+                    while (FrameIO.read(s) != null) { /* until the client closes */ }
+                } catch (IOException e) {
+                    // the client closed
+                } catch (InterruptedException e) {
+                    throw new IllegalStateException(e);
+                }
+            });
+            try (SharingClient c = SharingClient.connect(sock)) {
+                c.setTimeout(java.time.Duration.ofMillis(200));
+                long[] atStart = c.replyStats();
+                Throwable t = attachInThread(c).get(30, TimeUnit.SECONDS); // leads (the reader keeps out 60 s)
+                assertTrue(t instanceof IOException && t.getMessage().contains("no reply to ATTACH"), "" + t);
+                assertNull(c.readToken().holder(), "the timed-out leader gave the token back");
+                assertEquals(atStart[0], c.replyStats()[0]);
+                assertTrue(c.isConnected(), "a timeout between frames does not end the connection");
+                timedOut.countDown();
+                c.setTimeout(java.time.Duration.ofSeconds(30));
+                long[] before = c.replyStats();
+                Throwable second = attachInThread(c).get(30, TimeUnit.SECONDS);
+                assertTrue(second instanceof SharingException && second.getMessage().contains("second"), "" + second);
+                long[] after = c.replyStats();
+                assertEquals(1, after[0] - before[0], "the new leader read the late reply and its own");
+                assertTrue(c.isConnected());
+            }
+            fake.get(30, TimeUnit.SECONDS);
+        }
+        assertFdsBack(fds, "after a leader timed out holding the token");
     }
 
     /** Attaches "x" on a new thread; completes with what it threw (null if it returned). */
