@@ -27,8 +27,8 @@ import java.util.function.LongSupplier;
  * last activity plus one period (a request noted meanwhile moves that time on: a series of
  * requests wakes it about once per period at most). So a back-to-back series of requests
  * never meets it, and an unsolicited frame that arrives while no caller leads is read about
- * one to two periods (plus scheduling) after the last activity. See docs/PROTOCOL.md section
- * 12, "Threads".
+ * one period (plus scheduling) after the last activity. See docs/PROTOCOL.md section 12,
+ * "Threads".
  *
  * <p>The token is held across blocking reads: that is what it is for (one reader at a time,
  * frames dispatched in order). The lock below guards only its state and is never held across

@@ -38,12 +38,15 @@ import org.cuvmm.VirtualMemoryResource;
  * never writes. A thread that made a request reads its own reply when the token is free (it
  * <i>leads</i>: no other thread wakes to hand the reply over); while another thread leads it
  * waits for that thread to complete its reply or to give the token up. The client's reader
- * thread reads only once no request has been made for 1 ms (then it waits in {@code
- * recvmsg} for DROP, EVICT and replies nobody waits for): a DROP or EVICT that arrives while
- * no thread leads is read at most about 2 ms later (plus scheduling); a leading thread reads
- * it at once. A leading thread waits for bytes in {@code poll} slices of 20 ms, so its
- * timeout holds and an interrupt is seen within 20 ms; {@link #close()} from another thread
- * ends its wait. DROP listeners run on a separate event thread (so they may close
+ * thread reads only once 1 ms has passed since the last request sent or reply read by a
+ * caller (then it waits in {@code recvmsg} for DROP, EVICT and replies nobody waits for): a
+ * DROP or EVICT that arrives while no thread leads is read about 1 ms later (plus
+ * scheduling); a leading thread reads it at once. A leading thread waits for the next frame
+ * in {@code poll} slices of 20 ms, so its timeout holds and an interrupt is seen within 20
+ * ms, and reads a frame's rest until its timeout at most: when the server stops in the
+ * middle of a frame past it, the connection ends (every request fails saying so). {@link
+ * #close()} from another thread ends its wait, unless aliases or views keep leases (see
+ * there). DROP listeners run on a separate event thread (so they may close
  * attachments), which also sends what must not block its caller (releases from aliases and
  * the cleaner, FORGETs, answers to bad frames). Both threads end with the connection; {@link
  * #close()} may keep it open while aliases or views of attached buffers still map memory
