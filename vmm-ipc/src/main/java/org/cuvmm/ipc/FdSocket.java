@@ -275,9 +275,9 @@ public final class FdSocket implements Closeable {
      * As {@link #receive(int, int)}, but never waiting past {@code deadlineNanos} ({@link
      * System#nanoTime()}) for bytes: each {@code recvmsg} is non-blocking ({@code
      * MSG_DONTWAIT}; no extra call while bytes are there), and when nothing is there this
-     * waits in {@code poll} until the deadline. For {@link SharingClient}'s leading caller,
-     * which must not block past its request's timeout when the server stops in the middle of
-     * a frame. Package-private.
+     * waits in {@code poll} until the deadline (holding the receive lock, as a blocking
+     * receive does). For {@link SharingClient}'s leading caller, which must not block past
+     * its request's timeout when the server stops in the middle of a frame. Package-private.
      *
      * @throws SocketTimeoutException the deadline passed with bytes missing: every fd received
      *     is closed; {@link SocketTimeoutException#bytesTransferred} says how many bytes were
@@ -409,8 +409,6 @@ public final class FdSocket implements Closeable {
      */
     boolean awaitReadable(int timeoutMillis) throws IOException {
         if (timeoutMillis < 0) throw new IllegalArgumentException("timeoutMillis: " + timeoutMillis + " (expected: >= 0)");
-        // One struct pollfd per call (8 bytes, on the heap: jnr copies it in and out), so no
-        // lock is held across the wait.
         enter();
         try {
             return pollIn(timeoutMillis);
@@ -421,6 +419,8 @@ public final class FdSocket implements Closeable {
 
     /** One {@code poll} for {@code POLLIN}; the caller has entered the guard. False: time ran out or a signal. */
     private boolean pollIn(int timeoutMillis) throws IOException {
+        // One struct pollfd per call (8 bytes, on the heap: jnr copies it in and out), so
+        // awaitReadable holds no lock across the wait.
         java.nio.ByteBuffer pollFd = java.nio.ByteBuffer.allocate(8).order(java.nio.ByteOrder.nativeOrder());
         pollFd.putInt(0, fd);
         pollFd.putShort(4, NativeIo.POLLIN);
