@@ -4,6 +4,7 @@ import java.io.Closeable;
 import java.io.File;
 import java.io.IOException;
 import java.lang.ref.Reference;
+import java.net.SocketTimeoutException;
 import java.nio.channels.ClosedChannelException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
@@ -263,7 +264,34 @@ public final class FdSocket implements Closeable {
         synchronized (receiveLock) {
             enter();
             try {
-                return receiveExactly(length, maxFds);
+                return receiveExactly(length, maxFds, false, 0);
+            } finally {
+                guard.exit();
+            }
+        }
+    }
+
+    /**
+     * As {@link #receive(int, int)}, but never waiting past {@code deadlineNanos} ({@link
+     * System#nanoTime()}) for bytes: each {@code recvmsg} is non-blocking ({@code
+     * MSG_DONTWAIT}; no extra call while bytes are there), and when nothing is there this
+     * waits in {@code poll} until the deadline (holding the receive lock, as a blocking
+     * receive does). For {@link SharingClient}'s leading caller, which must not block past
+     * its request's timeout when the server stops in the middle of a frame. Package-private.
+     *
+     * @throws SocketTimeoutException the deadline passed with bytes missing: every fd received
+     *     is closed; {@link SocketTimeoutException#bytesTransferred} says how many bytes were
+     *     read (consumed: the stream is out of step unless it is 0)
+     */
+    ReceivedMessage receive(int length, int maxFds, long deadlineNanos) throws IOException {
+        if (length < 0) throw new IllegalArgumentException("length: " + length + " (expected: >= 0)");
+        if (maxFds < 0 || maxFds > NativeIo.MAX_FDS_PER_MESSAGE) {
+            throw new IllegalArgumentException("maxFds: " + maxFds + " (expected: 0 to " + NativeIo.MAX_FDS_PER_MESSAGE + ")");
+        }
+        synchronized (receiveLock) {
+            enter();
+            try {
+                return receiveExactly(length, maxFds, true, deadlineNanos);
             } finally {
                 guard.exit();
             }
@@ -279,7 +307,8 @@ public final class FdSocket implements Closeable {
      * therefore never make this process hold more than {@code maxFds} + 2 of its fds (the 2:
      * the one extra fd of room, and one more that CMSG alignment can fit).
      */
-    private ReceivedMessage receiveExactly(int length, int maxFds) throws IOException {
+    private ReceivedMessage receiveExactly(int length, int maxFds, boolean bounded, long deadlineNanos)
+            throws IOException {
         byte[] out = new byte[length];
         IntList fds = new IntList();
         boolean[] truncated = {false};
@@ -290,7 +319,16 @@ public final class FdSocket implements Closeable {
             while (got < length) {
                 int want = Math.min(IO_CHUNK, length - got);
                 NativeMsg io = receiveMsg();
-                int r = recvOnce(io, want, maxFds - fds.size() + 1, fds, truncated);
+                int r = recvOnce(io, want, maxFds - fds.size() + 1, fds, truncated, bounded);
+                if (r < 0) { // bounded only: nothing to read now
+                    if (!pollUntil(deadlineNanos)) {
+                        SocketTimeoutException t = new SocketTimeoutException("recvmsg: " + got + " of " + length
+                                + " bytes read when the deadline passed");
+                        t.bytesTransferred = got;
+                        throw t;
+                    }
+                    continue;
+                }
                 if (r == 0 && guard.isClosed()) throw new ClosedChannelException();
                 if (r == 0) {
                     eos = true;
@@ -330,9 +368,10 @@ public final class FdSocket implements Closeable {
     /**
      * One recvmsg of up to {@code want} bytes into {@code io.data}, with room for {@code
      * roomFds} fds (at least 1); appends the fds that arrived; returns bytes read, 0 at end of
-     * stream.
+     * stream; -1 when {@code dontWait} and nothing is there ({@code EAGAIN}).
      */
-    private int recvOnce(NativeMsg io, int want, int roomFds, IntList fds, boolean[] truncated) throws IOException {
+    private int recvOnce(NativeMsg io, int want, int roomFds, IntList fds, boolean[] truncated, boolean dontWait)
+            throws IOException {
         POSIX posix = NativeIo.posix();
         // Room for what may still arrive plus one: an excess is seen at once, and the kernel
         // installs no more fds than fit (the rest are dropped, MSG_CTRUNC).
@@ -340,12 +379,13 @@ public final class FdSocket implements Closeable {
         int r;
         int errno;
         do {
-            r = posix.recvmsg(fd, msg, NativeIo.MSG_CMSG_CLOEXEC);
+            r = posix.recvmsg(fd, msg, NativeIo.MSG_CMSG_CLOEXEC | (dontWait ? NativeIo.MSG_DONTWAIT : 0));
             errno = r < 0 ? posix.errno() : 0;
         } while (r < 0 && errno == NativeIo.EINTR);
         if (r < 0) {
             Reference.reachabilityFence(msg);
             if (guard.isClosed()) throw new ClosedChannelException();
+            if (dontWait && errno == NativeIo.EAGAIN) return -1;
             // The peer closed with data of ours unread: nothing more will come.
             if (errno == NativeIo.ECONNRESET) return 0;
             throw new IOException("recvmsg: " + NativeIo.strerror(errno));
@@ -355,6 +395,50 @@ public final class FdSocket implements Closeable {
         if ((msg.getFlags() & NativeIo.MSG_CTRUNC) != 0) truncated[0] = true;
         Reference.reachabilityFence(msg);
         return r;
+    }
+
+    /**
+     * Waits at most {@code timeoutMillis} (0: not at all) until a {@link #receive} would find
+     * something: bytes, the end of the stream, or an error (a closed or shut-down socket
+     * included). One {@code poll(2)} for {@code POLLIN}; reads nothing. False when the time
+     * ran out or a signal cut the wait short. For {@link SharingClient}'s leading caller,
+     * which must not block past its request's timeout. Package-private.
+     *
+     * @throws ClosedChannelException when this socket is closed
+     * @throws IOException when {@code poll} fails
+     */
+    boolean awaitReadable(int timeoutMillis) throws IOException {
+        if (timeoutMillis < 0) throw new IllegalArgumentException("timeoutMillis: " + timeoutMillis + " (expected: >= 0)");
+        enter();
+        try {
+            return pollIn(timeoutMillis);
+        } finally {
+            guard.exit();
+        }
+    }
+
+    /** One {@code poll} for {@code POLLIN}; the caller has entered the guard. False: time ran out or a signal. */
+    private boolean pollIn(int timeoutMillis) throws IOException {
+        // One struct pollfd per call (8 bytes, on the heap: jnr copies it in and out), so
+        // awaitReadable holds no lock across the wait.
+        java.nio.ByteBuffer pollFd = java.nio.ByteBuffer.allocate(8).order(java.nio.ByteOrder.nativeOrder());
+        pollFd.putInt(0, fd);
+        pollFd.putShort(4, NativeIo.POLLIN);
+        int r = NativeIo.poll(pollFd, 1, timeoutMillis);
+        if (r >= 0) return r > 0;
+        if (-r == NativeIo.EINTR) return false;
+        if (guard.isClosed()) throw new ClosedChannelException();
+        throw new IOException("poll: " + NativeIo.strerror(-r));
+    }
+
+    /** Polls (the guard entered) until readable (true) or {@code deadlineNanos} passed (false). */
+    private boolean pollUntil(long deadlineNanos) throws IOException {
+        for (;;) {
+            long left = deadlineNanos - System.nanoTime();
+            if (left <= 0) return false;
+            // Rounded up: a poll that returns 0 has waited past the deadline.
+            if (pollIn((int) Math.min(Integer.MAX_VALUE, (left + 999_999) / 1_000_000))) return true;
+        }
     }
 
     private NativeMsg sendMsg() {

@@ -2,6 +2,7 @@ package org.cuvmm.ipc;
 
 import java.io.IOException;
 import java.nio.ByteBuffer;
+import java.util.concurrent.TimeUnit;
 
 /**
  * Reads one frame from an {@link FdSocket}, validating it in the order docs/PROTOCOL.md
@@ -38,11 +39,64 @@ final class FrameIO {
      * {@link Frame#version} says which it had. Types are read as the frame's version has them.
      */
     static Frame read(FdSocket socket, int minVersion, int maxVersion) throws IOException {
+        return read(socket, minVersion, maxVersion, false, 0);
+    }
+
+    /**
+     * As {@link #read(FdSocket, int, int)}, but never waiting past {@code deadlineNanos}
+     * ({@link System#nanoTime()}) for the frame's bytes ({@link FdSocket#receive(int, int,
+     * long)}): for a caller of {@link SharingClient} that reads while it waits for its reply,
+     * whose timeout must hold even when the server stops in the middle of a frame.
+     *
+     * @throws Stalled the deadline passed before the frame was complete: every fd that
+     *     arrived with it is closed; unless {@link Stalled#midFrame()} is false (no byte was
+     *     read) the stream is out of step and the connection must be closed
+     */
+    static Frame readBefore(FdSocket socket, int minVersion, int maxVersion, long deadlineNanos) throws IOException {
+        return read(socket, minVersion, maxVersion, true, deadlineNanos);
+    }
+
+    /**
+     * The deadline of {@link #readBefore} passed before the frame was complete. A half-read
+     * frame cannot be resumed (its bytes are consumed and its state is lost): the reader
+     * closes the connection.
+     */
+    static final class Stalled extends IOException {
+        private static final long serialVersionUID = 1L;
+        private final long bytesRead;
+
+        Stalled(String message, long bytesRead) {
+            super(message);
+            this.bytesRead = bytesRead;
+        }
+
+        /** True when part of the frame was read (the stream is out of step). */
+        boolean midFrame() { return bytesRead > 0; }
+    }
+
+    private static ReceivedMessage receive(FdSocket socket, int length, int maxFds, boolean bounded, long deadline)
+            throws IOException {
+        return bounded ? socket.receive(length, maxFds, deadline) : socket.receive(length, maxFds);
+    }
+
+    private static Stalled stalled(java.net.SocketTimeoutException e, long before, String total, long started) {
+        long read = before + e.bytesTransferred;
+        long ms = TimeUnit.NANOSECONDS.toMillis(System.nanoTime() - started);
+        return new Stalled("the server stalled mid-frame: " + read + " of the " + total + " bytes of a frame "
+                + "arrived, then nothing until the reading caller's timeout (" + ms + " ms after the frame began); "
+                + "a half-read frame cannot be resumed", read);
+    }
+
+    private static Frame read(FdSocket socket, int minVersion, int maxVersion, boolean bounded, long deadline)
+            throws IOException {
+        long started = bounded ? System.nanoTime() : 0;
         boolean dropped = false;
         String dropReason = null;
         ReceivedMessage head;
         try {
-            head = socket.receive(Protocol.HEADER_SIZE);
+            head = receive(socket, Protocol.HEADER_SIZE, NativeIo.MAX_FDS_PER_MESSAGE, bounded, deadline);
+        } catch (java.net.SocketTimeoutException e) {
+            throw stalled(e, 0, Protocol.HEADER_SIZE + " header", started);
         } catch (FdTransferException e) {
             // Passing the limit in the header is fatal even on its last byte: the payload
             // must not get a fresh allowance.
@@ -88,7 +142,10 @@ final class FrameIO {
             try {
                 try {
                     // The frame's fd limit counts the header's fds too.
-                    payload = socket.receive((int) length, Protocol.MAX_FDS_PER_FRAME - head.fdCount());
+                    payload = receive(socket, (int) length, Protocol.MAX_FDS_PER_FRAME - head.fdCount(), bounded,
+                            deadline);
+                } catch (java.net.SocketTimeoutException e) {
+                    throw stalled(e, Protocol.HEADER_SIZE, (Protocol.HEADER_SIZE + length) + "", started);
                 } catch (FdTransferException e) {
                     if (e.reason() == FdTransferException.Reason.TOO_MANY_FDS || !e.streamInStep()) {
                         throw tooManyFds(requestId, e);

@@ -65,6 +65,51 @@ final class NativeIo {
         for (int fd : fds) closeQuietly(fd);
     }
 
+    /** {@code poll(2)}'s {@code POLLIN}: data (or end of stream, or an error) to read. */
+    static final short POLLIN = 0x1;
+
+    /**
+     * libc's {@code poll}, bound by jnr-ffi's {@link jnr.ffi.LibraryLoader} (jnr-posix has no
+     * {@code poll}). Public only because jnr-ffi's generated class, defined in a class loader
+     * of its own, implements it; {@code NativeIo} is package-private, so it is no API.
+     */
+    public interface PollLibc {
+        int poll(@jnr.ffi.annotations.In @jnr.ffi.annotations.Out java.nio.ByteBuffer fds, int nfds, int timeout);
+    }
+
+    private static volatile PollLibc pollLibc;
+    private static volatile jnr.ffi.Runtime pollRuntime;
+
+    /**
+     * {@code poll(fds, n, timeoutMillis)} on an array of {@code struct pollfd} (8 bytes each:
+     * fd, events, revents, native order) in a buffer (jnr passes a direct one's address and
+     * copies a heap one in and out); returns poll's result, or minus the errno on failure.
+     */
+    static int poll(java.nio.ByteBuffer fds, int n, int timeoutMillis) {
+        PollLibc libc = pollLibc;
+        if (libc == null) libc = loadPollLibc();
+        int r = libc.poll(fds, n, timeoutMillis);
+        if (r >= 0) return r;
+        int errno = jnr.ffi.LastError.getLastError(pollRuntime);
+        return errno > 0 ? -errno : -EINTR;
+    }
+
+    private static synchronized PollLibc loadPollLibc() {
+        if (pollLibc == null) {
+            posix(); // Linux only, with jnr's native support: says so clearly otherwise
+            try {
+                PollLibc libc = jnr.ffi.LibraryLoader.create(PollLibc.class)
+                        .load(jnr.ffi.Platform.getNativePlatform().getStandardCLibraryName());
+                pollRuntime = jnr.ffi.Runtime.getRuntime(libc);
+                pollLibc = libc;
+            } catch (RuntimeException | LinkageError e) {
+                throw new UnsupportedOperationException("jnr-ffi could not bind libc's poll (cuvmm-ipc's client waits "
+                        + "for bytes with it): " + e, e);
+            }
+        }
+        return pollLibc;
+    }
+
     static String strerror(int errno) {
         try {
             return posix().strerror(errno) + " (errno " + errno + ")";

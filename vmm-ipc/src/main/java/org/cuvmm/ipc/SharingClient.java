@@ -33,13 +33,26 @@ import org.cuvmm.VirtualMemoryResource;
  * }
  * }</pre>
  *
- * <p>A reader thread receives replies and DROP notices and never writes; DROP listeners run
- * on a separate event thread (so they may close attachments), which also sends what must
- * not block its caller (releases from aliases and the cleaner, answers to bad frames). Both
- * threads end with the connection; {@link #close()} may keep it open while aliases or views
- * of attached buffers still map memory (see there). An ERROR from the server becomes a {@link
- * SharingException} carrying the server's code and message. Thread-safe: requests from
- * several threads are matched to replies by request id.
+ * <p><b>Threads.</b> One thread at a time reads the socket: the holder of the client's read
+ * token, which dispatches every frame it reads (replies by request id, DROP, EVICT) and
+ * never writes. A thread that made a request reads its own reply when the token is free (it
+ * <i>leads</i>: no other thread wakes to hand the reply over); while another thread leads it
+ * waits for that thread to complete its reply or to give the token up. The client's reader
+ * thread reads only once 1 ms has passed since the last request sent or reply read by a
+ * caller (then it waits in {@code recvmsg} for DROP, EVICT and replies nobody waits for): a
+ * DROP or EVICT that arrives while no thread leads is read about 1 ms later (plus
+ * scheduling); a leading thread reads it at once. A leading thread waits for the next frame
+ * in {@code poll} slices of 20 ms, so its timeout holds and an interrupt is seen within 20
+ * ms, and reads a frame's rest until its timeout at most: when the server stops in the
+ * middle of a frame past it, the connection ends (every request fails saying so). {@link
+ * #close()} from another thread ends its wait, unless aliases or views keep leases (see
+ * there). DROP listeners run on a separate event thread (so they may close
+ * attachments), which also sends what must not block its caller (releases from aliases and
+ * the cleaner, FORGETs, answers to bad frames). Both threads end with the connection; {@link
+ * #close()} may keep it open while aliases or views of attached buffers still map memory
+ * (see there). An ERROR from the server becomes a {@link SharingException} carrying the
+ * server's code and message. Thread-safe: requests from several threads are matched to
+ * replies by request id (docs/PROTOCOL.md section 12, "Threads").
  *
  * <p><b>Protocol version and the import cache.</b> The client says HELLO in version 2 and
  * falls back to version 1 when the server answers {@code BAD_VERSION} ({@link
@@ -55,6 +68,8 @@ import org.cuvmm.VirtualMemoryResource;
 public final class SharingClient implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger(SharingClient.class.getName());
     private static final int EVENT_THREAD_IDLE_S = 5;
+    /** Longest single poll of a leading caller: the bound on how late it sees an interrupt. */
+    private static final int LEAD_SLICE_MS = 20;
 
     private final FdSocket socket;
     private final Path path;
@@ -68,6 +83,19 @@ public final class SharingClient implements AutoCloseable {
     private final CopyOnWriteArrayList<Consumer<DropNotice>> dropListeners = new CopyOnWriteArrayList<>();
     private final AtomicInteger nextRequestId = new AtomicInteger(1);
     private final Thread reader;
+    /**
+     * Who reads the socket: a caller waiting for its reply, or the reader thread (class
+     * javadoc). In this class's comments "the reader" is whoever holds it when a frame is read.
+     */
+    private final ReadToken token = new ReadToken();
+    /**
+     * Set when a leading caller met a fatal bad frame: the reader thread drains the socket
+     * (a caller must not block on that). Written before {@link ReadToken#urgent()}.
+     */
+    private volatile boolean drainRequested;
+    /** Replies the requesting thread read itself (it led), and replies another thread read and handed over. */
+    private final java.util.concurrent.atomic.LongAdder repliesReadByCaller = new java.util.concurrent.atomic.LongAdder();
+    private final java.util.concurrent.atomic.LongAdder repliesHandedOver = new java.util.concurrent.atomic.LongAdder();
     /**
      * The event thread: DROP listeners and the releases that must not block their caller.
      * Created with the client (no lock on first use: the cleaner calls in, and this object's
@@ -92,6 +120,11 @@ public final class SharingClient implements AutoCloseable {
      * deliver the reply inside that window. Null in production.
      */
     volatile Consumer<CompletableFuture<Frame>> afterTimeoutHook;
+    /**
+     * Test seam (package-private, tests only): runs at the start of {@link #dispatch} on the
+     * thread that read the frame (a test injects a failure there). Null in production.
+     */
+    volatile Consumer<Frame> dispatchHook;
 
     private SharingClient(FdSocket socket, Path path, int cacheMaxEntries, long cacheMaxBytes) {
         this.socket = socket;
@@ -491,11 +524,13 @@ public final class SharingClient implements AutoCloseable {
     /**
      * Sends {@code m} and waits for its reply of type {@code expected}; an ERROR reply becomes a SharingException.
      *
-     * <p>A reply nobody will read is disposed of exactly once: whichever of this thread (on
-     * timeout, interrupt or any other early exit) and the reader ({@link #dispatch}) loses the
-     * race for the future closes the frame's fds and, for a DESCRIPTOR, releases its lease.
-     * This thread claims the future with {@code completeExceptionally}; when that fails the
-     * reader already completed it, and the frame is this thread's to dispose of.
+     * <p>This thread reads its own reply when it can ({@link #awaitReply}). A reply nobody
+     * will read is disposed of exactly once: whichever of this thread (on timeout, interrupt
+     * or any other early exit) and the thread that read the reply ({@link #dispatch}, by the
+     * holder of the read token) loses the race for the future closes the frame's fds and, for
+     * a DESCRIPTOR, releases its lease. This thread claims the future with {@code
+     * completeExceptionally}; when that fails the reply was already completed, and the frame
+     * is this thread's to dispose of.
      */
     private Frame request(Messages.Message m, FrameType expected) throws IOException {
         return request(m, expected, wireVersion());
@@ -514,6 +549,10 @@ public final class SharingClient implements AutoCloseable {
             if (f != null) throw rethrow(f);
             // After close() the connection drains: only the RELEASEs of the leases it keeps go out.
             if (closed && !(m instanceof Messages.Release)) throw new IOException("the client is closed");
+            // After the checks, right before the send: a refused request is no activity (a
+            // thread retrying one in a loop would keep the reader out of the socket for good,
+            // and a DROP, EVICT or the end of a draining connection would never be read).
+            token.noteRequest();
             try {
                 FrameIO.write(socket, m, id, null, frameVersion);
             } catch (IOException e) {
@@ -525,7 +564,7 @@ public final class SharingClient implements AutoCloseable {
             }
             Frame r;
             try {
-                r = reply.get(timeout.toMillis(), TimeUnit.MILLISECONDS);
+                r = awaitReply(reply, System.nanoTime() + timeout.toNanos());
                 received = true;
             } catch (TimeoutException e) {
                 Consumer<CompletableFuture<Frame>> hook = afterTimeoutHook;
@@ -562,6 +601,73 @@ public final class SharingClient implements AutoCloseable {
     }
 
     /**
+     * Waits for {@code reply}: leads (reads the socket itself, dispatching every frame as the
+     * reader thread would) while the read token is free, else waits as a follower for the
+     * holder to complete it or to give the token up. The token is released before any
+     * timeout or interrupt is reported, so a late reply can still be read and disposed of.
+     */
+    private Frame awaitReply(CompletableFuture<Frame> reply, long deadline)
+            throws InterruptedException, TimeoutException, ExecutionException {
+        boolean readOwn = false;
+        while (token.awaitTurn(reply, deadline)) {
+            try {
+                readOwn = leadUntil(reply, deadline);
+            } finally {
+                token.release();
+            }
+            if (reply.isDone()) break;
+            // Not done: the connection is ending and its failure is on its way; wait (bounded) for it.
+        }
+        Frame r = reply.get(); // done: completed, or failed with the connection
+        (readOwn ? repliesReadByCaller : repliesHandedOver).increment();
+        return r;
+    }
+
+    /**
+     * Holding the read token: reads and dispatches frames until {@code reply} is done. True
+     * when this thread's own read completed it. Waits for bytes in {@code poll} slices of at
+     * most {@value #LEAD_SLICE_MS} ms, so an interrupt is seen within one slice and the
+     * deadline is kept. A frame whose first bytes arrived is read to its end, waiting for the
+     * rest until the deadline at most ({@link FrameIO#readBefore}; an interrupt is seen after
+     * it): when the server stops in the middle of a frame past this request's deadline, the
+     * connection ends (a half-read frame cannot be resumed, by this thread or another) and
+     * every waiting request fails saying the server stalled mid-frame. A RuntimeException
+     * while dispatching a frame ends the connection too ({@link #readOne}); this thread's
+     * request then fails with the IOException "the client's reader failed", as every other.
+     */
+    private boolean leadUntil(CompletableFuture<Frame> reply, long deadline) throws InterruptedException,
+            TimeoutException {
+        while (!reply.isDone()) {
+            if (Thread.interrupted()) throw new InterruptedException();
+            long left = deadline - System.nanoTime();
+            if (left <= 0) throw new TimeoutException();
+            boolean readable;
+            try {
+                readable = socket.awaitReadable((int) Math.min(LEAD_SLICE_MS, TimeUnit.NANOSECONDS.toMillis(left) + 1));
+            } catch (IOException e) {
+                fail(closed ? new IOException("the client is closed") : new IOException("connection to " + path
+                        + " lost: " + e.getMessage(), e));
+                return false;
+            }
+            if (!readable) continue;
+            boolean more;
+            try {
+                more = readOne(deadline);
+            } catch (RuntimeException e) {
+                return false; // readOne failed every request (this one's too) with the cause: reported from reply
+            }
+            if (!more) return reply.isDone() && !reply.isCompletedExceptionally();
+        }
+        return true;
+    }
+
+    /** Replies the requesting thread read itself; replies another thread (the reader, another caller) handed over. Tests. */
+    long[] replyStats() { return new long[] {repliesReadByCaller.sum(), repliesHandedOver.sum()}; }
+
+    /** The read token (tests). */
+    ReadToken readToken() { return token; }
+
+    /**
      * Closes the fds of a reply nobody will use and, for a DESCRIPTOR, gives its lease back:
      * the RELEASE goes out from the event thread (this may run on the reader, which never writes).
      */
@@ -580,32 +686,86 @@ public final class SharingClient implements AutoCloseable {
         return new IOException(e.getMessage(), e);
     }
 
+    /**
+     * The reader thread: reads while no caller leads ({@link ReadToken#readerTurn()}); ends
+     * with the connection. It drains the socket after a fatal bad frame a leading caller met.
+     */
     private void readLoop() {
         try {
-            for (;;) {
-                Frame f;
+            while (token.readerTurn()) {
+                boolean more;
                 try {
-                    int v = version;
-                    f = v == 0 ? FrameIO.read(socket, Protocol.VERSION, helloVersion) : FrameIO.read(socket, v);
-                } catch (ProtocolException e) {
-                    rejected(e);
-                    if (e.fatal()) {
-                        failAfterQueuedSends(new SharingException(e.code(), "the server sent a bad frame: "
-                                + e.getMessage()));
+                    if (drainRequested) {
+                        drain();
                         return;
                     }
-                    continue;
-                } catch (IOException e) {
-                    fail(closed ? new IOException("the client is closed") : new IOException("connection to " + path
-                            + " lost: " + e.getMessage(), e));
-                    return;
+                    more = readOne(NO_DEADLINE);
+                } finally {
+                    token.release();
                 }
-                if (f == null) {
-                    fail(new IOException("the server at " + path + " closed the connection"));
-                    return;
-                }
-                dispatch(f);
+                if (!more) return;
             }
+            // The connection ended while this thread waited for its turn (shutdownNow): fail
+            // what still waits (a FORGET's reply nobody leads for).
+            fail(closed ? new IOException("the client is closed") : new IOException("the connection to " + path
+                    + " ended"));
+        } catch (InterruptedException e) {
+            fail(new IOException("the client's reader was interrupted", e));
+        } finally {
+            token.end();
+        }
+    }
+
+    /** {@link #readOne}'s deadline for the reader thread: none (it blocks until a frame is complete). */
+    private static final long NO_DEADLINE = Long.MIN_VALUE;
+
+    /**
+     * Reads and dispatches one frame; the caller holds the read token (the reader thread or a
+     * leading caller). False when the connection has ended (every waiting request failed).
+     * A leading caller passes its request's deadline: a frame not complete by then ends the
+     * connection ({@link FrameIO#readBefore}). A RuntimeException or Error from reading or
+     * dispatching ends the connection ("the client's reader failed") and is rethrown.
+     */
+    private boolean readOne(long deadline) {
+        try {
+            Frame f;
+            try {
+                int v = version;
+                int min = v == 0 ? Protocol.VERSION : v;
+                int max = v == 0 ? helloVersion : v;
+                f = deadline == NO_DEADLINE ? FrameIO.read(socket, min, max) : FrameIO.readBefore(socket, min, max,
+                        deadline);
+            } catch (FrameIO.Stalled e) {
+                if (!e.midFrame()) return true; // nothing read: still in step (the caller checks its deadline)
+                fail(new IOException("connection to " + path + " ended: " + e.getMessage()
+                        + "; closed the connection", e));
+                return false;
+            } catch (ProtocolException e) {
+                rejected(e);
+                if (e.fatal()) {
+                    SharingException why = new SharingException(e.code(), "the server sent a bad frame: "
+                            + e.getMessage());
+                    if (Thread.currentThread() == reader) {
+                        failAfterQueuedSends(why);
+                    } else if (beginFatal(why)) {
+                        // A caller does not drain: the reader thread does, once this caller lets go of the token.
+                        drainRequested = true;
+                        token.urgent();
+                    }
+                    return false;
+                }
+                return true;
+            } catch (IOException e) {
+                fail(closed ? new IOException("the client is closed") : new IOException("connection to " + path
+                        + " lost: " + e.getMessage(), e));
+                return false;
+            }
+            if (f == null) {
+                fail(new IOException("the server at " + path + " closed the connection"));
+                return false;
+            }
+            dispatch(f);
+            return true;
         } catch (RuntimeException | Error t) {
             fail(new IOException("the client's reader failed: " + t, t));
             throw t;
@@ -613,6 +773,8 @@ public final class SharingClient implements AutoCloseable {
     }
 
     private void dispatch(Frame f) {
+        Consumer<Frame> hook = dispatchHook;
+        if (hook != null) hook.accept(f);
         if (f.type == FrameType.HELLO_OK && version == 0) {
             // Before reading on: every later frame must carry this version.
             version = f.version;
@@ -659,7 +821,10 @@ public final class SharingClient implements AutoCloseable {
             return;
         }
         CompletableFuture<Frame> p = pending.remove(f.requestId);
-        if (p != null && p.complete(f)) return;
+        if (p != null && p.complete(f)) {
+            token.delivered();
+            return;
+        }
         // Nobody waits (the request gave up first): close its fds and give back its lease.
         dispose(f);
     }
@@ -677,6 +842,7 @@ public final class SharingClient implements AutoCloseable {
         CompletableFuture<Frame> p = e.requestId() == 0 ? null : pending.remove(e.requestId());
         if (p != null) {
             p.completeExceptionally(new SharingException(e.code(), "the server sent a bad frame: " + e.getMessage(), e));
+            token.delivered();
         }
     }
 
@@ -758,6 +924,7 @@ public final class SharingClient implements AutoCloseable {
     private void fail(IOException why) {
         failRequests(why);
         socket.close();
+        token.end();
         cache.connectionEnded();
         events.shutdown(); // what is queued still runs (DROP listeners); then the thread ends
     }
@@ -770,6 +937,7 @@ public final class SharingClient implements AutoCloseable {
             CompletableFuture<Frame> p = pending.remove(id);
             if (p != null) p.completeExceptionally(failure);
         }
+        token.delivered();
     }
 
     /**
@@ -779,6 +947,15 @@ public final class SharingClient implements AutoCloseable {
      * ERROR; the close (or the server's) ends the draining.
      */
     private void failAfterQueuedSends(IOException why) {
+        if (beginFatal(why)) drain();
+    }
+
+    /**
+     * The first half of {@link #failAfterQueuedSends}, on any thread: fails the requests, queues
+     * the close after the ERROR. False when nothing could be queued (the socket is closed now:
+     * no drain).
+     */
+    private boolean beginFatal(IOException why) {
         failRequests(why);
         cache.connectionEnded();
         boolean queued;
@@ -791,8 +968,13 @@ public final class SharingClient implements AutoCloseable {
         events.shutdown();
         if (!queued) {
             socket.close();
-            return;
+            token.end();
         }
+        return queued;
+    }
+
+    /** The second half, on the reader thread: reads and discards until the socket is closed. */
+    private void drain() {
         try {
             for (;;) {
                 try (ReceivedMessage m = socket.receive(4096)) {
@@ -805,6 +987,7 @@ public final class SharingClient implements AutoCloseable {
             // closed after the ERROR went out: done
         }
         socket.close();
+        token.end();
     }
 
     /**
@@ -879,6 +1062,7 @@ public final class SharingClient implements AutoCloseable {
         closed = true;
         if (failure == null) failure = new IOException("the client is closed");
         socket.close();
+        token.end(); // a reader waiting for its turn stops; a leading caller wakes from its poll (the close)
         try {
             if (Thread.currentThread() != reader) reader.join(5000);
         } catch (InterruptedException e) {

@@ -30,7 +30,9 @@ import org.junit.jupiter.api.io.TempDir;
  * {@code -m}: it allocates, copies and closes on the selected driver, uses the pool, passes
  * an fd over a socket pair, publishes a buffer with {@code SharingServer} and attaches it
  * with {@code SharingClient} over a Unix socket (the server checks the peer with
- * {@code SO_PEERCRED} through jnr-unixsocket, an automatic module), publishes the imported
+ * {@code SO_PEERCRED} through jnr-unixsocket, an automatic module; then back-to-back
+ * attach/close rounds, whose callers wait for their replies in libc's {@code poll}, bound
+ * through jnr-ffi's {@code LibraryLoader}), publishes the imported
  * copy to get the core's {@code ErrorMessages} text (vmm-ipc reaching
  * {@code org.cuvmm.internal} through its qualified export, at run time), and tries to reach
  * the internal packages by reflection. A second
@@ -127,6 +129,13 @@ class ModulePathTest {
                                 System.out.println("IMPORTED " + e.getMessage());
                             }
                         }
+                        // Back-to-back rounds: callers read their own replies (the leader's
+                        // poll, libc's bound through jnr-ffi from this named module).
+                        int rounds = 0;
+                        try (SharingClient c = SharingClient.connect(socket)) {
+                            for (; rounds < 300; rounds++) c.attach("probe", other).close();
+                        }
+                        System.out.println("ROUNDS " + rounds);
                         server.unpublish("probe");
                     } finally {
                         b.closeWhenUnused();
@@ -184,6 +193,7 @@ class ModulePathTest {
                 + out);
         assertTrue(out.contains("POOL 1"), "the pool as a module:\n" + out);
         assertTrue(out.contains("ATTACH true"), "publish and attach over a Unix socket (SO_PEERCRED via jnr):\n" + out);
+        assertTrue(out.contains("ROUNDS 300"), "attach/close rounds, callers leading (poll via jnr-ffi):\n" + out);
         assertTrue(out.contains("IMPORTED publish 'again': ")
                 && out.contains(org.cuvmm.internal.ErrorMessages.IMPORTED_CANNOT_BE_EXPORTED),
                 "publishing imported memory fails with the core's ErrorMessages text (qualified export):\n" + out);

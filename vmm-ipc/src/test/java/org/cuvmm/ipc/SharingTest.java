@@ -245,6 +245,9 @@ class SharingTest {
             SharingException e = assertThrows(SharingException.class, () -> SharingClient.connect(sock));
             assertEquals(ErrorCode.NOT_ALLOWED, e.code());
             assertTrue(e.getMessage().contains("uid " + me + " is not allowed"), e.getMessage());
+            // The server sends its ERROR, then fires the event: a client that reads its own
+            // reply can see the ERROR first.
+            IpcTestSupport.await("the server's refused event", 10, () -> refused.size() == 1);
             assertEquals(1, refused.size());
             assertEquals(0, server.connectionCount());
         }

@@ -1,0 +1,249 @@
+package org.cuvmm.ipc;
+
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.TimeoutException;
+import java.util.concurrent.locks.Condition;
+import java.util.concurrent.locks.ReentrantLock;
+import java.util.function.LongSupplier;
+
+/**
+ * Who reads a {@link SharingClient}'s socket: the <i>read token</i> (leader/follower). One
+ * thread at a time holds it and is the only one reading frames; it dispatches every frame it
+ * reads, whoever it is for. A caller that sent a request takes the token when it is free and
+ * reads until its own reply has arrived (the <i>leader</i>: no thread hands it its reply, so
+ * an exchange wakes no second client thread); callers that find it taken wait for their reply
+ * (<i>followers</i>: the holder completes their futures) or for the token to come free.
+ *
+ * <p><b>When the reader thread reads.</b> The token keeps the time of the last caller
+ * <i>activity</i>: a request about to be sent ({@link #noteRequest()}) or a caller giving
+ * the token back ({@link #release()}; a long lead is activity up to its end, so the reader
+ * does not slip in right after a slow reply). The client's reader thread takes the token only
+ * when it is free and a whole {@link #readerIdleNanos} period has passed since the last
+ * activity, then blocks in {@code recvmsg} for whatever comes (DROP, EVICT, replies nobody
+ * waits for). While a caller holds the token the reader waits without a timeout (no periodic
+ * wake-up during a long lead or while callers hand the token to each other); the release that
+ * leaves the token free with no caller waiting for it wakes it, and it then waits until the
+ * last activity plus one period (a request noted meanwhile moves that time on: a series of
+ * requests wakes it about once per period at most). So a back-to-back series of requests
+ * never meets it, and an unsolicited frame that arrives while no caller leads is read about
+ * one period (plus scheduling) after the last activity. See docs/PROTOCOL.md section 12,
+ * "Threads".
+ *
+ * <p>The token is held across blocking reads: that is what it is for (one reader at a time,
+ * frames dispatched in order). The lock below guards only its state and is never held across
+ * any I/O. Package-private.
+ */
+final class ReadToken {
+    /**
+     * How long the reader thread stays out of the socket after the last caller activity
+     * (default 1 ms; a test seam: tests that count who read a reply set it long so that a slow
+     * test thread never lets the reader in between rounds). Read at each wait.
+     */
+    static volatile long readerIdleNanos = TimeUnit.MILLISECONDS.toNanos(1);
+
+    private final ReentrantLock lock = new ReentrantLock();
+    /** Followers: a reply completed (maybe theirs) or the token came free. */
+    private final Condition callers = lock.newCondition();
+    /** The reader thread: the token came free, the end, a drain that must not wait a period. */
+    private final Condition readerWake = lock.newCondition();
+    /** The clock of the reader's quiet period ({@link System#nanoTime()}; tests inject one). */
+    private final LongSupplier clock;
+    /**
+     * The clock's time of the last caller activity. Written without the lock by {@link
+     * #noteRequest()} (one volatile write on a request's path) and under it by a caller's
+     * {@link #release()}; two racing writes may leave the earlier time, by nanoseconds.
+     */
+    private volatile long lastActivity;
+    /** The holder, null when free. Guarded by {@link #lock}. */
+    private Thread holder;
+    private boolean holderIsReader;  // guarded by lock: the reader thread holds it (its release is no activity)
+    private int waitingCallers;      // guarded by lock
+    private boolean readerParked;    // guarded by lock: the reader waits, untimed, for the holder's release
+    private long readerWaits;        // guarded by lock: waits the reader began (tests count wake-ups)
+    private boolean ended;           // guarded by lock
+    private boolean urgent;          // guarded by lock
+
+    ReadToken() { this(System::nanoTime); }
+
+    /** With {@code clock} for the reader's quiet period (tests). Creation counts as activity. */
+    ReadToken(LongSupplier clock) {
+        this.clock = clock;
+        this.lastActivity = clock.getAsLong();
+    }
+
+    /**
+     * A caller is about to send a request it will wait for: the reader keeps out for a while.
+     * Call it right before the send, after any check that may refuse the request (a refused
+     * request is no activity: a thread retrying a refused request would keep the reader out).
+     */
+    void noteRequest() { lastActivity = clock.getAsLong(); }
+
+    /**
+     * A caller waits for {@code reply} or for the token. True: this thread now holds the token
+     * and must read (then {@link #release()}); false: {@code reply} is done.
+     *
+     * @throws TimeoutException when {@code deadlineNanos} ({@link System#nanoTime()}) passed first
+     */
+    boolean awaitTurn(Future<?> reply, long deadlineNanos) throws InterruptedException, TimeoutException {
+        lock.lock();
+        try {
+            for (;;) {
+                if (reply.isDone()) return false;
+                if (holder == null) {
+                    holder = Thread.currentThread();
+                    holderIsReader = false;
+                    return true;
+                }
+                long left = deadlineNanos - System.nanoTime();
+                if (left <= 0) throw new TimeoutException();
+                waitingCallers++;
+                try {
+                    callers.awaitNanos(left);
+                } finally {
+                    waitingCallers--;
+                }
+            }
+        } finally {
+            // A follower leaving a free token (its reply done, timed out, interrupted): when it
+            // was the last one waiting, the release that freed the token did not wake the
+            // reader (it left the token to the followers); this does.
+            if (holder == null) wakeReaderIfParked();
+            lock.unlock();
+        }
+    }
+
+    /**
+     * The reader thread waits for its turn: the token free and a whole period since the last
+     * caller activity (or a drain asked for). True: the reader holds the token; false: the
+     * connection has ended.
+     */
+    boolean readerTurn() throws InterruptedException {
+        lock.lock();
+        try {
+            for (;;) {
+                if (ended) return false;
+                if (holder != null) {
+                    // No timeout: the release that leaves the token free wakes this thread.
+                    readerParked = true;
+                    readerWaits++;
+                    try {
+                        readerWake.await();
+                    } finally {
+                        readerParked = false;
+                    }
+                    continue;
+                }
+                long left = urgent ? 0 : lastActivity + readerIdleNanos - clock.getAsLong();
+                if (left <= 0) {
+                    holder = Thread.currentThread();
+                    holderIsReader = true;
+                    return true;
+                }
+                readerWaits++;
+                readerWake.awaitNanos(left);
+            }
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * The holder gives the token back; followers wake to lead or find their reply. A caller's
+     * release is activity (the reader's period starts again); the reader thread's is not.
+     */
+    void release() {
+        lock.lock();
+        try {
+            if (!holderIsReader) lastActivity = clock.getAsLong();
+            holder = null;
+            holderIsReader = false;
+            if (waitingCallers > 0) callers.signalAll();
+            if (urgent || ended) readerWake.signal();
+            else wakeReaderIfParked();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /**
+     * Under the lock, the token free: wakes a reader parked for a release when no follower
+     * waits for the token (one that does takes it, and its own release wakes the reader).
+     */
+    private void wakeReaderIfParked() {
+        if (readerParked && waitingCallers == 0) readerWake.signal();
+    }
+
+    /** A future of some request was completed: its follower (if waiting) wakes. */
+    void delivered() {
+        lock.lock();
+        try {
+            if (waitingCallers > 0) callers.signalAll();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** The reader must take the token as soon as it is free, whatever callers do (a drain). */
+    void urgent() {
+        lock.lock();
+        try {
+            urgent = true;
+            readerWake.signal();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** The connection has ended: the reader thread stops waiting for its turn; followers recheck. */
+    void end() {
+        lock.lock();
+        try {
+            ended = true;
+            readerWake.signalAll();
+            callers.signalAll();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Tests: the reader thread re-checks now (after a test changed {@link #readerIdleNanos}). */
+    void wakeReader() {
+        lock.lock();
+        try {
+            readerWake.signal();
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Waits the reader thread began so far, timed or not (tests count its wake-ups). */
+    long readerWaits() {
+        lock.lock();
+        try {
+            return readerWaits;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Callers waiting as followers now (tests). */
+    int waitingCallers() {
+        lock.lock();
+        try {
+            return waitingCallers;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** The holder now (tests). */
+    Thread holder() {
+        lock.lock();
+        try {
+            return holder;
+        } finally {
+            lock.unlock();
+        }
+    }
+}

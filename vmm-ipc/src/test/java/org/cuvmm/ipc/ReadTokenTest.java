@@ -1,0 +1,153 @@
+package org.cuvmm.ipc;
+
+import static org.cuvmm.ipc.IpcTestSupport.await;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * {@link ReadToken}'s rules for the reader thread, driven with an injected clock: the reader
+ * keeps out for a whole period after the last caller activity, a caller's release included
+ * (a long lead is not quiet time); it does not wake periodically while a caller holds the
+ * token; a follower that leaves a free token lets a parked reader in.
+ */
+class ReadTokenTest {
+    private static final long SECOND = TimeUnit.SECONDS.toNanos(1);
+
+    private final AtomicLong clock = new AtomicLong();
+    private long savedIdle;
+    private Thread reader;
+
+    @BeforeEach
+    void setUp() { savedIdle = ReadToken.readerIdleNanos; }
+
+    @AfterEach
+    void tearDown() throws InterruptedException {
+        ReadToken.readerIdleNanos = savedIdle;
+        if (reader != null) {
+            reader.interrupt();
+            reader.join(TimeUnit.SECONDS.toMillis(10));
+        }
+    }
+
+    /** The reader thread's stand-in: one turn; completes with the clock's time when it took the token. */
+    private CompletableFuture<Long> startReader(ReadToken token) {
+        CompletableFuture<Long> took = new CompletableFuture<>();
+        reader = new Thread(() -> {
+            try {
+                if (token.readerTurn()) took.complete(clock.get());
+                else took.complete(null);
+            } catch (InterruptedException e) {
+                took.completeExceptionally(e);
+            }
+        }, "read-token-test-reader");
+        reader.start();
+        return took;
+    }
+
+    @Test
+    void aCallersReleaseStartsTheReadersPeriodAgain() throws Exception {
+        // A period of 60 s on the injected clock: the reader's timed waits are long in real
+        // time too, so it moves only when this test wakes it (wakeReader) or a release does.
+        ReadToken.readerIdleNanos = 60 * SECOND;
+        ReadToken token = new ReadToken(clock::get);
+        CompletableFuture<Void> never = new CompletableFuture<>();
+        token.noteRequest(); // t = 0
+        assertTrue(token.awaitTurn(never, System.nanoTime() + 10 * SECOND), "the caller leads");
+        CompletableFuture<Long> took = startReader(token);
+        await("the reader waits for the caller's release", 10, () -> token.readerWaits() >= 1);
+        clock.set(100 * SECOND); // a slow reply: the lead lasted longer than the period
+        long before = token.readerWaits();
+        token.release(); // t = 100 s: activity
+        token.wakeReader();
+        await("the reader re-checked after the release", 10,
+                () -> token.readerWaits() > before || token.holder() == reader);
+        assertNotEquals(reader, token.holder(), "the reader took the token right after a slow reply: the lead "
+                + "counted as quiet time");
+        assertFalse(took.isDone());
+        // A new request 0.5 period after the release finds the token free: this caller leads.
+        clock.set(130 * SECOND);
+        token.noteRequest();
+        assertTrue(token.awaitTurn(never, System.nanoTime() + 10 * SECOND), "the next caller leads");
+        token.release(); // t = 130 s
+        clock.set(189 * SECOND);
+        long before2 = token.readerWaits();
+        token.wakeReader();
+        await("the reader re-checked", 10, () -> token.readerWaits() > before2 || token.holder() == reader);
+        assertNotEquals(reader, token.holder(), "the reader took the token 59 s after the last release");
+        clock.set(190 * SECOND); // a whole period after the last release
+        token.wakeReader();
+        assertEquals(190 * SECOND, took.get(10, TimeUnit.SECONDS));
+        assertEquals(reader, token.holder());
+        token.end();
+    }
+
+    @Test
+    void theReaderDoesNotWakeWhileACallerHoldsTheToken() throws Exception {
+        // A period of 1 ms and a clock that never moves: a reader that re-checks on a timer
+        // would wake about once a millisecond while the caller leads.
+        ReadToken.readerIdleNanos = TimeUnit.MILLISECONDS.toNanos(1);
+        ReadToken token = new ReadToken(clock::get);
+        CompletableFuture<Void> never = new CompletableFuture<>();
+        token.noteRequest();
+        assertTrue(token.awaitTurn(never, System.nanoTime() + 10 * SECOND));
+        CompletableFuture<Long> took = startReader(token);
+        await("the reader waits for the caller's release", 10, () -> token.readerWaits() >= 1);
+        long before = token.readerWaits();
+        // Not a synchronization: a window of real time over which wake-ups are counted (about
+        // 100 with a 1 ms timer).
+        new CountDownLatch(1).await(100, TimeUnit.MILLISECONDS);
+        long wakeUps = token.readerWaits() - before;
+        assertTrue(wakeUps <= 1, wakeUps + " reader wake-ups in 100 ms while a caller held the token (expected: "
+                + "none; 1 allowed for a spurious wake-up)");
+        clock.set(SECOND);
+        token.release(); // t = 1 s; wakes it: the token is free and nobody else waits for it
+        clock.set(2 * SECOND);
+        token.wakeReader();
+        assertEquals(2 * SECOND, took.get(10, TimeUnit.SECONDS));
+        token.end();
+    }
+
+    @Test
+    void aFollowerLeavingAFreeTokenWakesAParkedReader() throws Exception {
+        ReadToken.readerIdleNanos = 60 * SECOND;
+        ReadToken token = new ReadToken(clock::get);
+        CompletableFuture<Void> never = new CompletableFuture<>();
+        token.noteRequest();
+        assertTrue(token.awaitTurn(never, System.nanoTime() + 10 * SECOND), "the leader");
+        CompletableFuture<Long> took = startReader(token);
+        await("the reader waits for the leader's release", 10, () -> token.readerWaits() >= 1);
+        CompletableFuture<Void> followerReply = new CompletableFuture<>();
+        CompletableFuture<Boolean> follower = CompletableFuture.supplyAsync(() -> {
+            try {
+                return token.awaitTurn(followerReply, System.nanoTime() + 10 * SECOND);
+            } catch (Exception e) {
+                throw new IllegalStateException(e);
+            }
+        });
+        await("the follower waits", 10, () -> token.waitingCallers() == 1);
+        followerReply.complete(null); // as a holder completing it, without delivered(): it wakes at the release
+        long before = token.readerWaits();
+        clock.set(100 * SECOND);
+        token.release(); // a follower waits: the reader is left parked for it
+        assertFalse(follower.get(10, TimeUnit.SECONDS), "the follower found its reply and left the token free");
+        // The follower, the last to wait, woke the reader: it now waits for the period.
+        await("the reader re-checked", 10, () -> token.readerWaits() > before);
+        assertNull(token.holder());
+        clock.set(160 * SECOND);
+        token.wakeReader();
+        assertEquals(160 * SECOND, took.get(10, TimeUnit.SECONDS));
+        token.end();
+    }
+}
