@@ -3,15 +3,12 @@ package org.cuvmm.ipc;
 import java.io.Closeable;
 import java.io.File;
 import java.io.IOException;
-import java.lang.ref.Reference;
 import java.nio.channels.ClosedChannelException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.Objects;
 
-import jnr.posix.MsgHdr;
-import jnr.posix.POSIX;
 import jnr.unixsocket.Credentials;
 import jnr.unixsocket.UnixSocketAddress;
 import jnr.unixsocket.UnixSocketChannel;
@@ -148,7 +145,6 @@ public final class FdSocket implements Closeable {
             if (x < 0) throw new IllegalArgumentException("fds: " + Arrays.toString(f) + " (expected: open fds, >= 0)");
         }
         if (length == 0) return;
-        POSIX posix = NativeIo.posix();
         synchronized (sendLock) {
             enter();
             try {
@@ -161,14 +157,12 @@ public final class FdSocket implements Closeable {
                     io.data.put(data, offset + sent, n);
                     // The fds ride on the first sendmsg only: they arrive with its first byte.
                     int control = first && f.length > 0 ? io.writeRights(f) : 0;
-                    MsgHdr msg = io.prepare(n, control);
                     int r;
                     int errno;
                     do {
-                        r = posix.sendmsg(fd, msg, NativeIo.MSG_NOSIGNAL);
-                        errno = r < 0 ? posix.errno() : 0;
+                        r = io.sendmsg(fd, n, control, NativeIo.MSG_NOSIGNAL);
+                        errno = r < 0 ? -r : 0;
                     } while (r < 0 && errno == NativeIo.EINTR);
-                    Reference.reachabilityFence(msg);
                     if (r < 0) {
                         if (guard.isClosed()) throw new ClosedChannelException();
                         if (errno == NativeIo.EPIPE || errno == NativeIo.ECONNRESET) {
@@ -204,7 +198,6 @@ public final class FdSocket implements Closeable {
     int sendNow(byte[] data, int[] fds) throws IOException {
         int length = data.length;
         if (length == 0 || length > IO_CHUNK || (fds != null && fds.length > NativeIo.MAX_FDS_PER_MESSAGE)) return 0;
-        POSIX posix = NativeIo.posix();
         synchronized (sendLock) {
             enter();
             try {
@@ -212,14 +205,12 @@ public final class FdSocket implements Closeable {
                 io.data.clear();
                 io.data.put(data, 0, length);
                 int control = fds != null && fds.length > 0 ? io.writeRights(fds) : 0;
-                MsgHdr msg = io.prepare(length, control);
                 int r;
                 int errno;
                 do {
-                    r = posix.sendmsg(fd, msg, NativeIo.MSG_NOSIGNAL | NativeIo.MSG_DONTWAIT);
-                    errno = r < 0 ? posix.errno() : 0;
+                    r = io.sendmsg(fd, length, control, NativeIo.MSG_NOSIGNAL | NativeIo.MSG_DONTWAIT);
+                    errno = r < 0 ? -r : 0;
                 } while (r < 0 && errno == NativeIo.EINTR);
-                Reference.reachabilityFence(msg);
                 if (r >= 0) return r;
                 if (errno == NativeIo.EAGAIN) return 0;
                 if (guard.isClosed()) throw new ClosedChannelException();
@@ -333,27 +324,24 @@ public final class FdSocket implements Closeable {
      * stream.
      */
     private int recvOnce(NativeMsg io, int want, int roomFds, IntList fds, boolean[] truncated) throws IOException {
-        POSIX posix = NativeIo.posix();
         // Room for what may still arrive plus one: an excess is seen at once, and the kernel
         // installs no more fds than fit (the rest are dropped, MSG_CTRUNC).
-        MsgHdr msg = io.prepare(want, NativeMsg.controlSpaceFor(roomFds));
+        int control = NativeMsg.controlSpaceFor(roomFds);
         int r;
         int errno;
         do {
-            r = posix.recvmsg(fd, msg, NativeIo.MSG_CMSG_CLOEXEC);
-            errno = r < 0 ? posix.errno() : 0;
+            r = io.recvmsg(fd, want, control, NativeIo.MSG_CMSG_CLOEXEC);
+            errno = r < 0 ? -r : 0;
         } while (r < 0 && errno == NativeIo.EINTR);
         if (r < 0) {
-            Reference.reachabilityFence(msg);
             if (guard.isClosed()) throw new ClosedChannelException();
             // The peer closed with data of ours unread: nothing more will come.
             if (errno == NativeIo.ECONNRESET) return 0;
             throw new IOException("recvmsg: " + NativeIo.strerror(errno));
         }
         // Count from each control message's length: CMSG_SPACE(4) == CMSG_SPACE(8).
-        io.readRights(msg.getControlLen(), fds);
-        if ((msg.getFlags() & NativeIo.MSG_CTRUNC) != 0) truncated[0] = true;
-        Reference.reachabilityFence(msg);
+        io.readRights(io.controlLength(), fds);
+        if ((io.flags() & NativeIo.MSG_CTRUNC) != 0) truncated[0] = true;
         return r;
     }
 

@@ -23,6 +23,9 @@ public enum FrameType {
     private final boolean fromServer;
     private final int sinceVersion;
 
+    /** {@link #values()} once: that method copies the array on every call (every frame read looks a type up). */
+    private static final FrameType[] ALL = values();
+
     FrameType(int code, boolean fromClient, boolean fromServer) {
         this(code, fromClient, fromServer, 1);
     }
@@ -47,7 +50,7 @@ public enum FrameType {
 
     /** The type with this code, or null. */
     public static FrameType of(int code) {
-        for (FrameType t : values()) if (t.code == code) return t;
+        for (FrameType t : ALL) if (t.code == code) return t;
         return null;
     }
 
