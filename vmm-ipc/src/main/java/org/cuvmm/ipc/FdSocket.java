@@ -47,6 +47,13 @@ public final class FdSocket implements Closeable {
     private final Object receiveLock = new Object();
     private NativeMsg sendMsg;    // guarded by sendLock
     private NativeMsg receiveMsg; // guarded by receiveLock
+    /**
+     * The fds of the receive in progress, reused by every receive (guarded by receiveLock,
+     * emptied at the start of each): a receive allocates only what it returns.
+     */
+    private final IntList receivedFds = new IntList();
+    /** Whether the kernel dropped fds (MSG_CTRUNC) in the receive in progress; guarded by receiveLock. */
+    private boolean truncated;
 
     FdSocket(UnixSocketChannel channel) {
         this.channel = channel;
@@ -272,8 +279,9 @@ public final class FdSocket implements Closeable {
      */
     private ReceivedMessage receiveExactly(int length, int maxFds) throws IOException {
         byte[] out = new byte[length];
-        IntList fds = new IntList();
-        boolean[] truncated = {false};
+        IntList fds = receivedFds;
+        fds.clear();
+        truncated = false;
         int got = 0;
         boolean eos = false;
         boolean excess = false;
@@ -281,7 +289,7 @@ public final class FdSocket implements Closeable {
             while (got < length) {
                 int want = Math.min(IO_CHUNK, length - got);
                 NativeMsg io = receiveMsg();
-                int r = recvOnce(io, want, maxFds - fds.size() + 1, fds, truncated);
+                int r = recvOnce(io, want, maxFds - fds.size() + 1, fds);
                 if (r == 0 && guard.isClosed()) throw new ClosedChannelException();
                 if (r == 0) {
                     eos = true;
@@ -303,12 +311,12 @@ public final class FdSocket implements Closeable {
         if (excess) {
             NativeIo.closeAll(received);
             boolean inStep = got == length;
-            throw new FdTransferException(FdTransferException.Reason.TOO_MANY_FDS, (truncated[0] ? "at least " : "")
+            throw new FdTransferException(FdTransferException.Reason.TOO_MANY_FDS, (truncated ? "at least " : "")
                     + received.length + " file descriptors arrived, more than the " + maxFds
                     + " allowed; closed them all" + (inStep ? "" : "; stopped after " + got + " of " + length
                     + " bytes: the stream is out of step, close the connection"), data, received.length, inStep);
         }
-        if (truncated[0]) {
+        if (truncated) {
             NativeIo.closeAll(received);
             throw new FdTransferException(FdTransferException.Reason.CONTROL_TRUNCATED,
                     "the kernel dropped file descriptors (MSG_CTRUNC): this process is probably at its open-file "
@@ -323,7 +331,7 @@ public final class FdSocket implements Closeable {
      * roomFds} fds (at least 1); appends the fds that arrived; returns bytes read, 0 at end of
      * stream.
      */
-    private int recvOnce(NativeMsg io, int want, int roomFds, IntList fds, boolean[] truncated) throws IOException {
+    private int recvOnce(NativeMsg io, int want, int roomFds, IntList fds) throws IOException {
         // Room for what may still arrive plus one: an excess is seen at once, and the kernel
         // installs no more fds than fit (the rest are dropped, MSG_CTRUNC).
         int control = NativeMsg.controlSpaceFor(roomFds);
@@ -341,7 +349,7 @@ public final class FdSocket implements Closeable {
         }
         // Count from each control message's length: CMSG_SPACE(4) == CMSG_SPACE(8).
         io.readRights(io.controlLength(), fds);
-        if ((io.flags() & NativeIo.MSG_CTRUNC) != 0) truncated[0] = true;
+        if ((io.flags() & NativeIo.MSG_CTRUNC) != 0) truncated = true;
         return r;
     }
 
@@ -433,6 +441,8 @@ public final class FdSocket implements Closeable {
 
         int size() { return n; }
 
-        int[] toArray() { return Arrays.copyOf(a, n); }
+        void clear() { n = 0; }
+
+        int[] toArray() { return n == 0 ? ReceivedMessage.NO_FDS : Arrays.copyOf(a, n); }
     }
 }
