@@ -38,6 +38,22 @@ class AttachPathTest {
     }
 
     @Test
+    void repeatedIdsAreFoundWithFewOrManyIds() throws Exception {
+        for (int n : new int[] {2, 16, 17, 300}) {
+            int count = Math.min(n, Protocol.MAX_IDS_PER_FRAME);
+            ByteBuffer ok = ByteBuffer.allocate(4 + 8 * count).putInt(count);
+            for (int i = 0; i < count; i++) ok.putLong(1000 + i);
+            assertEquals(count, ((Messages.Forget) Messages.decode(FrameType.FORGET, 2, ok.array())).ids().length);
+            ByteBuffer twice = ByteBuffer.allocate(4 + 8 * count).putInt(count);
+            for (int i = 0; i < count - 1; i++) twice.putLong(1000 + i);
+            twice.putLong(1000 + (count - 2) / 2); // the last repeats an earlier one
+            ProtocolException e = assertThrows(ProtocolException.class,
+                    () -> Messages.decode(FrameType.FORGET, 2, twice.array()), count + " ids");
+            assertTrue(e.getMessage().contains("appears twice"), e.getMessage());
+        }
+    }
+
+    @Test
     void typesByCode() {
         for (FrameType t : FrameType.values()) assertSame(t, FrameType.of(t.code()));
         assertEquals(null, FrameType.of(0));
