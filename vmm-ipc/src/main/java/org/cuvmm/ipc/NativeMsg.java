@@ -48,6 +48,7 @@ final class NativeMsg {
     private static final int MSG_CONTROL = 32;
     private static final int MSG_CONTROLLEN = 40;
     private static final int MSG_FLAGS = 48;
+    private static final int EIO = 5;
 
     /**
      * libc's {@code sendmsg}/{@code recvmsg} taking the msghdr by address. Public only because
@@ -143,7 +144,7 @@ final class NativeMsg {
 
     private static int errno() {
         int e = LastError.getLastError(Bound.RUNTIME);
-        return e > 0 ? e : NativeIo.EINTR; // never 0: a failure with no errno reads as retryable
+        return e > 0 ? e : EIO; // never 0; and not EINTR, which callers retry: a failure with no errno must not spin
     }
 
     /** The msghdr's {@code msg_controllen} as the last {@code recvmsg} left it. */
