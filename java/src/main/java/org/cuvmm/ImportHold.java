@@ -32,7 +32,7 @@ final class ImportHold {
     private final Object what;
     private final ImportHold parent; // one reference this hold owns, dropped at zero; or null
 
-    ImportHold(Runnable whenUnmapped, Object what) {
+    ImportHold(Runnable whenUnmapped, String what) {
         this(whenUnmapped, what, null);
     }
 
