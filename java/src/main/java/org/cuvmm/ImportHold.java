@@ -28,7 +28,8 @@ final class ImportHold {
 
     private final AtomicInteger refs = new AtomicInteger(1); // the imported buffer's
     private final AtomicReference<Runnable> whenUnmapped;
-    private final String what;
+    /** What this hold counts, for messages: its {@code toString()} is built only when one is written. */
+    private final Object what;
     private final ImportHold parent; // one reference this hold owns, dropped at zero; or null
 
     ImportHold(Runnable whenUnmapped, String what) {
@@ -36,7 +37,7 @@ final class ImportHold {
     }
 
     /** A hold that owns the reference on {@code parent} (already taken) the caller passes, or null. */
-    ImportHold(Runnable whenUnmapped, String what, ImportHold parent) {
+    ImportHold(Runnable whenUnmapped, Object what, ImportHold parent) {
         this.whenUnmapped = new AtomicReference<>(whenUnmapped);
         this.what = what;
         this.parent = parent;

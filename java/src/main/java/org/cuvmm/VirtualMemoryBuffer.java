@@ -870,7 +870,13 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         Checks.notNull("whenGone", whenGone);
         acquire();
         try {
-            String what = "the shared view of " + release.description();
+            // Named lazily: the name is needed only by a message, and sharing is the
+            // import cache's per-attach path (issue 11: no string built per round).
+            Release source = release;
+            Object what = new Object() {
+                @Override
+                public String toString() { return "the shared view of " + source.description(); }
+            };
             ImportHold parent = hold == null ? null : hold.retain();
             ImportHold viewHold;
             try {

@@ -59,21 +59,22 @@ final class ConnectionIds {
         // An allocation named twice in one buffer (the core gives each chunk its own today,
         // but nothing here relies on it) is treated like id 0 after its first chunk: a second
         // fresh id, since a DESCRIPTOR may not name one id twice (PROTOCOL.md 13.3); so the
-        // count below and the assignment agree.
-        boolean[] repeat = new boolean[n];
-        java.util.Set<Long> seen = new java.util.HashSet<>();
-        for (int i = 0; i < n; i++) repeat[i] = allocationIds[i] != 0 && !seen.add(allocationIds[i]);
+        // count below and the assignment agree. One map lookup per chunk (kept in `found`);
+        // repeats found by a scan for the few chunks of a typical buffer, a set for many.
+        boolean[] repeat = repeats(allocationIds, n);
+        Held[] found = new Held[n];
         int fresh = 0;
         for (int i = 0; i < n; i++) {
             Held h = allocationIds[i] == 0 || repeat[i] ? null : byAllocation.get(allocationIds[i]);
             if (h == null || h.released) fresh++;
+            else found[i] = h;
         }
         if (byId.size() + fresh > maxIds) return null;
-        long[] newIds = new long[fresh];
+        long[] newIds = fresh == 0 ? NO_IDS : new long[fresh];
         int k = 0;
         for (int i = 0; i < n; i++) {
-            Held h = allocationIds[i] == 0 || repeat[i] ? null : byAllocation.get(allocationIds[i]);
-            if (h != null && !h.released) {
+            Held h = found[i];
+            if (h != null) {
                 ids[i] = h.id;
                 continue;
             }
@@ -85,6 +86,31 @@ final class ConnectionIds {
             newIds[k++] = h.id;
         }
         return new Assignment(ids, fd, newIds);
+    }
+
+    private static final long[] NO_IDS = new long[0];
+    /** Up to this many chunks, repeats are found by comparing pairs (no set, no boxing). */
+    private static final int SCAN_REPEATS_UP_TO = 16;
+
+    /** For each chunk: true when a non-zero allocation id appeared at an earlier chunk. */
+    private static boolean[] repeats(long[] allocationIds, int n) {
+        boolean[] repeat = new boolean[n];
+        if (n <= SCAN_REPEATS_UP_TO) {
+            for (int i = 1; i < n; i++) {
+                long a = allocationIds[i];
+                if (a == 0) continue;
+                for (int j = 0; j < i; j++) {
+                    if (allocationIds[j] == a) {
+                        repeat[i] = true;
+                        break;
+                    }
+                }
+            }
+            return repeat;
+        }
+        java.util.Set<Long> seen = new java.util.HashSet<>();
+        for (int i = 0; i < n; i++) repeat[i] = allocationIds[i] != 0 && !seen.add(allocationIds[i]);
+        return repeat;
     }
 
     /** Undoes the fresh ids of an {@link #assign} whose DESCRIPTOR was never queued. */

@@ -3,7 +3,6 @@ package org.cuvmm.ipc;
 import java.io.Closeable;
 import java.io.File;
 import java.io.IOException;
-import java.lang.ref.Reference;
 import java.net.SocketTimeoutException;
 import java.nio.channels.ClosedChannelException;
 import java.nio.charset.StandardCharsets;
@@ -11,8 +10,6 @@ import java.nio.file.Path;
 import java.util.Arrays;
 import java.util.Objects;
 
-import jnr.posix.MsgHdr;
-import jnr.posix.POSIX;
 import jnr.unixsocket.Credentials;
 import jnr.unixsocket.UnixSocketAddress;
 import jnr.unixsocket.UnixSocketChannel;
@@ -51,6 +48,13 @@ public final class FdSocket implements Closeable {
     private final Object receiveLock = new Object();
     private NativeMsg sendMsg;    // guarded by sendLock
     private NativeMsg receiveMsg; // guarded by receiveLock
+    /**
+     * The fds of the receive in progress, reused by every receive (guarded by receiveLock,
+     * emptied at the start of each): a receive allocates only what it returns.
+     */
+    private final IntList receivedFds = new IntList();
+    /** Whether the kernel dropped fds (MSG_CTRUNC) in the receive in progress; guarded by receiveLock. */
+    private boolean truncated;
 
     FdSocket(UnixSocketChannel channel) {
         this.channel = channel;
@@ -149,7 +153,6 @@ public final class FdSocket implements Closeable {
             if (x < 0) throw new IllegalArgumentException("fds: " + Arrays.toString(f) + " (expected: open fds, >= 0)");
         }
         if (length == 0) return;
-        POSIX posix = NativeIo.posix();
         synchronized (sendLock) {
             enter();
             try {
@@ -162,14 +165,12 @@ public final class FdSocket implements Closeable {
                     io.data.put(data, offset + sent, n);
                     // The fds ride on the first sendmsg only: they arrive with its first byte.
                     int control = first && f.length > 0 ? io.writeRights(f) : 0;
-                    MsgHdr msg = io.prepare(n, control);
                     int r;
                     int errno;
                     do {
-                        r = posix.sendmsg(fd, msg, NativeIo.MSG_NOSIGNAL);
-                        errno = r < 0 ? posix.errno() : 0;
+                        r = io.sendmsg(fd, n, control, NativeIo.MSG_NOSIGNAL);
+                        errno = r < 0 ? -r : 0;
                     } while (r < 0 && errno == NativeIo.EINTR);
-                    Reference.reachabilityFence(msg);
                     if (r < 0) {
                         if (guard.isClosed()) throw new ClosedChannelException();
                         if (errno == NativeIo.EPIPE || errno == NativeIo.ECONNRESET) {
@@ -205,7 +206,6 @@ public final class FdSocket implements Closeable {
     int sendNow(byte[] data, int[] fds) throws IOException {
         int length = data.length;
         if (length == 0 || length > IO_CHUNK || (fds != null && fds.length > NativeIo.MAX_FDS_PER_MESSAGE)) return 0;
-        POSIX posix = NativeIo.posix();
         synchronized (sendLock) {
             enter();
             try {
@@ -213,14 +213,12 @@ public final class FdSocket implements Closeable {
                 io.data.clear();
                 io.data.put(data, 0, length);
                 int control = fds != null && fds.length > 0 ? io.writeRights(fds) : 0;
-                MsgHdr msg = io.prepare(length, control);
                 int r;
                 int errno;
                 do {
-                    r = posix.sendmsg(fd, msg, NativeIo.MSG_NOSIGNAL | NativeIo.MSG_DONTWAIT);
-                    errno = r < 0 ? posix.errno() : 0;
+                    r = io.sendmsg(fd, length, control, NativeIo.MSG_NOSIGNAL | NativeIo.MSG_DONTWAIT);
+                    errno = r < 0 ? -r : 0;
                 } while (r < 0 && errno == NativeIo.EINTR);
-                Reference.reachabilityFence(msg);
                 if (r >= 0) return r;
                 if (errno == NativeIo.EAGAIN) return 0;
                 if (guard.isClosed()) throw new ClosedChannelException();
@@ -310,8 +308,9 @@ public final class FdSocket implements Closeable {
     private ReceivedMessage receiveExactly(int length, int maxFds, boolean bounded, long deadlineNanos)
             throws IOException {
         byte[] out = new byte[length];
-        IntList fds = new IntList();
-        boolean[] truncated = {false};
+        IntList fds = receivedFds;
+        fds.clear();
+        truncated = false;
         int got = 0;
         boolean eos = false;
         boolean excess = false;
@@ -319,7 +318,7 @@ public final class FdSocket implements Closeable {
             while (got < length) {
                 int want = Math.min(IO_CHUNK, length - got);
                 NativeMsg io = receiveMsg();
-                int r = recvOnce(io, want, maxFds - fds.size() + 1, fds, truncated, bounded);
+                int r = recvOnce(io, want, maxFds - fds.size() + 1, fds, bounded);
                 if (r < 0) { // bounded only: nothing to read now
                     if (!pollUntil(deadlineNanos)) {
                         SocketTimeoutException t = new SocketTimeoutException("recvmsg: " + got + " of " + length
@@ -350,12 +349,12 @@ public final class FdSocket implements Closeable {
         if (excess) {
             NativeIo.closeAll(received);
             boolean inStep = got == length;
-            throw new FdTransferException(FdTransferException.Reason.TOO_MANY_FDS, (truncated[0] ? "at least " : "")
+            throw new FdTransferException(FdTransferException.Reason.TOO_MANY_FDS, (truncated ? "at least " : "")
                     + received.length + " file descriptors arrived, more than the " + maxFds
                     + " allowed; closed them all" + (inStep ? "" : "; stopped after " + got + " of " + length
                     + " bytes: the stream is out of step, close the connection"), data, received.length, inStep);
         }
-        if (truncated[0]) {
+        if (truncated) {
             NativeIo.closeAll(received);
             throw new FdTransferException(FdTransferException.Reason.CONTROL_TRUNCATED,
                     "the kernel dropped file descriptors (MSG_CTRUNC): this process is probably at its open-file "
@@ -370,20 +369,17 @@ public final class FdSocket implements Closeable {
      * roomFds} fds (at least 1); appends the fds that arrived; returns bytes read, 0 at end of
      * stream; -1 when {@code dontWait} and nothing is there ({@code EAGAIN}).
      */
-    private int recvOnce(NativeMsg io, int want, int roomFds, IntList fds, boolean[] truncated, boolean dontWait)
-            throws IOException {
-        POSIX posix = NativeIo.posix();
+    private int recvOnce(NativeMsg io, int want, int roomFds, IntList fds, boolean dontWait) throws IOException {
         // Room for what may still arrive plus one: an excess is seen at once, and the kernel
         // installs no more fds than fit (the rest are dropped, MSG_CTRUNC).
-        MsgHdr msg = io.prepare(want, NativeMsg.controlSpaceFor(roomFds));
+        int control = NativeMsg.controlSpaceFor(roomFds);
         int r;
         int errno;
         do {
-            r = posix.recvmsg(fd, msg, NativeIo.MSG_CMSG_CLOEXEC | (dontWait ? NativeIo.MSG_DONTWAIT : 0));
-            errno = r < 0 ? posix.errno() : 0;
+            r = io.recvmsg(fd, want, control, NativeIo.MSG_CMSG_CLOEXEC | (dontWait ? NativeIo.MSG_DONTWAIT : 0));
+            errno = r < 0 ? -r : 0;
         } while (r < 0 && errno == NativeIo.EINTR);
         if (r < 0) {
-            Reference.reachabilityFence(msg);
             if (guard.isClosed()) throw new ClosedChannelException();
             if (dontWait && errno == NativeIo.EAGAIN) return -1;
             // The peer closed with data of ours unread: nothing more will come.
@@ -391,9 +387,8 @@ public final class FdSocket implements Closeable {
             throw new IOException("recvmsg: " + NativeIo.strerror(errno));
         }
         // Count from each control message's length: CMSG_SPACE(4) == CMSG_SPACE(8).
-        io.readRights(msg.getControlLen(), fds);
-        if ((msg.getFlags() & NativeIo.MSG_CTRUNC) != 0) truncated[0] = true;
-        Reference.reachabilityFence(msg);
+        io.readRights(io.controlLength(), fds);
+        if ((io.flags() & NativeIo.MSG_CTRUNC) != 0) truncated = true;
         return r;
     }
 
@@ -500,6 +495,8 @@ public final class FdSocket implements Closeable {
 
         int size() { return n; }
 
-        int[] toArray() { return Arrays.copyOf(a, n); }
+        void clear() { n = 0; }
+
+        int[] toArray() { return n == 0 ? ReceivedMessage.NO_FDS : Arrays.copyOf(a, n); }
     }
 }

@@ -23,6 +23,19 @@ public enum FrameType {
     private final boolean fromServer;
     private final int sinceVersion;
 
+    /**
+     * The types by code (null where no type has that code): every frame read looks its type
+     * up, and {@link #values()} copies its array on each call.
+     */
+    private static final FrameType[] BY_CODE;
+
+    static {
+        int max = 0;
+        for (FrameType t : values()) max = Math.max(max, t.code);
+        BY_CODE = new FrameType[max + 1];
+        for (FrameType t : values()) BY_CODE[t.code] = t;
+    }
+
     FrameType(int code, boolean fromClient, boolean fromServer) {
         this(code, fromClient, fromServer, 1);
     }
@@ -47,8 +60,7 @@ public enum FrameType {
 
     /** The type with this code, or null. */
     public static FrameType of(int code) {
-        for (FrameType t : values()) if (t.code == code) return t;
-        return null;
+        return code >= 0 && code < BY_CODE.length ? BY_CODE[code] : null;
     }
 
     /** The type with this code in protocol {@code version}, or null when that version has none. */

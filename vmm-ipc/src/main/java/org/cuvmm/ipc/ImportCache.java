@@ -93,14 +93,17 @@ public final class ImportCache {
         }
     }
 
-    private record Key(VirtualMemoryResource resource, List<Long> ids, long size) {
+    /** The ids as a primitive array (its own copy, never changed): no boxed list per attach. */
+    private record Key(VirtualMemoryResource resource, long[] ids, long size) {
         @Override
         public boolean equals(Object o) {
-            return o instanceof Key k && k.resource == resource && k.ids.equals(ids) && k.size == size;
+            return o instanceof Key k && k.resource == resource && java.util.Arrays.equals(k.ids, ids) && k.size == size;
         }
 
         @Override
-        public int hashCode() { return System.identityHashCode(resource) * 31 + ids.hashCode() * 7 + Long.hashCode(size); }
+        public int hashCode() {
+            return System.identityHashCode(resource) * 31 + java.util.Arrays.hashCode(ids) * 7 + Long.hashCode(size);
+        }
     }
 
     private static final class Entry {
@@ -240,7 +243,7 @@ public final class ImportCache {
      */
     VirtualMemoryBuffer open(Messages.DescriptorV2 d, VirtualMemoryResource resource, Runnable whenUnmapped) {
         long[] idList = d.ids();
-        Key key = new Key(resource, toList(idList), d.size());
+        Key key = new Key(resource, idList.clone(), d.size());
         boolean cache = isEnabled();
         Entry hit = null;
         VirtualMemoryBuffer kept = null;
@@ -573,12 +576,6 @@ public final class ImportCache {
     private static boolean contains(long[] a, long v) {
         for (long x : a) if (x == v) return true;
         return false;
-    }
-
-    private static List<Long> toList(long[] a) {
-        List<Long> l = new ArrayList<>(a.length);
-        for (long x : a) l.add(x);
-        return l;
     }
 
     @Override

@@ -278,13 +278,23 @@ final class Messages {
             throw r.bad("id count " + count + " needs " + 8 * count + " bytes of ids, the payload has " + r.remaining());
         }
         long[] ids = new long[(int) count];
-        java.util.HashSet<Long> seen = new java.util.HashSet<>();
+        java.util.Set<Long> seen = count > SCAN_DISTINCT_UP_TO ? new java.util.HashSet<>() : null;
         for (int i = 0; i < count; i++) {
             ids[i] = r.u64();
             if (ids[i] == 0) throw r.bad("id " + i + " is 0 (expected: non-zero)");
-            if (!seen.add(ids[i])) throw r.bad("id " + Long.toUnsignedString(ids[i]) + " appears twice");
+            if (seenBefore(ids, i, seen)) throw r.bad("id " + Long.toUnsignedString(ids[i]) + " appears twice");
         }
         return ids;
+    }
+
+    /** Up to this many ids, distinctness is checked by comparing pairs (no set, no boxing): a DESCRIPTOR has a few chunks. */
+    private static final int SCAN_DISTINCT_UP_TO = 16;
+
+    /** True when {@code ids[i]} equals one of {@code ids[0..i)}: by scan, or through {@code seen} when given. */
+    private static boolean seenBefore(long[] ids, int i, java.util.Set<Long> seen) {
+        if (seen != null) return !seen.add(ids[i]);
+        for (int j = 0; j < i; j++) if (ids[j] == ids[i]) return true;
+        return false;
     }
 
     /** Version 2's DESCRIPTOR: the checks of version 1 plus ids (non-zero, distinct) and flags (only bit 0). */
@@ -295,7 +305,7 @@ final class Messages {
         long[] sizes = new long[(int) count];
         long[] ids = new long[(int) count];
         int[] flags = new int[(int) count];
-        java.util.HashSet<Long> seen = new java.util.HashSet<>();
+        java.util.Set<Long> seen = count > SCAN_DISTINCT_UP_TO ? new java.util.HashSet<>() : null;
         long sum = 0;
         for (int i = 0; i < count; i++) {
             long s = r.u64();
@@ -303,7 +313,8 @@ final class Messages {
             int f = r.u32();
             sum = addChunkSize(r, i, s, sum);
             if (id == 0) throw r.bad("chunk " + i + " allocation id 0 (expected: non-zero)");
-            if (!seen.add(id)) throw r.bad("chunk " + i + " allocation id " + Long.toUnsignedString(id)
+            ids[i] = id;
+            if (seenBefore(ids, i, seen)) throw r.bad("chunk " + i + " allocation id " + Long.toUnsignedString(id)
                     + " appears twice");
             if ((f & ~Protocol.CHUNK_FLAG_FD) != 0) {
                 throw r.bad("chunk " + i + " flags 0x" + Integer.toHexString(f) + " (expected: only bit 0, FD)");
@@ -439,6 +450,10 @@ final class Messages {
             if (n < minBytes || n > maxBytes) throw bad(field + " is " + n + " bytes (expected: " + minBytes + " to " + maxBytes + ")");
             byte[] u = new byte[n];
             b.get(u);
+            // Bytes below 0x80 are valid UTF-8 and decode to the same chars: a plain copy (a
+            // name is ASCII in nearly every ATTACH: issue 11, CPU per exchange). Anything else
+            // goes through the strict decoder.
+            if (isAscii(u)) return new String(u, StandardCharsets.ISO_8859_1);
             try {
                 CharBuffer c = StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
                         .onUnmappableCharacter(CodingErrorAction.REPORT).decode(ByteBuffer.wrap(u));
@@ -446,6 +461,11 @@ final class Messages {
             } catch (CharacterCodingException e) {
                 throw bad(field + " is not valid UTF-8");
             }
+        }
+
+        private static boolean isAscii(byte[] u) {
+            for (byte x : u) if (x < 0) return false;
+            return true;
         }
 
         void end() throws ProtocolException {

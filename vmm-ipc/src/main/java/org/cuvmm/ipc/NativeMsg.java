@@ -1,110 +1,170 @@
 package org.cuvmm.ipc;
 
-import java.lang.reflect.InvocationTargetException;
-import java.lang.reflect.Method;
+import java.lang.ref.Reference;
 import java.nio.ByteBuffer;
 import java.nio.ByteOrder;
 
+import jnr.ffi.LastError;
+import jnr.ffi.LibraryLoader;
+import jnr.ffi.Platform;
 import jnr.ffi.Pointer;
-import jnr.posix.BaseMsgHdr;
-import jnr.posix.MsgHdr;
-import jnr.posix.POSIX;
+import jnr.ffi.annotations.SaveError;
 
 /**
- * The memory of one {@code sendmsg}/{@code recvmsg} direction of a socket: the data buffer,
- * the {@code iovec} and the control buffer, all owned here for the life of the socket.
+ * The memory of one {@code sendmsg}/{@code recvmsg} direction of a socket, and the calls
+ * themselves: the data buffer, the {@code struct msghdr}, the {@code iovec} and the control
+ * buffer, all in direct buffers owned here for the life of the socket, and libc's {@code
+ * sendmsg}/{@code recvmsg} bound once with jnr-ffi ({@link Libc}) to take the msghdr's
+ * address.
  *
- * <p>Why not {@link MsgHdr#setIov} and {@link MsgHdr#allocateControl}: they allocate the
- * iovec array and the control buffer with jnr-ffi's {@code allocateDirect}, whose memory is
- * freed by a finalizer once the Java object is unreachable, and {@code setIov} keeps no
- * reference to it. A GC during the call then frees memory the kernel is reading or writing
- * (seen as a SIGSEGV in libc under load). Here jnr-posix still makes the calls and lays out
- * the {@code msghdr} (one per direction, allocated once and held here); its iov and control
- * fields point into direct buffers held by this object, set through jnr-posix's own
- * (package-private) setters. Layout is Linux 64-bit:
- * {@code struct iovec {void*; size_t}}, {@code struct cmsghdr {size_t len; int level; int
- * type;}} + data aligned to 8. Package-private; not thread-safe (one per direction, used
- * under that direction's lock).
+ * <p>Why not jnr-posix's {@code MsgHdr}: its {@code setIov}/{@code allocateControl} allocate
+ * the iovec array and the control buffer with jnr-ffi's {@code allocateDirect}, whose memory
+ * is freed by a finalizer once the Java object is unreachable, and {@code setIov} keeps no
+ * reference to it (a GC during the call then frees memory the kernel is reading or writing:
+ * seen as a SIGSEGV in libc under load); and setting its pointer fields took reflective calls
+ * to package-private setters, four per call, with jnr struct reads after each {@code recvmsg}
+ * (issue 11: about 15% of a cached round's CPU on each side). Here every field is a plain
+ * store into this object's own memory, and nothing is allocated per call.
+ *
+ * <p>Layout is Linux 64-bit (x86-64 and aarch64): {@code struct msghdr {void *name;
+ * socklen_t namelen; (pad) struct iovec *iov; size_t iovlen; void *control; size_t
+ * controllen; int flags; (pad)}} (56 bytes), {@code struct iovec {void*; size_t}}, {@code
+ * struct cmsghdr {size_t len; int level; int type;}} + data aligned to 8. The msghdr's name,
+ * iov and iovlen never change (set once); each call sets the iovec's length, the control
+ * pointer and length, and clears the flags. Package-private; not thread-safe: one per
+ * direction, confined to that direction's lock ({@link FdSocket}'s send or receive lock).
  */
 final class NativeMsg {
     static final int CMSG_HEADER = 16;
+    private static final int MSGHDR = 56;
     private static final int IOVEC = 16;
+    /** Offsets in {@link #meta}: the msghdr, then the iovec, then the control area. */
+    private static final int IOV_AT = MSGHDR;
+    private static final int CONTROL_AT = MSGHDR + IOVEC;
     /** CMSG_SPACE(4 * 253). */
     private static final int CONTROL_SPACE = CMSG_HEADER + align(4 * NativeIo.MAX_FDS_PER_MESSAGE);
+    private static final int MSG_IOV = 16;
+    private static final int MSG_IOVLEN = 24;
+    private static final int MSG_CONTROL = 32;
+    private static final int MSG_CONTROLLEN = 40;
+    private static final int MSG_FLAGS = 48;
+    private static final int EIO = 5;
 
-    private static final Method SET_IOV_POINTER;
-    private static final Method SET_IOV_LEN;
-    private static final Method SET_CONTROL_POINTER;
-    private static final Method SET_CONTROL_LEN;
+    /**
+     * libc's {@code sendmsg}/{@code recvmsg} taking the msghdr by address. Public only because
+     * jnr-ffi implements it in a class of its own (the enclosing class is package-private).
+     * Not API.
+     */
+    public interface Libc {
+        @SaveError
+        int sendmsg(int fd, Pointer msg, int flags);
 
-    static {
-        try {
-            SET_IOV_POINTER = accessible("setIovPointer", Pointer.class);
-            SET_IOV_LEN = accessible("setIovLen", int.class);
-            SET_CONTROL_POINTER = accessible("setControlPointer", Pointer.class);
-            SET_CONTROL_LEN = accessible("setControlLen", int.class);
-        } catch (ReflectiveOperationException | RuntimeException e) {
-            throw new ExceptionInInitializerError(new UnsupportedOperationException("this jnr-posix ("
-                    + BaseMsgHdr.class.getPackage().getImplementationVersion() + ") lacks the msghdr setters cuvmm-ipc "
-                    + "needs; use jnr-posix 3.1.x", e));
-        }
+        @SaveError
+        int recvmsg(int fd, Pointer msg, int flags);
     }
 
-    private static Method accessible(String name, Class<?> arg) throws NoSuchMethodException {
-        Method m = BaseMsgHdr.class.getDeclaredMethod(name, arg);
-        m.setAccessible(true);
-        return m;
+    /** Loaded once, at the first socket's first call. */
+    private static final class Bound {
+        static final Libc LIBC;
+        static final jnr.ffi.Runtime RUNTIME;
+
+        static {
+            if (!System.getProperty("os.name", "").toLowerCase(java.util.Locale.ROOT).contains("linux")
+                    || !Platform.getNativePlatform().is64Bit()) {
+                throw new UnsupportedOperationException("cuvmm-ipc runs on 64-bit Linux only (os.name: "
+                        + System.getProperty("os.name") + ", os.arch: " + System.getProperty("os.arch") + ")");
+            }
+            LIBC = LibraryLoader.create(Libc.class).load(Platform.getNativePlatform().getStandardCLibraryName());
+            RUNTIME = jnr.ffi.Runtime.getRuntime(LIBC);
+        }
     }
 
     static int align(int n) { return (n + 7) & ~7; }
 
-    /** Reused for every call: each {@link #prepare} resets the fields a call reads. */
-    private final MsgHdr msg;
     final ByteBuffer data;
+    /** The msghdr, the iovec and the control area, in native order. */
     private final ByteBuffer meta;
-    private final long dataAddress;
+    /** {@link #meta}'s address as jnr-ffi passes it (made once). */
+    private final Pointer msgPointer;
     private final long metaAddress;
 
     NativeMsg(int dataCapacity) {
-        POSIX posix = NativeIo.posix();
-        this.msg = posix.allocateMsgHdr();
         this.data = ByteBuffer.allocateDirect(dataCapacity);
-        this.meta = ByteBuffer.allocateDirect(IOVEC + CONTROL_SPACE).order(ByteOrder.nativeOrder());
-        jnr.ffi.Runtime rt = jnr.ffi.Runtime.getSystemRuntime();
-        this.dataAddress = Pointer.wrap(rt, data).address();
+        this.meta = ByteBuffer.allocateDirect(CONTROL_AT + CONTROL_SPACE).order(ByteOrder.nativeOrder());
+        jnr.ffi.Runtime rt = Bound.RUNTIME;
+        long dataAddress = Pointer.wrap(rt, data).address();
         this.metaAddress = Pointer.wrap(rt, meta).address();
         if (dataAddress == 0 || metaAddress == 0) throw new IllegalStateException("no address for a direct buffer");
+        this.msgPointer = rt.getMemoryManager().newPointer(metaAddress);
+        // Fixed for life: no name, one iovec (ours), pointing at the data buffer.
+        meta.putLong(0, 0L);
+        meta.putLong(8, 0L);
+        meta.putLong(MSG_IOV, metaAddress + IOV_AT);
+        meta.putLong(MSG_IOVLEN, 1L);
+        meta.putLong(IOV_AT, dataAddress);
     }
 
-    /** A msghdr for {@code length} bytes of {@link #data} and a control area of {@code controlLength} bytes (0: none). */
-    MsgHdr prepare(int length, int controlLength) {
+    /** Sets the msghdr for {@code length} bytes of {@link #data} and a control area of {@code controlLength} bytes (0: none). */
+    private void prepare(int length, int controlLength) {
         if (length < 0 || length > data.capacity() || controlLength < 0 || controlLength > CONTROL_SPACE) {
             throw new IllegalArgumentException("length " + length + ", control " + controlLength);
         }
-        meta.putLong(0, dataAddress);
-        meta.putLong(8, length);
-        jnr.ffi.Runtime rt = jnr.ffi.Runtime.getSystemRuntime();
-        try {
-            SET_IOV_POINTER.invoke(msg, rt.getMemoryManager().newPointer(metaAddress));
-            SET_IOV_LEN.invoke(msg, 1);
-            SET_CONTROL_POINTER.invoke(msg, controlLength == 0 ? null : rt.getMemoryManager().newPointer(metaAddress + IOVEC));
-            SET_CONTROL_LEN.invoke(msg, controlLength);
-            msg.setFlags(0);
-        } catch (IllegalAccessException | InvocationTargetException e) {
-            throw new IllegalStateException("setting up a msghdr failed: " + e, e);
-        }
-        return msg;
+        meta.putLong(IOV_AT + 8, length);
+        meta.putLong(MSG_CONTROL, controlLength == 0 ? 0L : metaAddress + CONTROL_AT);
+        meta.putLong(MSG_CONTROLLEN, controlLength);
+        meta.putInt(MSG_FLAGS, 0);
     }
+
+    /**
+     * One {@code sendmsg(fd, msg, flags)} of the first {@code length} bytes of {@link #data}
+     * with the first {@code controlLength} bytes of the control area ({@link #writeRights});
+     * returns the bytes sent, or minus the errno. No retry.
+     */
+    int sendmsg(int fd, int length, int controlLength, int flags) {
+        prepare(length, controlLength);
+        int r = Bound.LIBC.sendmsg(fd, msgPointer, flags);
+        int result = r >= 0 ? r : -errno();
+        Reference.reachabilityFence(this); // the kernel read our buffers: they must outlive the call
+        return result;
+    }
+
+    /**
+     * One {@code recvmsg(fd, msg, flags)} into the first {@code length} bytes of {@link #data},
+     * with a control area of {@code controlLength} bytes; returns the bytes read (0: end of
+     * stream), or minus the errno. After it, {@link #controlLength()} and {@link #flags()}
+     * are what the kernel left. No retry.
+     */
+    int recvmsg(int fd, int length, int controlLength, int flags) {
+        prepare(length, controlLength);
+        int r = Bound.LIBC.recvmsg(fd, msgPointer, flags);
+        int result = r >= 0 ? r : -errno();
+        Reference.reachabilityFence(this);
+        return result;
+    }
+
+    private static int errno() {
+        int e = LastError.getLastError(Bound.RUNTIME);
+        return e > 0 ? e : EIO; // never 0; and not EINTR, which callers retry: a failure with no errno must not spin
+    }
+
+    /** The msghdr's {@code msg_controllen} as the last {@code recvmsg} left it. */
+    int controlLength() {
+        long n = meta.getLong(MSG_CONTROLLEN);
+        return (int) Math.max(0, Math.min(n, CONTROL_SPACE));
+    }
+
+    /** The msghdr's {@code msg_flags} as the last {@code recvmsg} left them. */
+    int flags() { return meta.getInt(MSG_FLAGS); }
 
     /** Writes one SCM_RIGHTS control message carrying {@code fds}; returns the control length (CMSG_SPACE). */
     int writeRights(int[] fds) {
         int dataLen = 4 * fds.length;
         int space = CMSG_HEADER + align(dataLen);
-        for (int i = 0; i < space; i++) meta.put(IOVEC + i, (byte) 0);
-        meta.putLong(IOVEC, CMSG_HEADER + dataLen); // cmsg_len = CMSG_LEN(data)
-        meta.putInt(IOVEC + 8, NativeIo.SOL_SOCKET);
-        meta.putInt(IOVEC + 12, NativeIo.SCM_RIGHTS);
-        for (int i = 0; i < fds.length; i++) meta.putInt(IOVEC + CMSG_HEADER + 4 * i, fds[i]);
+        for (int i = 0; i < space; i += 8) meta.putLong(CONTROL_AT + i, 0L);
+        meta.putLong(CONTROL_AT, CMSG_HEADER + dataLen); // cmsg_len = CMSG_LEN(data)
+        meta.putInt(CONTROL_AT + 8, NativeIo.SOL_SOCKET);
+        meta.putInt(CONTROL_AT + 12, NativeIo.SCM_RIGHTS);
+        for (int i = 0; i < fds.length; i++) meta.putInt(CONTROL_AT + CMSG_HEADER + 4 * i, fds[i]);
         return space;
     }
 
@@ -126,13 +186,13 @@ final class NativeMsg {
         int len = Math.min(controlLength, CONTROL_SPACE);
         int off = 0;
         while (off + CMSG_HEADER <= len) {
-            long cmsgLen = meta.getLong(IOVEC + off);
+            long cmsgLen = meta.getLong(CONTROL_AT + off);
             if (cmsgLen < CMSG_HEADER || off + cmsgLen > len) break;
-            int level = meta.getInt(IOVEC + off + 8);
-            int type = meta.getInt(IOVEC + off + 12);
+            int level = meta.getInt(CONTROL_AT + off + 8);
+            int type = meta.getInt(CONTROL_AT + off + 12);
             if (level == NativeIo.SOL_SOCKET && type == NativeIo.SCM_RIGHTS) {
                 int n = (int) ((cmsgLen - CMSG_HEADER) / 4);
-                for (int i = 0; i < n; i++) out.add(meta.getInt(IOVEC + off + CMSG_HEADER + 4 * i));
+                for (int i = 0; i < n; i++) out.add(meta.getInt(CONTROL_AT + off + CMSG_HEADER + 4 * i));
             }
             off += align((int) cmsgLen);
         }

@@ -29,6 +29,13 @@ final class Publication {
         Lease(long id, Publication publication, ServerConnection connection, BufferLease bufferLease) {
             this(id, publication, connection, bufferLease, new java.util.concurrent.CountDownLatch(1));
         }
+
+        /** Identity: each lease is its own (a record would compare and hash all five components per set operation). */
+        @Override
+        public boolean equals(Object o) { return this == o; }
+
+        @Override
+        public int hashCode() { return Long.hashCode(id); }
     }
 
     /**

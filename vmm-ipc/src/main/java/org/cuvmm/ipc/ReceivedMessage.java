@@ -8,6 +8,9 @@ import java.util.Arrays;
  * {@link #takeFds()}. Each fd is closed exactly once. Thread-safe.
  */
 public final class ReceivedMessage implements AutoCloseable {
+    /** No fds (a length-0 array cannot change, so all share it). */
+    static final int[] NO_FDS = new int[0];
+
     private final byte[] data;
     private final boolean endOfStream;
     private int[] fds;
@@ -50,7 +53,7 @@ public final class ReceivedMessage implements AutoCloseable {
         requireOwned();
         released = true;
         int[] out = fds;
-        fds = new int[0];
+        fds = NO_FDS;
         return out;
     }
 
@@ -60,7 +63,7 @@ public final class ReceivedMessage implements AutoCloseable {
         if (released) return;
         released = true;
         NativeIo.closeAll(fds);
-        fds = new int[0];
+        fds = NO_FDS;
     }
 
     private void requireOwned() {

@@ -82,8 +82,12 @@ final class ServerConnection {
 
     /** "pid 42 uid 1000 'worker'": who this is, for lease holders and logs. */
     String describe() {
-        return "pid " + peer.pid() + " uid " + peer.uid() + (clientName.isEmpty() ? "" : " '" + clientName + "'");
+        String d = described;
+        return d != null ? d : "pid " + peer.pid() + " uid " + peer.uid() + (clientName.isEmpty() ? "" : " '" + clientName + "'");
     }
+
+    /** {@link #describe()} made once at HELLO (the client's name is fixed from then on): every ATTACH names its holder with it. */
+    private volatile String described;
 
     void start() {
         out.start();
@@ -233,6 +237,7 @@ final class ServerConnection {
             version = f.version;
             helloDone = true;
             clientName = ((Messages.Hello) f.message).clientName();
+            described = describe();
             send(f.requestId, new Messages.HelloOk(version, Protocol.MAX_FDS_PER_FRAME));
             return;
         }
