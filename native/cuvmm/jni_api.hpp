@@ -213,15 +213,23 @@ void pinned_register(PinnedHandle& out, long long address, long long bytes, Stat
 
 // ---- stream-ordered data ----
 // Queued on `stream`; they return when queued. Windows (the pinned memory's too) and access
-// are checked before any driver call.
-void write_pinned_async(const RangeHandle& dst, long long offset, const PinnedHandle& src, long long src_offset,
-                        long long bytes, const StreamHandle& stream, Status& status);
-void read_pinned_async(const RangeHandle& src, long long offset, const PinnedHandle& dst, long long dst_offset,
-                       long long bytes, const StreamHandle& stream, Status& status);
-void copy_range_async(const RangeHandle& dst, long long dst_offset, const RangeHandle& src, long long src_offset,
-                      long long bytes, const StreamHandle& stream, Status& status);
-void fill_async(const RangeHandle& dst, long long offset, long long bytes, int value, const StreamHandle& stream,
-                Status& status);
+// are checked before any driver call. `record1` / `record2` (null: none; an empty handle is
+// refused before any driver call): events recorded on `stream` right after the op, in the same
+// context scope (transfer.hpp RecordAfter): one native call and one context check for the op
+// and its stream-use records. Returns 1 when the op was queued, also when a record then failed
+// (status says which): the caller must wait for the stream before it reports that error, so no
+// queued op stays unrecorded; else 0.
+int write_pinned_async(const RangeHandle& dst, long long offset, const PinnedHandle& src, long long src_offset,
+                       long long bytes, const StreamHandle& stream, const EventHandle* record1,
+                       const EventHandle* record2, Status& status);
+int read_pinned_async(const RangeHandle& src, long long offset, const PinnedHandle& dst, long long dst_offset,
+                      long long bytes, const StreamHandle& stream, const EventHandle* record1,
+                      const EventHandle* record2, Status& status);
+int copy_range_async(const RangeHandle& dst, long long dst_offset, const RangeHandle& src, long long src_offset,
+                     long long bytes, const StreamHandle& stream, const EventHandle* record1,
+                     const EventHandle* record2, Status& status);
+int fill_async(const RangeHandle& dst, long long offset, long long bytes, int value, const StreamHandle& stream,
+               const EventHandle* record1, const EventHandle* record2, Status& status);
 // The synchronous copies' path: the op queued on `stream` (cuvmm's internal stream), then a
 // cuStreamSynchronize of that stream only; returns when the op completed. Host memory by
 // address, as write_address / read_address (Java checks its window).
