@@ -489,8 +489,9 @@ void pinned_register(PinnedHandle& out, long long address, long long bytes, Stat
 
 namespace {
 
-// The RecordAfter of an async op called from Java: its events (null handles: none; an empty
-// one is refused), and where to say that the op was queued.
+// The RecordAfter of an async op called from Java: its events (a null pointer: none, so Java
+// refuses a deallocated handle before the call; a handle with no event is refused here), and
+// where to say that the op was queued.
 RecordAfter records_of(const EventHandle* first, const EventHandle* second, bool* queued) {
     RecordAfter after;
     after.first = first == nullptr ? nullptr : &require_event(*first, "cuEventRecord");
@@ -617,6 +618,17 @@ void host_stream_delay(long long micros, Status& status) {
         }
         if (micros < 0) throw invalid("host_stream_delay", "micros: " + std::to_string(micros) + " (expected: >= 0)");
         host_set_stream_delay_micros(micros);
+    });
+}
+
+void host_fail_next_event_record(long long stream, int code, Status& status) {
+    guarded(status, "host_fail_next_event_record", [&] {
+        if (driver_kind() != DriverKind::host) {
+            throw DriverError(CUDA_ERROR_NOT_SUPPORTED, "host_fail_next_event_record", "arming a record failure",
+                              "only the host driver injects failures (the " + driver_kind_name() + " driver runs)");
+        }
+        cuvmm::host_fail_next_event_record(reinterpret_cast<CUstream>(static_cast<uintptr_t>(stream)),
+                                           static_cast<CUresult>(code));
     });
 }
 

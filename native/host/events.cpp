@@ -3,7 +3,9 @@
 // runs. An event never recorded stands for an empty set of work (cuda.h, cuEventRecord).
 #include "host/stream_queue.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 
 namespace cuvmm {
 namespace host {
@@ -18,6 +20,21 @@ std::shared_ptr<HostEvent> find_event(Queues& q, CUevent e) {
 }
 
 bool complete(const HostEvent& ev) { return !ev.stream || ev.stream->completed >= ev.seq; }
+
+// host_fail_next_event_record: the armed code (0: none) and the stream it applies to. The
+// code is published last (release) and taken with a compare-exchange, so it fails one record.
+std::atomic<int> g_fail_record_code{0};
+std::atomic<uintptr_t> g_fail_record_stream{0};
+
+// The armed failure when `stream` is the armed stream (then disarmed), else CUDA_SUCCESS.
+CUresult take_injected_record_failure(CUstream stream) {
+    int code = g_fail_record_code.load(std::memory_order_acquire);
+    if (code == 0 || g_fail_record_stream.load(std::memory_order_relaxed) != reinterpret_cast<uintptr_t>(stream)) {
+        return CUDA_SUCCESS;
+    }
+    return g_fail_record_code.compare_exchange_strong(code, 0, std::memory_order_acq_rel) ? static_cast<CUresult>(code)
+                                                                                           : CUDA_SUCCESS;
+}
 
 long long now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -63,6 +80,9 @@ CUresult CUDAAPI cuEventDestroy(CUevent hEvent) {
 // read at the call, and its record op, when one is queued, only marks the place in the stream.
 CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
     CUVMM_REQUIRE_INIT();
+    if (g_fail_record_code.load(std::memory_order_relaxed) != 0) {  // test seam, never armed in production
+        if (CUresult r = take_injected_record_failure(hStream)) return r;
+    }
     Queues& q = queues();
     std::unique_lock<std::mutex> lock(q.mutex, std::defer_lock);
     const StreamRef* sp = nullptr;
@@ -145,4 +165,11 @@ CUresult CUDAAPI cuEventElapsedTime(float* pMilliseconds, CUevent hStart, CUeven
 }  // namespace entry
 
 }  // namespace host
+
+void host_fail_next_event_record(CUstream stream, CUresult code) {
+    host::g_fail_record_code.store(0, std::memory_order_relaxed);
+    host::g_fail_record_stream.store(reinterpret_cast<uintptr_t>(stream), std::memory_order_relaxed);
+    host::g_fail_record_code.store(static_cast<int>(code), std::memory_order_release);
+}
+
 }  // namespace cuvmm

@@ -326,7 +326,9 @@ void forget_streams_and_events(int dev) {
         mark_destroyed(q, s);
     }
     for (auto it = q.events.begin(); it != q.events.end();) {
-        it = it->second->device == dev ? q.events.erase(it) : std::next(it);  // a pending record keeps its own
+        // Erasing the handle is enough: a pending record op needs no entry (a timed one holds
+        // its own reference to stamp the time, an untimed one captures nothing).
+        it = it->second->device == dev ? q.events.erase(it) : std::next(it);
     }
 }
 

@@ -113,6 +113,11 @@ final class AsyncCopies {
      * the stream and the owners; this holds a use of each event meanwhile. If a record fails
      * after the op was queued, the stream is synchronized before the error is thrown, so no
      * queued op is ever unrecorded (the same contract as when the record was a call of its own).
+     * If the op was refused before anything was queued (a READ-only destination), the events
+     * are still recorded on {@code stream} before the error is thrown: their uses are installed
+     * already, and an event fresh from {@link EventCache} may still carry its previous owner's
+     * record on another stream, which a close, a {@code makeWait} or a prune would otherwise
+     * wait on. A record only moves the event later on the same stream, so it is always safe.
      */
     private static void queueRecorded(Stream stream, Event[] events, QueueAndRecord op) {
         Event first = events[0];
@@ -121,11 +126,15 @@ final class AsyncCopies {
         try {
             if (second != null) second.acquireUse();
             try {
+                NativeEventHandle h1 = recordable(first);
+                NativeEventHandle h2 = second == null ? null : recordable(second);
                 NativeStatus st = NativeCalls.status();
-                int queued = op.call(first.nativeHandle(), second == null ? null : second.nativeHandle(), st);
+                int queued = op.call(h1, h2, st);
                 if (st.code() != 0) {
+                    CudaException error = NativeCalls.toException(st);
                     if (queued != 0) synchronizeQuietly(stream); // queued but not recorded: let it finish first
-                    throw NativeCalls.toException(st);
+                    else recordRefused(stream, h1, h2, error); // nothing queued: the uses must not point elsewhere
+                    throw error;
                 }
             } finally {
                 if (second != null) second.releaseUse();
@@ -239,6 +248,34 @@ final class AsyncCopies {
                 }
             }
         });
+    }
+
+    /**
+     * {@code event}'s native handle for {@link #queueRecorded}, refused when empty: native reads
+     * a null handle as "no record", so a deallocated one would silently leave a queued op
+     * unrecorded. The caller holds a use of {@code event}, so this cannot happen today.
+     */
+    private static NativeEventHandle recordable(Event event) {
+        NativeEventHandle h = event.nativeHandle();
+        if (h == null || h.isNull()) {
+            throw new IllegalStateException(event + ": its native handle is empty (expected: an open event, held "
+                    + "with acquireUse() across the call that records it)");
+        }
+        return h;
+    }
+
+    /**
+     * Records {@code h1} and {@code h2} (may be null) on {@code stream} after its op was refused
+     * before queueing ({@link #queueRecorded}); a failure of these records is added to
+     * {@code error} as suppressed.
+     */
+    private static void recordRefused(Stream stream, NativeEventHandle h1, NativeEventHandle h2, CudaException error) {
+        for (NativeEventHandle h : new NativeEventHandle[] {h1, h2}) {
+            if (h == null) continue;
+            NativeStatus st = NativeCalls.status();
+            NativeApi.event_record(h, stream.nativeHandle(), st);
+            if (st.code() != 0) error.addSuppressed(NativeCalls.toException(st));
+        }
     }
 
     private static void synchronizeQuietly(Stream stream) {
