@@ -133,6 +133,7 @@ class AsyncOpFailureTest {
                 HostDriverHooks.failNextEventRecord(s.handle(), 0);
             }
             StreamTestSupport.await(finished, "the fill's call");
+            s.synchronize(); // (when the call did not) before b's close: a fill left running would fault the device
             CudaException e = assertInstanceOf(CudaException.class, thrown.get(), "the failed record is thrown");
             assertEquals("CUDA_ERROR_OUT_OF_MEMORY", e.resultName(), e.getMessage());
             assertTrue(gatePassedAtThrow.get(), "the error was thrown while the queued fill was still held behind the "
