@@ -255,7 +255,7 @@ final class AsyncCopies {
      * a null handle as "no record", so a deallocated one would silently leave a queued op
      * unrecorded. The caller holds a use of {@code event}, so this cannot happen today.
      */
-    private static NativeEventHandle recordable(Event event) {
+    static NativeEventHandle recordable(Event event) {
         NativeEventHandle h = event.nativeHandle();
         if (h == null || h.isNull()) {
             throw new IllegalStateException(event + ": its native handle is empty (expected: an open event, held "

@@ -86,6 +86,20 @@ class AsyncOpFailureTest {
     }
 
     /**
+     * Native reads a null event handle as "no record", and JavaCPP passes a deallocated handle
+     * as null: the handle of a closed event is refused before any native call.
+     */
+    @Test
+    void anEmptyEventHandleIsRefusedBeforeTheNativeCall() {
+        Driver.get();
+        Event e = Event.internal(0);
+        AsyncCopies.recordable(e); // an open event passes
+        e.close();
+        IllegalStateException x = assertThrows(IllegalStateException.class, () -> AsyncCopies.recordable(e));
+        assertTrue(x.getMessage().contains("native handle is empty"), x.getMessage());
+    }
+
+    /**
      * The record made after a queued fill fails (host driver seam): the call waits for the
      * stream (the fill, held behind a gate, has run) before it throws, so no queued op is left
      * unrecorded.
