@@ -487,47 +487,80 @@ void pinned_register(PinnedHandle& out, long long address, long long bytes, Stat
 
 // ---- stream-ordered data ----
 
-void write_pinned_async(const RangeHandle& dst, long long offset, const PinnedHandle& src, long long src_offset,
-                        long long bytes, const StreamHandle& stream, Status& status) {
+namespace {
+
+// The RecordAfter of an async op called from Java: its events (a null pointer: none, so Java
+// refuses a deallocated handle before the call; a handle with no event is refused here), and
+// where to say that the op was queued.
+RecordAfter records_of(const EventHandle* first, const EventHandle* second, bool* queued) {
+    RecordAfter after;
+    after.first = first == nullptr ? nullptr : &require_event(*first, "cuEventRecord");
+    after.second = second == nullptr ? nullptr : &require_event(*second, "cuEventRecord");
+    after.queued = queued;
+    return after;
+}
+
+}  // namespace
+
+int write_pinned_async(const RangeHandle& dst, long long offset, const PinnedHandle& src, long long src_offset,
+                       long long bytes, const StreamHandle& stream, const EventHandle* record1,
+                       const EventHandle* record2, Status& status) {
+    bool queued = false;
     guarded(status, "copyFromAsync", [&] {
         const Range& r = require_range(dst, "cuMemcpyHtoDAsync");
         const Stream& s = require_stream(stream, "cuMemcpyHtoDAsync");
         const char* host = pinned_window(src, src_offset, bytes, "cuMemcpyHtoDAsync");
+        const RecordAfter after = records_of(record1, record2, &queued);
         copy_host_to_range_async(r, require_non_negative(offset, "cuMemcpyHtoDAsync", "offset"), host,
-                                 static_cast<size_t>(bytes), s);
+                                 static_cast<size_t>(bytes), s, after);
     });
+    return queued ? 1 : 0;
 }
 
-void read_pinned_async(const RangeHandle& src, long long offset, const PinnedHandle& dst, long long dst_offset,
-                       long long bytes, const StreamHandle& stream, Status& status) {
+int read_pinned_async(const RangeHandle& src, long long offset, const PinnedHandle& dst, long long dst_offset,
+                      long long bytes, const StreamHandle& stream, const EventHandle* record1,
+                      const EventHandle* record2, Status& status) {
+    bool queued = false;
     guarded(status, "copyToAsync", [&] {
         const Range& r = require_range(src, "cuMemcpyDtoHAsync");
         const Stream& s = require_stream(stream, "cuMemcpyDtoHAsync");
         char* host = pinned_window(dst, dst_offset, bytes, "cuMemcpyDtoHAsync");
+        const RecordAfter after = records_of(record1, record2, &queued);
         copy_range_to_host_async(r, require_non_negative(offset, "cuMemcpyDtoHAsync", "offset"), host,
-                                 static_cast<size_t>(bytes), s);
+                                 static_cast<size_t>(bytes), s, after);
     });
+    return queued ? 1 : 0;
 }
 
-void copy_range_async(const RangeHandle& dst, long long dst_offset, const RangeHandle& src, long long src_offset,
-                      long long bytes, const StreamHandle& stream, Status& status) {
+int copy_range_async(const RangeHandle& dst, long long dst_offset, const RangeHandle& src, long long src_offset,
+                     long long bytes, const StreamHandle& stream, const EventHandle* record1,
+                     const EventHandle* record2, Status& status) {
+    bool queued = false;
     guarded(status, "copyFromAsync", [&] {
-        copy_range_to_range_async(require_range(dst, "cuMemcpyDtoDAsync"),
-                                  require_non_negative(dst_offset, "cuMemcpyDtoDAsync", "destination offset"),
-                                  require_range(src, "cuMemcpyDtoDAsync"),
-                                  require_non_negative(src_offset, "cuMemcpyDtoDAsync", "source offset"),
-                                  require_non_negative(bytes, "cuMemcpyDtoDAsync", "length"),
-                                  require_stream(stream, "cuMemcpyDtoDAsync"));
+        const Range& d = require_range(dst, "cuMemcpyDtoDAsync");
+        const size_t d_off = require_non_negative(dst_offset, "cuMemcpyDtoDAsync", "destination offset");
+        const Range& r = require_range(src, "cuMemcpyDtoDAsync");
+        const size_t r_off = require_non_negative(src_offset, "cuMemcpyDtoDAsync", "source offset");
+        const size_t n = require_non_negative(bytes, "cuMemcpyDtoDAsync", "length");
+        const Stream& s = require_stream(stream, "cuMemcpyDtoDAsync");
+        const RecordAfter after = records_of(record1, record2, &queued);
+        copy_range_to_range_async(d, d_off, r, r_off, n, s, after);
     });
+    return queued ? 1 : 0;
 }
 
-void fill_async(const RangeHandle& dst, long long offset, long long bytes, int value, const StreamHandle& stream,
-                Status& status) {
+int fill_async(const RangeHandle& dst, long long offset, long long bytes, int value, const StreamHandle& stream,
+               const EventHandle* record1, const EventHandle* record2, Status& status) {
+    bool queued = false;
     guarded(status, "fillAsync", [&] {
-        fill_range_async(require_range(dst, "cuMemsetD8Async"), require_non_negative(offset, "cuMemsetD8Async", "offset"),
-                         require_non_negative(bytes, "cuMemsetD8Async", "length"), static_cast<uint8_t>(value),
-                         require_stream(stream, "cuMemsetD8Async"));
+        const Range& d = require_range(dst, "cuMemsetD8Async");
+        const size_t off = require_non_negative(offset, "cuMemsetD8Async", "offset");
+        const size_t n = require_non_negative(bytes, "cuMemsetD8Async", "length");
+        const Stream& s = require_stream(stream, "cuMemsetD8Async");
+        const RecordAfter after = records_of(record1, record2, &queued);
+        fill_range_async(d, off, n, static_cast<uint8_t>(value), s, after);
     });
+    return queued ? 1 : 0;
 }
 
 void write_address_on(const RangeHandle& dst, long long offset, long long address, long long bytes,
@@ -585,6 +618,17 @@ void host_stream_delay(long long micros, Status& status) {
         }
         if (micros < 0) throw invalid("host_stream_delay", "micros: " + std::to_string(micros) + " (expected: >= 0)");
         host_set_stream_delay_micros(micros);
+    });
+}
+
+void host_fail_next_event_record(long long stream, int code, Status& status) {
+    guarded(status, "host_fail_next_event_record", [&] {
+        if (driver_kind() != DriverKind::host) {
+            throw DriverError(CUDA_ERROR_NOT_SUPPORTED, "host_fail_next_event_record", "arming a record failure",
+                              "only the host driver injects failures (the " + driver_kind_name() + " driver runs)");
+        }
+        cuvmm::host_fail_next_event_record(reinterpret_cast<CUstream>(static_cast<uintptr_t>(stream)),
+                                           static_cast<CUresult>(code));
     });
 }
 

@@ -73,6 +73,28 @@ void check_access(const Range& range, size_t offset, size_t bytes, int device, b
 // export or a pool reuse right after it sees finished data: wait on the legacy stream.
 void finish(const Step& step) { CUVMM_CALL(cuStreamSynchronize, step, nullptr); }
 
+// RecordAfter's events belong to the stream's device (before any driver call).
+void check_records(const RecordAfter& after, const Stream& stream, const char* call) {
+    for (const Event* e : {after.first, after.second}) {
+        if (e != nullptr && e->device() != stream.device()) {
+            throw DriverError(CUDA_ERROR_INVALID_VALUE, call, "checking the events to record",
+                              "an event of device " + std::to_string(e->device()) + " cannot be recorded on a stream of device " +
+                                  std::to_string(stream.device()) + " (expected: an event of the stream's device)");
+        }
+    }
+}
+
+// The op was queued (or had nothing to queue): says so, then records RecordAfter's events,
+// the caller's context scope still open.
+void record_after(const RecordAfter& after, const Stream& stream, bool queued) {
+    if (after.queued != nullptr) *after.queued = queued;
+    for (const Event* e : {after.first, after.second}) {
+        if (e != nullptr) CUVMM_CALL(cuEventRecord, Step{"recording the stream's use of the memory"}, e->handle(), stream.handle());
+    }
+}
+
+bool records_any(const RecordAfter& after) { return after.first != nullptr || after.second != nullptr; }
+
 }  // namespace
 
 void copy_host_to_range(const Range& dst, size_t offset, const void* src, size_t bytes) {
@@ -114,42 +136,63 @@ void fill_range(const Range& dst, size_t offset, size_t bytes, uint8_t value) {
     finish(Step{"waiting for the fill"});
 }
 
-void copy_host_to_range_async(const Range& dst, size_t offset, const void* src, size_t bytes, const Stream& stream) {
+void copy_host_to_range_async(const Range& dst, size_t offset, const void* src, size_t bytes, const Stream& stream,
+                              const RecordAfter& after) {
     check_window(dst, offset, bytes, "cuMemcpyHtoDAsync", "destination");
-    if (bytes == 0) return;
-    check_access(dst, offset, bytes, stream.device(), true, "cuMemcpyHtoDAsync", "destination");
+    check_records(after, stream, "cuMemcpyHtoDAsync");
+    if (bytes == 0 && !records_any(after)) return;
+    if (bytes != 0) check_access(dst, offset, bytes, stream.device(), true, "cuMemcpyHtoDAsync", "destination");
     DeviceContextScope context(stream.device());
-    CUVMM_CALL(cuMemcpyHtoDAsync, Step{"queueing a copy from host memory"}, dst.address() + offset, src, bytes,
-               stream.handle());
+    if (bytes != 0) {
+        CUVMM_CALL(cuMemcpyHtoDAsync, Step{"queueing a copy from host memory"}, dst.address() + offset, src, bytes,
+                   stream.handle());
+    }
+    record_after(after, stream, bytes != 0);
 }
 
-void copy_range_to_host_async(const Range& src, size_t offset, void* dst, size_t bytes, const Stream& stream) {
+void copy_range_to_host_async(const Range& src, size_t offset, void* dst, size_t bytes, const Stream& stream,
+                              const RecordAfter& after) {
     check_window(src, offset, bytes, "cuMemcpyDtoHAsync", "source");
-    if (bytes == 0) return;
-    check_access(src, offset, bytes, stream.device(), false, "cuMemcpyDtoHAsync", "source");
+    check_records(after, stream, "cuMemcpyDtoHAsync");
+    if (bytes == 0 && !records_any(after)) return;
+    if (bytes != 0) check_access(src, offset, bytes, stream.device(), false, "cuMemcpyDtoHAsync", "source");
     DeviceContextScope context(stream.device());
-    CUVMM_CALL(cuMemcpyDtoHAsync, Step{"queueing a copy to host memory"}, dst, src.address() + offset, bytes,
-               stream.handle());
+    if (bytes != 0) {
+        CUVMM_CALL(cuMemcpyDtoHAsync, Step{"queueing a copy to host memory"}, dst, src.address() + offset, bytes,
+                   stream.handle());
+    }
+    record_after(after, stream, bytes != 0);
 }
 
 void copy_range_to_range_async(const Range& dst, size_t dst_offset, const Range& src, size_t src_offset, size_t bytes,
-                               const Stream& stream) {
+                               const Stream& stream, const RecordAfter& after) {
     check_window(dst, dst_offset, bytes, "cuMemcpyDtoDAsync", "destination");
     check_window(src, src_offset, bytes, "cuMemcpyDtoDAsync", "source");
-    if (bytes == 0) return;
-    check_access(dst, dst_offset, bytes, stream.device(), true, "cuMemcpyDtoDAsync", "destination");
-    check_access(src, src_offset, bytes, stream.device(), false, "cuMemcpyDtoDAsync", "source");
+    check_records(after, stream, "cuMemcpyDtoDAsync");
+    if (bytes == 0 && !records_any(after)) return;
+    if (bytes != 0) {
+        check_access(dst, dst_offset, bytes, stream.device(), true, "cuMemcpyDtoDAsync", "destination");
+        check_access(src, src_offset, bytes, stream.device(), false, "cuMemcpyDtoDAsync", "source");
+    }
     DeviceContextScope context(stream.device());
-    CUVMM_CALL(cuMemcpyDtoDAsync, Step{"queueing a copy between buffers"}, dst.address() + dst_offset,
-               src.address() + src_offset, bytes, stream.handle());
+    if (bytes != 0) {
+        CUVMM_CALL(cuMemcpyDtoDAsync, Step{"queueing a copy between buffers"}, dst.address() + dst_offset,
+                   src.address() + src_offset, bytes, stream.handle());
+    }
+    record_after(after, stream, bytes != 0);
 }
 
-void fill_range_async(const Range& dst, size_t offset, size_t bytes, uint8_t value, const Stream& stream) {
+void fill_range_async(const Range& dst, size_t offset, size_t bytes, uint8_t value, const Stream& stream,
+                      const RecordAfter& after) {
     check_window(dst, offset, bytes, "cuMemsetD8Async", "fill");
-    if (bytes == 0) return;
-    check_access(dst, offset, bytes, stream.device(), true, "cuMemsetD8Async", "destination");
+    check_records(after, stream, "cuMemsetD8Async");
+    if (bytes == 0 && !records_any(after)) return;
+    if (bytes != 0) check_access(dst, offset, bytes, stream.device(), true, "cuMemsetD8Async", "destination");
     DeviceContextScope context(stream.device());
-    CUVMM_CALL(cuMemsetD8Async, Step{"queueing a fill"}, dst.address() + offset, value, bytes, stream.handle());
+    if (bytes != 0) {
+        CUVMM_CALL(cuMemsetD8Async, Step{"queueing a fill"}, dst.address() + offset, value, bytes, stream.handle());
+    }
+    record_after(after, stream, bytes != 0);
 }
 
 }  // namespace cuvmm

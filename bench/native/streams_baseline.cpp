@@ -21,9 +21,11 @@
 //                            the driver table's function pointers, nothing of cuvmm between.
 //   htod_pinned_recorded_<size>, dtoh_pinned_recorded_<size>  diagnostic: the pinned loops
 //                            with the calls cuvmm's Java op adds for stream-ordered lifetimes
-//                            (a cuEventRecord on the buffer's and on the pinned memory's event
-//                            for the stream, 4 cuCtxGetCurrent): every driver call the Java
-//                            op makes, so Java minus this is JNI and the Java objects
+//                            (one cuEventRecord of the event the buffer and the pinned memory
+//                            share for the stream, made in the copy's native call, and 2
+//                            cuCtxGetCurrent: one for the copy and its record, one for the
+//                            synchronize): every driver call the Java op makes, so Java minus
+//                            this is JNI and the Java objects
 //   htod_pinned_batch32x64KiB, htod_pinned_busy_batch32x64KiB  32 pinned copies of 64 KiB,
 //                            one synchronize; the busy one first queues a no-op host function
 //                            (the stream is busy: no copy can run inline on the host driver)
@@ -203,11 +205,11 @@ int main(int argc, char** argv) {
     CUstream a = nullptr, b = nullptr;
     CALL(op, cuStreamCreateWithPriority, &a, 0, 0);
     CALL(op, cuStreamCreateWithPriority, &b, 0, 0);
-    // The events cuvmm records per (buffer, stream) and (pinned memory, stream), created as
-    // cuvmm creates its internal ones (Event.internal: CU_EVENT_DISABLE_TIMING).
-    CUevent e1 = nullptr, e2 = nullptr;
+    // The event cuvmm records per stream for the buffer and the pinned memory of a copy (their
+    // use tables share it), created as cuvmm creates its internal ones (Event.internal:
+    // CU_EVENT_DISABLE_TIMING).
+    CUevent e1 = nullptr;
     CALL(op, cuEventCreate, &e1, CU_EVENT_DISABLE_TIMING);
-    CALL(op, cuEventCreate, &e2, CU_EVENT_DISABLE_TIMING);
     std::printf("settings warmup_rounds=%d rounds=%d round_ms=%ld granularity=%zu\n", s.warmup_rounds, s.rounds,
                 s.round_ms, granularity);
     std::fflush(stdout);
@@ -296,10 +298,7 @@ int main(int argc, char** argv) {
                 CUcontext c = nullptr;
                 CALL("htod_pinned_recorded", cuCtxGetCurrent, &c);
                 CALL("htod_pinned_recorded", cuMemcpyHtoDAsync, d1.address, pin1, bytes, a);
-                CALL("htod_pinned_recorded", cuCtxGetCurrent, &c);
                 CALL("htod_pinned_recorded", cuEventRecord, e1, a);
-                CALL("htod_pinned_recorded", cuCtxGetCurrent, &c);
-                CALL("htod_pinned_recorded", cuEventRecord, e2, a);
                 CALL("htod_pinned_recorded", cuCtxGetCurrent, &c);
                 CALL("htod_pinned_recorded", cuStreamSynchronize, a);
             }));
@@ -324,10 +323,7 @@ int main(int argc, char** argv) {
                 CUcontext c = nullptr;
                 CALL("dtoh_pinned_recorded", cuCtxGetCurrent, &c);
                 CALL("dtoh_pinned_recorded", cuMemcpyDtoHAsync, pin2, d1.address, bytes, a);
-                CALL("dtoh_pinned_recorded", cuCtxGetCurrent, &c);
                 CALL("dtoh_pinned_recorded", cuEventRecord, e1, a);
-                CALL("dtoh_pinned_recorded", cuCtxGetCurrent, &c);
-                CALL("dtoh_pinned_recorded", cuEventRecord, e2, a);
                 CALL("dtoh_pinned_recorded", cuCtxGetCurrent, &c);
                 CALL("dtoh_pinned_recorded", cuStreamSynchronize, a);
             }));
@@ -369,7 +365,6 @@ int main(int argc, char** argv) {
     }
 
     CALL("teardown", cuEventDestroy, e1);
-    CALL("teardown", cuEventDestroy, e2);
     CALL("teardown", cuStreamDestroy, a);
     CALL("teardown", cuStreamDestroy, b);
     CALL("teardown", cuMemFreeHost, pin1);

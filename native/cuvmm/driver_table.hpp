@@ -139,6 +139,12 @@ void install_host_driver(DriverTable& table, const HostDriverConfig& config);
 // keep their delay.
 void host_set_stream_delay_micros(long long micros);
 
+// Test seam: the next cuEventRecord on `stream` (a created stream's CUstream) returns `code`
+// without recording, once; CUDA_SUCCESS disarms. Lets a test take the path of a record that
+// fails after its op was queued (AsyncCopies: the stream is synchronized, then the error
+// thrown). Unarmed, it costs cuEventRecord one relaxed atomic load. Any thread, any time.
+void host_fail_next_event_record(CUstream stream, CUresult code);
+
 // Snapshot of the host driver's live counters (all zero before it is installed).
 HostLiveCounts host_live_counts();
 

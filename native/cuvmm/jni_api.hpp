@@ -213,15 +213,26 @@ void pinned_register(PinnedHandle& out, long long address, long long bytes, Stat
 
 // ---- stream-ordered data ----
 // Queued on `stream`; they return when queued. Windows (the pinned memory's too) and access
-// are checked before any driver call.
-void write_pinned_async(const RangeHandle& dst, long long offset, const PinnedHandle& src, long long src_offset,
-                        long long bytes, const StreamHandle& stream, Status& status);
-void read_pinned_async(const RangeHandle& src, long long offset, const PinnedHandle& dst, long long dst_offset,
-                       long long bytes, const StreamHandle& stream, Status& status);
-void copy_range_async(const RangeHandle& dst, long long dst_offset, const RangeHandle& src, long long src_offset,
-                      long long bytes, const StreamHandle& stream, Status& status);
-void fill_async(const RangeHandle& dst, long long offset, long long bytes, int value, const StreamHandle& stream,
-                Status& status);
+// are checked before any driver call. `record1` / `record2`: events recorded on `stream` right
+// after the op, in the same context scope (transfer.hpp RecordAfter): one native call and one
+// context check for the op and its stream-use records. A null pointer means none; JavaCPP
+// passes a deallocated Java handle as null too, so the Java caller (AsyncCopies) refuses an
+// empty one before the call (a handle holding no event is refused here, before any driver
+// call). Returns 1 when the op was queued, also when a record then failed (status says which):
+// the caller must wait for the stream before it reports that error, so no queued op stays
+// unrecorded; else 0 (the caller still records the events on `stream` if the op was refused:
+// their uses are installed, see AsyncCopies.queueRecorded).
+int write_pinned_async(const RangeHandle& dst, long long offset, const PinnedHandle& src, long long src_offset,
+                       long long bytes, const StreamHandle& stream, const EventHandle* record1,
+                       const EventHandle* record2, Status& status);
+int read_pinned_async(const RangeHandle& src, long long offset, const PinnedHandle& dst, long long dst_offset,
+                      long long bytes, const StreamHandle& stream, const EventHandle* record1,
+                      const EventHandle* record2, Status& status);
+int copy_range_async(const RangeHandle& dst, long long dst_offset, const RangeHandle& src, long long src_offset,
+                     long long bytes, const StreamHandle& stream, const EventHandle* record1,
+                     const EventHandle* record2, Status& status);
+int fill_async(const RangeHandle& dst, long long offset, long long bytes, int value, const StreamHandle& stream,
+               const EventHandle* record1, const EventHandle* record2, Status& status);
 // The synchronous copies' path: the op queued on `stream` (cuvmm's internal stream), then a
 // cuStreamSynchronize of that stream only; returns when the op completed. Host memory by
 // address, as write_address / read_address (Java checks its window).
@@ -236,6 +247,10 @@ void fill_on(const RangeHandle& dst, long long offset, long long bytes, int valu
 // Host driver only (tests): every queued op sleeps `micros` before it runs. Status says
 // CUDA_ERROR_NOT_SUPPORTED on the cuda driver.
 void host_stream_delay(long long micros, Status& status);
+// Host driver only (tests): the next cuEventRecord on the stream whose raw CUstream is
+// `stream` returns `code` (a CUresult) without recording, once; 0 disarms
+// (host_fail_next_event_record). Status says CUDA_ERROR_NOT_SUPPORTED on the cuda driver.
+void host_fail_next_event_record(long long stream, int code, Status& status);
 
 // ---- counters (tests, benchmarks, `cuvmm info`) ----
 int entry_count();

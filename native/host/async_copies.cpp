@@ -139,57 +139,92 @@ CUresult stage_pageable_htod(std::unique_lock<std::mutex>& lock, const StreamRef
     return CUDA_SUCCESS;
 }
 
+// The copy itself on the caller's thread, arguments checked (the inline path): the views are
+// found (and mapped, the first time) on the way, so a view that cannot be mapped is returned
+// (CUDA_ERROR_OUT_OF_MEMORY, nothing copied), as views_ready returns it for a queued op.
+// Registry mutex held (shared).
+CUresult copy_now(State& st, const CopyArgs& a) {
+    switch (a.kind) {
+        case Kind::htod: return device_write(st, a.dst, reinterpret_cast<const void*>(a.src), a.n);
+        case Kind::dtoh: return device_read(st, reinterpret_cast<void*>(a.dst), a.src, a.n);
+        case Kind::dtod: return device_copy(st, a.dst, a.src, a.n);
+        case Kind::memset: return device_fill(st, a.dst, a.value, a.n);
+    }
+    return CUDA_ERROR_INVALID_VALUE;
+}
+
+// One hold of the registry lock (shared) for the context and argument checks and an inline
+// op, and, inside it, one hold of the queue mutex for the stream look-up, the checks and
+// begin_inline (lock order registry -> queue, as everywhere). The checks and their codes come
+// in lookup_stream's and stream_context's order, then the arguments'.
 CUresult enqueue(CUstream hStream, const CopyArgs& a) {
-    StreamRef s;
-    if (CUresult r = lookup_stream(hStream, &s)) return r;
-    const int dev = s->device;
+    const bool special = hStream == nullptr || hStream == CU_STREAM_LEGACY || hStream == CU_STREAM_PER_THREAD;
+    StreamRef s;  // a copy: used after the queue mutex is released
     const void* host = a.kind == Kind::htod   ? reinterpret_cast<const void*>(a.src)
                        : a.kind == Kind::dtoh ? reinterpret_cast<const void*>(a.dst)
                                               : nullptr;
     bool device_memory = false;  // the host range is mapped VMM memory the CPU may touch
     Queues& q = queues();
+    int dev;
     {
-        // One hold of the registry lock (shared) for the context check (stream_context's,
-        // inlined: same codes, same order), the argument checks and an inline op.
         Shared lock(g_state->mutex);
-        int cur;
-        if (!current_device(*g_state, &cur)) return CUDA_ERROR_INVALID_CONTEXT;  // copies need one
+        int cur = 0;
+        const bool has_context = current_device(*g_state, &cur);
+        std::unique_lock<std::mutex> ql(q.mutex, std::defer_lock);
+        if (special) {  // lookup_stream: the default streams need a live current context
+            if (!has_context) return CUDA_ERROR_INVALID_CONTEXT;
+            if (CUresult r = sticky_error(cur)) return r;
+        }
+        ql.lock();
+        const StreamRef* sp = resolve_stream_ref(q, hStream, cur);
+        if (sp == nullptr) return CUDA_ERROR_INVALID_HANDLE;
+        // stream_context's checks: copies need a current context, whatever the stream.
+        if (!has_context) return CUDA_ERROR_INVALID_CONTEXT;
         if (CUresult r = sticky_error(cur)) return r;
+        dev = (*sp)->device;
         if (CUresult r = sticky_error(dev)) return r;
         if (a.n == 0) return CUDA_SUCCESS;
-        if (!args_ok(*g_state, a, dev, true)) return CUDA_ERROR_INVALID_VALUE;
-        if (CUresult r = views_ready(*g_state, a)) return r;
-        // args_ok accepted it, so a host range touching a reservation lies entirely in mapped
-        // memory with CPU access: device memory located in host RAM (HOST / HOST_NUMA), which a
-        // GPU page-locks. Such a copy is fully asynchronous, like one on pinned memory; an unmap
-        // before it runs makes it fault (execute re-checks), as on a GPU.
-        device_memory = host != nullptr && overlaps_reservation(*g_state, reinterpret_cast<uintptr_t>(host), a.n);
+        s = *sp;
         // Inline: a small op on an idle stream (no delay, nothing queued or running, no
-        // implicit dependency pending) runs here, under the registry lock that checked it (no
-        // re-check needed: nothing was unmapped meanwhile), instead of paying the handoff to
-        // the worker and back (kInlineMaxBytes, stream_queue.hpp). Lock order registry ->
-        // queue, as everywhere. The stream is busy meanwhile (begin_inline); a pinned range
-        // counts the use, as for a queued op, so cuMemFreeHost waits. Outcome as if queued:
-        // a failure is the sticky error, the call succeeds (pageable DtoH returns the sticky
-        // error: it returns only once its op has run).
-        if (a.n <= kInlineMaxBytes) {
-            std::unique_lock<std::mutex> ql(q.mutex);
-            if (begin_inline(q, s)) {
-                // One look-up of the pinned range: its entry stays while its use is counted.
-                PinnedRange* range = host != nullptr && !device_memory ? pinned_acquire(q, host, a.n) : nullptr;
-                const bool pageable_dtoh = host != nullptr && range == nullptr && !device_memory && a.kind == Kind::dtoh;
-                ql.unlock();
+        // implicit dependency pending) runs here, under the registry lock that checks it (no
+        // re-check needed: nothing can be unmapped meanwhile), instead of paying the handoff to
+        // the worker and back (kInlineMaxBytes, stream_queue.hpp). The stream is busy from
+        // begin_inline on; if the arguments turn out wrong, or a view cannot be mapped, the op
+        // ends as an empty one (end_inline ran=false) and the call returns the code a queued op's
+        // call returns. A pinned range counts the use, as for a queued op, so cuMemFreeHost
+        // waits. Outcome as if queued: a failure of the copy is the sticky error, the call
+        // succeeds (pageable DtoH returns the sticky error: it returns only once its op has run).
+        // A host range touching a reservation is mapped VMM memory the CPU may touch (once
+        // args_ok accepts it: device memory located in host RAM, HOST / HOST_NUMA, which a GPU
+        // page-locks): fully asynchronous, like pinned memory, and never a pinned range.
+        device_memory = host != nullptr && overlaps_reservation(*g_state, reinterpret_cast<uintptr_t>(host), a.n);
+        if (a.n <= kInlineMaxBytes && begin_inline(q, s)) {
+            // One look-up of the pinned range: its entry stays while its use is counted.
+            PinnedRange* range = host != nullptr && !device_memory ? pinned_acquire(q, host, a.n) : nullptr;
+            const bool pageable_dtoh = host != nullptr && range == nullptr && !device_memory && a.kind == Kind::dtoh;
+            ql.unlock();
+            CUresult rc = args_ok(*g_state, a, dev, true) ? CUDA_SUCCESS : CUDA_ERROR_INVALID_VALUE;
+            bool ran = false;
+            if (rc == CUDA_SUCCESS) {
+                ran = true;
                 run_guarded(dev, [&] {
                     call_inline_test_hook();
                     // Skipped once the context is dead, as a queued op would be.
-                    if (sticky_error(dev) == CUDA_SUCCESS) copy_checked(*g_state, a, dev, nullptr);
+                    if (sticky_error(dev) != CUDA_SUCCESS) return;
+                    rc = copy_now(*g_state, a);
+                    ran = rc == CUDA_SUCCESS;  // else a view could not be mapped: nothing copied
                 });
-                ql.lock();
-                if (range != nullptr) pinned_release(q, range);
-                end_inline(q, s);
-                return pageable_dtoh ? sticky_error(dev) : CUDA_SUCCESS;
             }
+            ql.lock();
+            if (range != nullptr) pinned_release(q, range);
+            end_inline(q, s, ran);
+            if (rc != CUDA_SUCCESS) return rc;
+            return pageable_dtoh ? sticky_error(dev) : CUDA_SUCCESS;
         }
+        ql.unlock();
+        // Queued: an unmap before it runs makes it fault (execute re-checks), as on a GPU.
+        if (!args_ok(*g_state, a, dev, true)) return CUDA_ERROR_INVALID_VALUE;
+        if (CUresult r = views_ready(*g_state, a)) return r;
     }
     std::unique_lock<std::mutex> lock(q.mutex);
     const bool registered = host != nullptr && !device_memory && pinned_use(q, host, a.n, true);

@@ -3,7 +3,9 @@
 // runs. An event never recorded stands for an empty set of work (cuda.h, cuEventRecord).
 #include "host/stream_queue.hpp"
 
+#include <atomic>
 #include <chrono>
+#include <cstdint>
 
 namespace cuvmm {
 namespace host {
@@ -18,6 +20,21 @@ std::shared_ptr<HostEvent> find_event(Queues& q, CUevent e) {
 }
 
 bool complete(const HostEvent& ev) { return !ev.stream || ev.stream->completed >= ev.seq; }
+
+// host_fail_next_event_record: the armed code (0: none) and the stream it applies to. The
+// code is published last (release) and taken with a compare-exchange, so it fails one record.
+std::atomic<int> g_fail_record_code{0};
+std::atomic<uintptr_t> g_fail_record_stream{0};
+
+// The armed failure when `stream` is the armed stream (then disarmed), else CUDA_SUCCESS.
+CUresult take_injected_record_failure(CUstream stream) {
+    int code = g_fail_record_code.load(std::memory_order_acquire);
+    if (code == 0 || g_fail_record_stream.load(std::memory_order_relaxed) != reinterpret_cast<uintptr_t>(stream)) {
+        return CUDA_SUCCESS;
+    }
+    return g_fail_record_code.compare_exchange_strong(code, 0, std::memory_order_acq_rel) ? static_cast<CUresult>(code)
+                                                                                           : CUDA_SUCCESS;
+}
 
 long long now_ns() {
     return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
@@ -57,38 +74,52 @@ CUresult CUDAAPI cuEventDestroy(CUevent hEvent) {
     return q.events.erase(reinterpret_cast<uintptr_t>(hEvent)) == 1 ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
 }
 
+// One hold of the queue mutex for the look-ups and the record, and no reference count
+// touched on an idle stream (lookup_stream_locked). An event created with DISABLE_TIMING
+// stamps no time (cuEventElapsedTime refuses such an event before reading one): no clock
+// read at the call, and its record op, when one is queued, only marks the place in the stream.
 CUresult CUDAAPI cuEventRecord(CUevent hEvent, CUstream hStream) {
     CUVMM_REQUIRE_INIT();
-    StreamRef s;
-    if (CUresult r = lookup_stream(hStream, &s)) return r;
+    if (g_fail_record_code.load(std::memory_order_relaxed) != 0) {  // test seam, never armed in production
+        if (CUresult r = take_injected_record_failure(hStream)) return r;
+    }
     Queues& q = queues();
-    std::lock_guard<std::mutex> lock(q.mutex);
-    std::shared_ptr<HostEvent> ev = find_event(q, hEvent);
-    if (!ev) return CUDA_ERROR_INVALID_HANDLE;
-    if (ev->device != s->device) return CUDA_ERROR_INVALID_HANDLE;  // cuda.h: must share a context
+    std::unique_lock<std::mutex> lock(q.mutex, std::defer_lock);
+    const StreamRef* sp = nullptr;
+    if (CUresult r = lookup_stream_locked(hStream, lock, &sp)) return r;
+    const StreamRef& s = *sp;
+    auto it = q.events.find(reinterpret_cast<uintptr_t>(hEvent));
+    if (it == q.events.end()) return CUDA_ERROR_INVALID_HANDLE;
+    HostEvent& ev = *it->second;
+    if (ev.device != s->device) return CUDA_ERROR_INVALID_HANDLE;  // cuda.h: must share a context
     if (CUresult r = sticky_error(s->device)) return r;
-    const uint64_t generation = ev->generation + 1;  // published below, under the mutex the stamp takes
+    const uint64_t generation = ev.generation + 1;  // published below, under the mutex the stamp takes
+    const bool timed = (ev.flags & CU_EVENT_DISABLE_TIMING) == 0;
     if (idle(q, s)) {
         // Everything the record would wait for is done: it is complete now (no op, no wakeup).
         // The steady state of a stream-ordered pool records on idle streams all the time.
-        ev->generation = generation;
-        ev->stream = s;
-        ev->seq = s->submitted;
-        ev->time_ns = now_ns();
+        ev.generation = generation;
+        if (ev.stream != s) ev.stream = s;
+        ev.seq = s->submitted;
+        if (timed) ev.time_ns = now_ns();
         return CUDA_SUCCESS;
     }
     Op op;
     op.skip_on_fault = false;  // a record completes even after a fault (its stamp is never read)
-    op.run = [ev, generation] {
-        long long t = now_ns();
-        std::lock_guard<std::mutex> stamp_lock(queues().mutex);
-        if (ev->generation == generation) ev->time_ns = t;  // else re-recorded since: the newer op stamps
-    };
+    if (timed) {
+        op.run = [e = it->second, generation] {
+            long long t = now_ns();
+            std::lock_guard<std::mutex> stamp_lock(queues().mutex);
+            if (e->generation == generation) e->time_ns = t;  // else re-recorded since: the newer op stamps
+        };
+    } else {
+        op.run = [] {};  // no stamp to take: the op only marks the record's place in the stream
+    }
     uint64_t seq = submit(q, s, std::move(op));
     if (seq == 0) return CUDA_ERROR_OUT_OF_MEMORY;  // the previous record stays the event's state
-    ev->generation = generation;
-    ev->stream = s;
-    ev->seq = seq;
+    ev.generation = generation;
+    if (ev.stream != s) ev.stream = s;
+    ev.seq = seq;
     return CUDA_SUCCESS;
 }
 
@@ -134,4 +165,11 @@ CUresult CUDAAPI cuEventElapsedTime(float* pMilliseconds, CUevent hStart, CUeven
 }  // namespace entry
 
 }  // namespace host
+
+void host_fail_next_event_record(CUstream stream, CUresult code) {
+    host::g_fail_record_code.store(0, std::memory_order_relaxed);
+    host::g_fail_record_stream.store(reinterpret_cast<uintptr_t>(stream), std::memory_order_relaxed);
+    host::g_fail_record_code.store(static_cast<int>(code), std::memory_order_release);
+}
+
 }  // namespace cuvmm

@@ -164,18 +164,23 @@ void set_sticky_error(int device, CUresult rc) {
 
 long long stream_delay_micros() { return g_delay_micros.load(std::memory_order_relaxed); }
 
-StreamRef resolve_stream(Queues& q, CUstream s, int dev) {
+const StreamRef* resolve_stream_ref(Queues& q, CUstream s, int dev) {
     if (s == nullptr || s == CU_STREAM_LEGACY) {
         if (!q.legacy[dev]) q.legacy[dev] = new_stream(q, HostStream::Kind::legacy, dev, CU_STREAM_DEFAULT);
-        return q.legacy[dev];
+        return &q.legacy[dev];
     }
     if (s == CU_STREAM_PER_THREAD) {
         StreamRef& p = tl_per_thread.s[dev];
         if (!p) p = new_stream(q, HostStream::Kind::per_thread, dev, CU_STREAM_DEFAULT);
-        return p;
+        return &p;
     }
     auto it = q.streams.find(reinterpret_cast<uintptr_t>(s));
-    return it == q.streams.end() ? nullptr : it->second;
+    return it == q.streams.end() ? nullptr : &it->second;
+}
+
+StreamRef resolve_stream(Queues& q, CUstream s, int dev) {
+    const StreamRef* p = resolve_stream_ref(q, s, dev);
+    return p == nullptr ? nullptr : *p;
 }
 
 std::vector<std::pair<StreamRef, uint64_t>> barrier_of(Queues& q, const StreamRef& s) {
@@ -246,10 +251,10 @@ bool begin_inline(Queues& q, const StreamRef& s) {
     return true;
 }
 
-void end_inline(Queues& q, const StreamRef& s) {
+void end_inline(Queues& q, const StreamRef& s, bool ran) {
     s->inline_running = false;
     ++s->completed;
-    g_inline_ops.fetch_add(1, std::memory_order_relaxed);
+    if (ran) g_inline_ops.fetch_add(1, std::memory_order_relaxed);
     s->done.notify_all();
     retire_if_done(q, s);  // destroyed meanwhile (by another thread) with no worker
 }
@@ -289,18 +294,23 @@ CUresult stream_context(int* dev) {
     return sticky_error(*dev);
 }
 
-CUresult lookup_stream(CUstream stream, StreamRef* out) {
+CUresult lookup_stream_locked(CUstream stream, std::unique_lock<std::mutex>& lock, const StreamRef** out) {
     Queues& q = queues();
+    int dev = 0;
     if (stream == nullptr || stream == CU_STREAM_LEGACY || stream == CU_STREAM_PER_THREAD) {
-        int dev;
-        if (CUresult r = stream_context(&dev)) return r;
-        std::lock_guard<std::mutex> lock(q.mutex);
-        *out = resolve_stream(q, stream, dev);
-        return CUDA_SUCCESS;
+        if (CUresult r = stream_context(&dev)) return r;  // the registry lock first (lock order), released
     }
-    std::lock_guard<std::mutex> lock(q.mutex);
-    *out = resolve_stream(q, stream, 0);
-    return *out ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+    lock.lock();
+    *out = resolve_stream_ref(q, stream, dev);
+    return *out != nullptr ? CUDA_SUCCESS : CUDA_ERROR_INVALID_HANDLE;
+}
+
+CUresult lookup_stream(CUstream stream, StreamRef* out) {
+    std::unique_lock<std::mutex> lock(queues().mutex, std::defer_lock);
+    const StreamRef* s = nullptr;
+    if (CUresult r = lookup_stream_locked(stream, lock, &s)) return r;
+    *out = *s;
+    return CUDA_SUCCESS;
 }
 
 void forget_streams_and_events(int dev) {
@@ -316,7 +326,9 @@ void forget_streams_and_events(int dev) {
         mark_destroyed(q, s);
     }
     for (auto it = q.events.begin(); it != q.events.end();) {
-        it = it->second->device == dev ? q.events.erase(it) : std::next(it);  // a pending record keeps its own
+        // Erasing the handle is enough: a pending record op needs no entry (a timed one holds
+        // its own reference to stamp the time, an untimed one captures nothing).
+        it = it->second->device == dev ? q.events.erase(it) : std::next(it);
     }
 }
 

@@ -127,6 +127,10 @@ long long stream_delay_micros();
 // else a live created stream (any device). Null when the handle is not a live stream.
 // Caller holds the queue mutex.
 StreamRef resolve_stream(Queues& q, CUstream s, int dev);
+// The same without touching a reference count: the registry's own reference (the device's
+// legacy stream, this thread's default stream, the handle map's entry), valid only while the
+// queue mutex stays held. Copy it before releasing the mutex when the stream is used after.
+const StreamRef* resolve_stream_ref(Queues& q, CUstream s, int dev);
 
 // Queues `op` on `s`, adding the implicit legacy/blocking dependencies, and starts the
 // worker if needed. Returns the op's sequence number (complete when s->completed >= it),
@@ -164,7 +168,9 @@ constexpr size_t kInlineMaxBytes = size_t(4) << 20;
 // idle (the caller queues the op). Both with the queue mutex held; the op itself runs with
 // it released.
 bool begin_inline(Queues& q, const StreamRef& s);
-void end_inline(Queues& q, const StreamRef& s);
+// `ran` false: the op was given up before touching memory (its arguments or a view failed
+// after begin_inline): it completes as an empty op and is not counted by inline_op_count.
+void end_inline(Queues& q, const StreamRef& s, bool ran = true);
 
 // Runs `body` as the worker runs an op: an exception becomes the device's sticky error
 // (std::bad_alloc -> CUDA_ERROR_OUT_OF_MEMORY, anything else -> CUDA_ERROR_LAUNCH_FAILED);
@@ -212,6 +218,11 @@ CUresult stream_context(int* dev);
 // error); a created stream does not (its own device counts); anything else
 // INVALID_HANDLE. Takes the queue mutex itself.
 CUresult lookup_stream(CUstream stream, StreamRef* out);
+// lookup_stream that leaves the queue mutex held through `lock` (unlocked on entry): one hold
+// for the look-up and the caller's work, and no reference count touched (*out is
+// resolve_stream_ref's). Same checks, same codes, same order. On an error the mutex may be
+// held or not (the caller just returns).
+CUresult lookup_stream_locked(CUstream stream, std::unique_lock<std::mutex>& lock, const StreamRef** out);
 
 // The pinned range containing all of [p, p+n) (and counts one pending use when `use`),
 // or false. Queue mutex held.

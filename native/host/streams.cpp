@@ -82,26 +82,34 @@ CUresult CUDAAPI cuStreamDestroy(CUstream stream) {
     return sticky_error(s->device);
 }
 
+// One hold of the queue mutex for the look-up and the check (lookup_stream_locked); a stream
+// with work still to wait for is copied first (its reference keeps it alive while the wait
+// releases the mutex: a destroy meanwhile drops the registry's).
 CUresult CUDAAPI cuStreamSynchronize(CUstream stream) {
     CUVMM_REQUIRE_INIT();
-    StreamRef s;
-    if (CUresult r = lookup_stream(stream, &s)) return r;
     Queues& q = queues();
+    int dev;
     {
-        std::unique_lock<std::mutex> lock(q.mutex);
-        wait_done(lock, q, s);
+        std::unique_lock<std::mutex> lock(q.mutex, std::defer_lock);
+        const StreamRef* sp = nullptr;
+        if (CUresult r = lookup_stream_locked(stream, lock, &sp)) return r;
+        dev = (*sp)->device;
+        if (!is_done(q, *sp)) {
+            StreamRef s = *sp;
+            wait_done(lock, q, s);
+        }
     }
-    return sticky_error(s->device);
+    return sticky_error(dev);
 }
 
 CUresult CUDAAPI cuStreamQuery(CUstream hStream) {
     CUVMM_REQUIRE_INIT();
-    StreamRef s;
-    if (CUresult r = lookup_stream(hStream, &s)) return r;
-    if (CUresult r = sticky_error(s->device)) return r;
     Queues& q = queues();
-    std::lock_guard<std::mutex> lock(q.mutex);
-    return is_done(q, s) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
+    std::unique_lock<std::mutex> lock(q.mutex, std::defer_lock);
+    const StreamRef* sp = nullptr;
+    if (CUresult r = lookup_stream_locked(hStream, lock, &sp)) return r;
+    if (CUresult r = sticky_error((*sp)->device)) return r;
+    return is_done(q, *sp) ? CUDA_SUCCESS : CUDA_ERROR_NOT_READY;
 }
 
 // Later work on hStream waits for the work the event captured AT THIS CALL: a no-op op

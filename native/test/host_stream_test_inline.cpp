@@ -537,6 +537,69 @@ void test_inline_errors() {
     });
 }
 
+// A refused small op on an idle stream (a null host pointer, an unmapped device range)
+// returns the code a queued op's call returns, runs nothing inline and leaves the stream idle
+// (async_copies.cpp: the op begun inline ends as an empty one): a query succeeds, an event
+// recorded next is complete at once, the next small op runs inline. Events recorded behind
+// queued work: a DISABLE_TIMING one (no stamp taken) completes in order and is refused by
+// cuEventElapsedTime; a timed one is stamped when its op runs.
+void test_inline_refused_and_records() {
+    Dev d(0);
+    Pinned pin(4096);
+    CUstream s;
+    OK(T.cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+    const uint64_t before = inline_op_count();
+    const CUdeviceptr unmapped = 0x1000;
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyHtoDAsync(d.p, nullptr, 64, s));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoHAsync(nullptr, d.p, 64, s));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyDtoDAsync(d.p, unmapped, 64, s));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemsetD8Async(unmapped, 1, 64, s));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemcpyHtoDAsync(unmapped, pin.p, 64, s));
+    CHECK(inline_op_count() == before);
+    CHECK(!has_worker(s));
+    OK(T.cuStreamQuery(s));
+    CUevent e;
+    OK(T.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+    OK(T.cuEventRecord(e, s));
+    OK(T.cuEventQuery(e));
+    OK(T.cuMemsetD8Async(d.p, 5, 64, s));
+    CHECK(inline_op_count() == before + 1);
+    OK(T.cuMemcpyDtoHAsync(pin.p, d.p, 64, s));
+    CHECK(inline_op_count() == before + 2);
+    CHECK(pin.p[63] == 5);
+    {
+        Gate g;
+        OK(T.cuLaunchHostFunc(s, Gate::fn, &g));
+        OK(T.cuEventRecord(e, s));
+        EXPECT_RC(CUDA_ERROR_NOT_READY, T.cuEventQuery(e));
+        float ms = -1;
+        EXPECT_RC(CUDA_ERROR_INVALID_HANDLE, T.cuEventElapsedTime(&ms, e, e));
+        g.open();
+        OK(T.cuEventSynchronize(e));
+        OK(T.cuEventQuery(e));
+    }
+    CUevent t0, t1;
+    OK(T.cuEventCreate(&t0, CU_EVENT_DEFAULT));
+    OK(T.cuEventCreate(&t1, CU_EVENT_DEFAULT));
+    OK(T.cuEventRecord(t0, s));  // idle: stamped at the call
+    {
+        Gate g;
+        OK(T.cuLaunchHostFunc(s, Gate::fn, &g));
+        OK(T.cuEventRecord(t1, s));  // queued: stamped when it runs
+        float ms = -1;
+        EXPECT_RC(CUDA_ERROR_NOT_READY, T.cuEventElapsedTime(&ms, t0, t1));
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a gap between the stamps, not a synchronization
+        g.open();
+        OK(T.cuEventSynchronize(t1));
+        OK(T.cuEventElapsedTime(&ms, t0, t1));
+        CHECK(ms > 0.0f);  // stamped when its op ran, after t0's stamp
+    }
+    OK(T.cuEventDestroy(t0));
+    OK(T.cuEventDestroy(t1));
+    OK(T.cuEventDestroy(e));
+    OK(T.cuStreamDestroy(s));
+}
+
 }  // namespace
 
 void run_inline_tests() {
@@ -548,4 +611,5 @@ void run_inline_tests() {
     test_unmap_and_free_wait_for_inline();
     test_concurrent_enqueuers();
     test_inline_errors();
+    test_inline_refused_and_records();
 }

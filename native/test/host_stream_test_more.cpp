@@ -530,6 +530,33 @@ void test_misuse_codes() {
     OK(T.cuStreamDestroy(s));
 }
 
+// The test seam host_fail_next_event_record: only the armed stream's next record fails, once,
+// leaving the event's previous record in place; arming with CUDA_SUCCESS disarms.
+void test_injected_record_failure() {
+    Dev d(0);
+    CUstream a, b;
+    CUevent e;
+    OK(T.cuStreamCreate(&a, CU_STREAM_NON_BLOCKING));
+    OK(T.cuStreamCreate(&b, CU_STREAM_NON_BLOCKING));
+    OK(T.cuEventCreate(&e, CU_EVENT_DISABLE_TIMING));
+    Gate g;
+    OK(T.cuLaunchHostFunc(b, Gate::fn, &g));
+    host_fail_next_event_record(a, CUDA_ERROR_OUT_OF_MEMORY);
+    OK(T.cuEventRecord(e, b));  // another stream: not consumed
+    EXPECT_RC(CUDA_ERROR_OUT_OF_MEMORY, T.cuEventRecord(e, a));
+    EXPECT_RC(CUDA_ERROR_NOT_READY, T.cuEventQuery(e));  // the record on b (gated) stays the event's
+    OK(T.cuEventRecord(e, a));                           // once only
+    OK(T.cuEventQuery(e));
+    host_fail_next_event_record(a, CUDA_ERROR_OUT_OF_MEMORY);
+    host_fail_next_event_record(a, CUDA_SUCCESS);  // disarmed
+    OK(T.cuEventRecord(e, a));
+    g.open();
+    OK(T.cuStreamSynchronize(b));
+    OK(T.cuEventDestroy(e));
+    OK(T.cuStreamDestroy(a));
+    OK(T.cuStreamDestroy(b));
+}
+
 }  // namespace
 
 void run_more_tests() {
@@ -547,4 +574,5 @@ void run_more_tests() {
     test_pinned_rules();
     test_eight_threads();
     test_misuse_codes();
+    test_injected_record_failure();
 }

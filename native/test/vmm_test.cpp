@@ -391,6 +391,67 @@ void test_stream_boxes() {
     CHECK(next_host_function(0) == 0);
 }
 
+// RecordAfter (transfer.hpp): an async op and its stream-use records under one context scope
+// (one cuCtxGetCurrent); `queued` says whether the op was queued, also when a record fails
+// after it (the caller must then wait for the stream); an event of another device is refused
+// before any driver call; a zero-length op records without queueing.
+CUresult g_record_fails_with = CUDA_SUCCESS;
+CUresult CUDAAPI spy_record(CUevent e, CUstream s) {
+    return g_record_fails_with != CUDA_SUCCESS ? g_record_fails_with : g_real.cuEventRecord(e, s);
+}
+
+void test_records_after_async() {
+    StreamRef s = Stream::create(0, CU_STREAM_NON_BLOCKING, 0);
+    EventRef e1 = Event::create(0, CU_EVENT_DISABLE_TIMING);
+    EventRef e2 = Event::create(0, CU_EVENT_DISABLE_TIMING);
+    EventRef other = Event::create(1, CU_EVENT_DISABLE_TIMING);
+    RangeRef r = Range::allocate(rw_spec(0), G);
+    std::vector<unsigned char> host(G, 0);
+    bool queued = false;
+    s->synchronize(Step{"sync"});
+    const long long ctx = call_count(Entry::cuCtxGetCurrent), rec = call_count(Entry::cuEventRecord),
+                    fills = call_count(Entry::cuMemsetD8Async);
+    fill_range_async(*r, 0, G, 4, *s, RecordAfter{e1.get(), e2.get(), &queued});
+    CHECK(queued);
+    CHECK(call_count(Entry::cuMemsetD8Async) == fills + 1);
+    CHECK(call_count(Entry::cuEventRecord) == rec + 2);
+    CHECK(call_count(Entry::cuCtxGetCurrent) == ctx + 1);  // one context scope for the op and its records
+    e2->synchronize(Step{"sync"});
+    copy_range_to_host_async(*r, 0, host.data(), G, *s, RecordAfter{e1.get(), nullptr, &queued});
+    s->synchronize(Step{"sync"});
+    CHECK(host[0] == 4 && host[G - 1] == 4);
+
+    queued = true;
+    const long long fills2 = call_count(Entry::cuMemsetD8Async);
+    expect_refused([&] { fill_range_async(*r, 0, 16, 1, *s, RecordAfter{other.get(), nullptr, &queued}); },
+                   Entry::cuMemsetD8Async, {"an event of device 1 cannot be recorded on a stream of device 0"}, __LINE__);
+    CHECK(call_count(Entry::cuMemsetD8Async) == fills2);
+
+    queued = true;
+    const long long rec2 = call_count(Entry::cuEventRecord);
+    copy_host_to_range_async(*r, 0, host.data(), 0, *s, RecordAfter{e1.get(), nullptr, &queued});
+    CHECK(!queued);  // nothing to queue
+    CHECK(call_count(Entry::cuEventRecord) == rec2 + 1);
+
+    DriverTable& t = const_cast<DriverTable&>(driver());
+    t.cuEventRecord = spy_record;
+    g_record_fails_with = CUDA_ERROR_LAUNCH_FAILED;
+    queued = false;
+    bool threw = false;
+    try {
+        fill_range_async(*r, 0, G, 6, *s, RecordAfter{e1.get(), nullptr, &queued});
+    } catch (const DriverError& err) {
+        threw = err.code() == CUDA_ERROR_LAUNCH_FAILED && err.call() == "cuEventRecord";
+    }
+    g_record_fails_with = CUDA_SUCCESS;
+    t.cuEventRecord = g_real.cuEventRecord;
+    CHECK(threw);
+    CHECK(queued);  // the fill is in the stream, unrecorded: the caller waits for the stream
+    s->synchronize(Step{"sync"});
+    copy_range_to_host(*r, 0, host.data(), G);
+    CHECK(host[0] == 6 && host[G - 1] == 6);
+}
+
 }  // namespace
 
 void on_timeout(int) {
@@ -499,6 +560,7 @@ int main() {
     test_copies_checked_before_the_driver();
     test_driver_version_checked();
     test_stream_boxes();
+    test_records_after_async();
     test_allocation_ids_and_release_notices();
 
     ObjectCounts c = object_counts();

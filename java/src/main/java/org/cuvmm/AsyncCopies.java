@@ -10,6 +10,7 @@ import java.util.function.Consumer;
 import org.cuvmm.internal.Checks;
 import org.cuvmm.internal.NativeCalls;
 import org.cuvmm.internal.jni.NativeApi;
+import org.cuvmm.internal.jni.NativeEventHandle;
 import org.cuvmm.internal.jni.NativePinnedHandle;
 import org.cuvmm.internal.jni.NativeStatus;
 import org.cuvmm.internal.jni.NativeStreamHandle;
@@ -21,8 +22,11 @@ import org.cuvmm.internal.jni.NativeStreamHandle;
  * <p>Every asynchronous operation holds a use of the stream, the buffer(s) and the pinned
  * memory while it queues the op and records the stream on each ({@link StreamUses}), so that a
  * close cannot pass between the two; the op itself runs later, and the records make close wait
- * for it. If a record fails after the op was queued, the stream is synchronized before the
- * error is thrown, so no queued op is ever unrecorded. No cross-stream ordering is added: two
+ * for it. The op and its records are one native call under one context scope
+ * ({@link #queueRecorded}): the events are chosen (and, the first time, taken from
+ * {@link EventCache}) before it, and recorded right after the op is queued. If a record fails
+ * after the op was queued, the stream is synchronized before the error is thrown, so no queued
+ * op is ever unrecorded. No cross-stream ordering is added: two
  * streams using one buffer must be ordered by the caller (events), as in CUDA.
  *
  * <p>Heap arrays go through pinned staging owned by cuvmm: 1 MiB pieces, filled from the array
@@ -58,13 +62,10 @@ final class AsyncCopies {
         Checks.window("copyFromAsync", offset, length, dst.size());
         Checks.window("src", srcOffset, length, src.size());
         HostFunctions.refuseInsideHostFunction("copyFromAsync");
-        holding(stream, dst, src::acquire, src::release, () -> {
-            NativeStatus st = NativeCalls.status();
-            NativeApi.write_pinned_async(dst.nativeRange(), offset, src.nativeHandle(), srcOffset, length,
-                    stream.nativeHandle(), st);
-            NativeCalls.check(st);
-            recordAfterQueueing(stream, dst.streamUses(), src.uses());
-        });
+        holding(stream, dst, src::acquire, src::release, () -> queueRecorded(stream,
+                StreamUses.eventsToRecord(stream, dst.streamUses(), src.uses()),
+                (e1, e2, st) -> NativeApi.write_pinned_async(dst.nativeRange(), offset, src.nativeHandle(), srcOffset,
+                        length, stream.nativeHandle(), e1, e2, st)));
     }
 
     static void toPinned(VirtualMemoryBuffer src, long offset, PinnedHostBuffer dst, long dstOffset, long length,
@@ -72,13 +73,10 @@ final class AsyncCopies {
         Checks.window("copyToAsync", offset, length, src.size());
         Checks.window("dst", dstOffset, length, dst.size());
         HostFunctions.refuseInsideHostFunction("copyToAsync");
-        holding(stream, src, dst::acquire, dst::release, () -> {
-            NativeStatus st = NativeCalls.status();
-            NativeApi.read_pinned_async(src.nativeRange(), offset, dst.nativeHandle(), dstOffset, length,
-                    stream.nativeHandle(), st);
-            NativeCalls.check(st);
-            recordAfterQueueing(stream, src.streamUses(), dst.uses());
-        });
+        holding(stream, src, dst::acquire, dst::release, () -> queueRecorded(stream,
+                StreamUses.eventsToRecord(stream, src.streamUses(), dst.uses()),
+                (e1, e2, st) -> NativeApi.read_pinned_async(src.nativeRange(), offset, dst.nativeHandle(), dstOffset,
+                        length, stream.nativeHandle(), e1, e2, st)));
     }
 
     static void fromBuffer(VirtualMemoryBuffer dst, long offset, VirtualMemoryBuffer src, long srcOffset, long length,
@@ -86,24 +84,64 @@ final class AsyncCopies {
         Checks.window("copyFromAsync", offset, length, dst.size());
         Checks.window("src", srcOffset, length, src.size());
         HostFunctions.refuseInsideHostFunction("copyFromAsync");
-        holding(stream, dst, src::acquireUse, src::endUse, () -> {
-            NativeStatus st = NativeCalls.status();
-            NativeApi.copy_range_async(dst.nativeRange(), offset, src.nativeRange(), srcOffset, length,
-                    stream.nativeHandle(), st);
-            NativeCalls.check(st);
-            recordAfterQueueing(stream, dst.streamUses(), src.streamUses());
-        });
+        holding(stream, dst, src::acquireUse, src::endUse, () -> queueRecorded(stream,
+                StreamUses.eventsToRecord(stream, dst.streamUses(), src.streamUses()),
+                (e1, e2, st) -> NativeApi.copy_range_async(dst.nativeRange(), offset, src.nativeRange(), srcOffset,
+                        length, stream.nativeHandle(), e1, e2, st)));
     }
 
     static void fill(VirtualMemoryBuffer dst, long offset, long length, byte value, Stream stream) {
         Checks.window("fillAsync", offset, length, dst.size());
         HostFunctions.refuseInsideHostFunction("fillAsync");
-        holding(stream, dst, NOTHING, NOTHING, () -> {
-            NativeStatus st = NativeCalls.status();
-            NativeApi.fill_async(dst.nativeRange(), offset, length, value, stream.nativeHandle(), st);
-            NativeCalls.check(st);
-            recordAfterQueueing(stream, dst.streamUses(), null);
-        });
+        holding(stream, dst, NOTHING, NOTHING, () -> queueRecorded(stream,
+                StreamUses.eventsToRecord(stream, dst.streamUses(), null),
+                (e1, e2, st) -> NativeApi.fill_async(dst.nativeRange(), offset, length, value, stream.nativeHandle(),
+                        e1, e2, st)));
+    }
+
+    /** One native call that queues an op and records the given events right after it ({@link #queueRecorded}). */
+    @FunctionalInterface
+    private interface QueueAndRecord {
+        /** Returns 1 when the op was queued (also when a record then failed), else 0. */
+        int call(NativeEventHandle record1, NativeEventHandle record2, NativeStatus status);
+    }
+
+    /**
+     * Queues an op and records {@code events} (one or two, from
+     * {@link StreamUses#eventsToRecord}) on {@code stream} in ONE native call, under one context
+     * scope: an async copy is one JNI crossing and one context check. The caller holds uses of
+     * the stream and the owners; this holds a use of each event meanwhile. If a record fails
+     * after the op was queued, the stream is synchronized before the error is thrown, so no
+     * queued op is ever unrecorded (the same contract as when the record was a call of its own).
+     * If the op was refused before anything was queued (a READ-only destination), the events
+     * are still recorded on {@code stream} before the error is thrown: their uses are installed
+     * already, and an event fresh from {@link EventCache} may still carry its previous owner's
+     * record on another stream, which a close, a {@code makeWait} or a prune would otherwise
+     * wait on. A record only moves the event later on the same stream, so it is always safe.
+     */
+    private static void queueRecorded(Stream stream, Event[] events, QueueAndRecord op) {
+        Event first = events[0];
+        Event second = events.length > 1 ? events[1] : null;
+        first.acquireUse();
+        try {
+            if (second != null) second.acquireUse();
+            try {
+                NativeEventHandle h1 = recordable(first);
+                NativeEventHandle h2 = second == null ? null : recordable(second);
+                NativeStatus st = NativeCalls.status();
+                int queued = op.call(h1, h2, st);
+                if (st.code() != 0) {
+                    CudaException error = NativeCalls.toException(st);
+                    if (queued != 0) synchronizeQuietly(stream); // queued but not recorded: let it finish first
+                    else recordRefused(stream, h1, h2, error); // nothing queued: the uses must not point elsewhere
+                    throw error;
+                }
+            } finally {
+                if (second != null) second.releaseUse();
+            }
+        } finally {
+            first.releaseUse();
+        }
     }
 
     /** Records {@code stream} on {@code buffer} (work queued elsewhere, a kernel). */
@@ -189,7 +227,7 @@ final class AsyncCopies {
                     inFlight++;
                     piece.buffer.put(0, src, srcOffset + done, n); // Java copy: the array is never pinned
                     NativeApi.write_pinned_async(dst.nativeRange(), offset + done, piece.handle, 0, n,
-                            stream.nativeHandle(), st);
+                            stream.nativeHandle(), null, null, st);
                     NativeCalls.check(st);
                     queued = true;
                     done += n;
@@ -212,12 +250,31 @@ final class AsyncCopies {
         });
     }
 
-    private static void recordAfterQueueing(Stream stream, StreamUses a, StreamUses b) {
-        try {
-            StreamUses.recordBoth(stream, a, b); // one cuEventRecord when the two can share the event
-        } catch (RuntimeException | Error e) {
-            synchronizeQuietly(stream); // the op is queued but not recorded: let it finish first
-            throw e;
+    /**
+     * {@code event}'s native handle for {@link #queueRecorded}, refused when empty: native reads
+     * a null handle as "no record", so a deallocated one would silently leave a queued op
+     * unrecorded. The caller holds a use of {@code event}, so this cannot happen today.
+     */
+    static NativeEventHandle recordable(Event event) {
+        NativeEventHandle h = event.nativeHandle();
+        if (h == null || h.isNull()) {
+            throw new IllegalStateException(event + ": its native handle is empty (expected: an open event, held "
+                    + "with acquireUse() across the call that records it)");
+        }
+        return h;
+    }
+
+    /**
+     * Records {@code h1} and {@code h2} (may be null) on {@code stream} after its op was refused
+     * before queueing ({@link #queueRecorded}); a failure of these records is added to
+     * {@code error} as suppressed.
+     */
+    private static void recordRefused(Stream stream, NativeEventHandle h1, NativeEventHandle h2, CudaException error) {
+        for (NativeEventHandle h : new NativeEventHandle[] {h1, h2}) {
+            if (h == null) continue;
+            NativeStatus st = NativeCalls.status();
+            NativeApi.event_record(h, stream.nativeHandle(), st);
+            if (st.code() != 0) error.addSuppressed(NativeCalls.toException(st));
         }
     }
 

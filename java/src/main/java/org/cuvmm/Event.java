@@ -303,6 +303,18 @@ public final class Event implements AutoCloseable {
 
     private void acquire() { state.acquire(this); }
 
+    /**
+     * Registers a use (throws {@link IllegalStateException} when closed), for a record made by
+     * another native call ({@link AsyncCopies}: the op and its records in one call); pair with
+     * {@link #releaseUse()}.
+     */
+    void acquireUse() { state.acquire(this); }
+
+    void releaseUse() { state.release(); }
+
+    /** The native handle, for a native call made under {@link #acquireUse()}. */
+    NativeEventHandle nativeHandle() { return handle; }
+
     private IllegalStateException closed() {
         return new IllegalStateException(this + " is closed; it cannot be used after close()");
     }

@@ -14,7 +14,9 @@ import java.util.concurrent.atomic.AtomicReferenceArray;
  *
  * <p>An event given back may still have a record pending: that is safe, because whoever gives
  * it back no longer waits on it ({@code cuStreamWaitEvent} captured the record it needed at
- * its call, and every host wait is over), and the next owner's record replaces the old one.
+ * its call, and every host wait is over), and the next owner's record replaces the old one
+ * (so every owner records an event it installs, even for an op refused before queueing:
+ * {@link AsyncCopies}).
  * At most {@link #MAX_PER_DEVICE} events are kept per device; more are destroyed. Thread-safe,
  * no lock; events left in the cache at exit go with the process.
  */

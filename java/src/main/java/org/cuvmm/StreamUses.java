@@ -9,7 +9,7 @@ import java.util.concurrent.ConcurrentHashMap;
  * (buffer, stream), re-recorded after each use, so that only the first use on a stream creates
  * an event (one driver call), and every later use costs one {@code cuEventRecord}. An operation
  * on two owners (a copy between a buffer and pinned memory) records one event for both
- * ({@link #recordBoth}: the tables share it, reference-counted).
+ * ({@link #eventsToRecord}: the tables share it, reference-counted).
  *
  * <p>Callers hold a use of the owner (its AcquireState) around {@link #record} and
  * {@link #makeWait}, and the owner is closed (no use possible) before {@link #awaitAll} and
@@ -26,7 +26,7 @@ import java.util.concurrent.ConcurrentHashMap;
 final class StreamUses {
     /**
      * An event from {@link EventCache} that one or more tables use for the same stream (an
-     * operation touching two owners records it once for both, see {@link #recordBoth}),
+     * operation touching two owners records it once for both, see {@link #eventsToRecord}),
      * counted: each table holding it owns one reference, and the last to let go gives it back
      * (or destroys it, when pruned). A record by any holder only moves it later on the same
      * stream, so a wait on it never ends before the work of any holder it covered.
@@ -112,18 +112,19 @@ final class StreamUses {
     }
 
     /**
-     * {@link #record} on both tables with one {@code cuEventRecord} when they can share the
-     * event: a table with no use of {@code stream} yet adopts the other's event (one reference
-     * more), and two tables already sharing one record it once. Two tables holding different
-     * events for the stream record both (replacing one could hand an event back to the cache
-     * while another thread still waits on it). {@code b} may be null or {@code a}. The caller
-     * holds uses of both owners and of {@code stream}.
+     * The events that record, on {@code stream}, a use of both tables with as few
+     * {@code cuEventRecord} as possible, installing the uses first (an event from
+     * {@link EventCache}, which may create one, before anything is queued): a table with no use
+     * of {@code stream} yet adopts the other's event (one reference more), and two tables already
+     * sharing one need it once. Two tables holding different events for the stream need both
+     * (replacing one could hand an event back to the cache while another thread still waits on
+     * it). Returns one event, or two. {@code b} may be null or {@code a}. The caller holds uses
+     * of both owners and of {@code stream}, records the events right after queueing its op on
+     * {@code stream} (AsyncCopies: in the same native call), and holds a use of each event
+     * ({@link Event#acquireUse()}) while it does.
      */
-    static void recordBoth(Stream stream, StreamUses a, StreamUses b) {
-        if (b == null || b == a) {
-            a.record(stream);
-            return;
-        }
+    static Event[] eventsToRecord(Stream stream, StreamUses a, StreamUses b) {
+        if (b == null || b == a) return new Event[] {a.ownUse(stream, null).event};
         Object key = stream.useKey();
         Use ua = a.uses.get(key);
         Use ub = b.uses.get(key);
@@ -131,8 +132,7 @@ final class StreamUses {
             ua = a.ownUse(stream, ub == null || ub.borrowed ? null : ub.shared);
         }
         if (ub == null || ub.borrowed) ub = b.ownUse(stream, ua.shared);
-        ua.event.record(stream);
-        if (ub.shared != ua.shared) ub.event.record(stream);
+        return ub.shared == ua.shared ? new Event[] {ua.event} : new Event[] {ua.event, ub.event};
     }
 
     /**

@@ -28,4 +28,20 @@ public final class HostDriverHooks {
         NativeApi.host_stream_delay(micros, st);
         NativeCalls.check(st);
     }
+
+    /**
+     * The next {@code cuEventRecord} on the stream whose raw handle is {@code stream}
+     * ({@code Stream.handle()}, a created stream) fails with {@code code} (a {@code CUresult})
+     * without recording, once; {@code code} 0 disarms. Lets a test take the path of a record
+     * that fails after its op was queued. Unarmed, it costs the host driver's cuEventRecord one
+     * relaxed atomic load.
+     *
+     * @throws org.cuvmm.CudaException ({@code CUDA_ERROR_NOT_SUPPORTED}) on the cuda driver
+     */
+    public static void failNextEventRecord(long stream, int code) {
+        org.cuvmm.Driver.get();
+        NativeStatus st = NativeCalls.status();
+        NativeApi.host_fail_next_event_record(stream, code, st);
+        NativeCalls.check(st);
+    }
 }

@@ -178,9 +178,10 @@ public final class StreamsReport {
         }
         out("");
         out("Where Java's time goes, pinned memory (median ns per op): the C++ loop with only the copy and "
-                + "`cuStreamSynchronize`; the C++ loop with every driver call the Java op makes (plus the two "
-                + "`cuEventRecord` of cuvmm's stream-ordered lifetimes, one for the device buffer and one for the "
-                + "pinned memory, and 4 `cuCtxGetCurrent`); Java.");
+                + "`cuStreamSynchronize`; the C++ loop with every driver call the Java op makes (plus the one "
+                + "`cuEventRecord` of cuvmm's stream-ordered lifetimes, the event the device buffer and the pinned "
+                + "memory share, made in the copy's native call, and 2 `cuCtxGetCurrent`: the copy's and the "
+                + "synchronize's); Java.");
         out("");
         out("| op | size | C++ copy + sync | C++ same calls as Java | Java | events' cost | Java − same calls |");
         out("|---|---|---:|---:|---:|---:|---:|");

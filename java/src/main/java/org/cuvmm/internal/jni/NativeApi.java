@@ -98,21 +98,29 @@ public final class NativeApi {
                                               @Cast("long long") long bytes, @ByRef NativeStatus status);
 
     // ---- stream-ordered data: queued on the stream, returning when queued ----
-    public static native void write_pinned_async(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long offset,
-                                                 @Const @ByRef NativePinnedHandle src, @Cast("long long") long srcOffset,
-                                                 @Cast("long long") long bytes, @Const @ByRef NativeStreamHandle stream,
-                                                 @ByRef NativeStatus status);
-    public static native void read_pinned_async(@Const @ByRef NativeRangeHandle src, @Cast("long long") long offset,
-                                                @Const @ByRef NativePinnedHandle dst, @Cast("long long") long dstOffset,
+    // record1 / record2 (null: none): events recorded on the stream right after the op, in the
+    // same native call and context scope. A deallocated handle reaches native as null, i.e. "no
+    // record": callers refuse one before the call (AsyncCopies.recordable). Returns 1 when the op was queued (also when a record
+    // then failed: the caller waits for the stream before throwing), else 0.
+    public static native int write_pinned_async(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long offset,
+                                                @Const @ByRef NativePinnedHandle src, @Cast("long long") long srcOffset,
                                                 @Cast("long long") long bytes, @Const @ByRef NativeStreamHandle stream,
+                                                @Const NativeEventHandle record1, @Const NativeEventHandle record2,
                                                 @ByRef NativeStatus status);
-    public static native void copy_range_async(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long dstOffset,
-                                               @Const @ByRef NativeRangeHandle src, @Cast("long long") long srcOffset,
+    public static native int read_pinned_async(@Const @ByRef NativeRangeHandle src, @Cast("long long") long offset,
+                                               @Const @ByRef NativePinnedHandle dst, @Cast("long long") long dstOffset,
                                                @Cast("long long") long bytes, @Const @ByRef NativeStreamHandle stream,
+                                               @Const NativeEventHandle record1, @Const NativeEventHandle record2,
                                                @ByRef NativeStatus status);
-    public static native void fill_async(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long offset,
-                                         @Cast("long long") long bytes, int value,
-                                         @Const @ByRef NativeStreamHandle stream, @ByRef NativeStatus status);
+    public static native int copy_range_async(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long dstOffset,
+                                              @Const @ByRef NativeRangeHandle src, @Cast("long long") long srcOffset,
+                                              @Cast("long long") long bytes, @Const @ByRef NativeStreamHandle stream,
+                                              @Const NativeEventHandle record1, @Const NativeEventHandle record2,
+                                              @ByRef NativeStatus status);
+    public static native int fill_async(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long offset,
+                                        @Cast("long long") long bytes, int value,
+                                        @Const @ByRef NativeStreamHandle stream, @Const NativeEventHandle record1,
+                                        @Const NativeEventHandle record2, @ByRef NativeStatus status);
 
     // ---- the synchronous copies' path: queued on cuvmm's internal stream, then that stream only is waited for ----
     public static native void write_address_on(@Const @ByRef NativeRangeHandle dst, @Cast("long long") long offset,
@@ -130,6 +138,9 @@ public final class NativeApi {
                                       @Const @ByRef NativeStreamHandle stream, @ByRef NativeStatus status);
     /** Host driver only (tests): every queued op sleeps {@code micros} before it runs. */
     public static native void host_stream_delay(@Cast("long long") long micros, @ByRef NativeStatus status);
+    /** Host driver only (tests): the next cuEventRecord on raw stream {@code stream} returns {@code code}, once; 0 disarms. */
+    public static native void host_fail_next_event_record(@Cast("long long") long stream, int code,
+                                                          @ByRef NativeStatus status);
 
     public static native int entry_count();
     public static native @StdString String entry_name(int index);
