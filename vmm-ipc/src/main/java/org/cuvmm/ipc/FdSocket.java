@@ -55,6 +55,14 @@ public final class FdSocket implements Closeable {
     private final IntList receivedFds = new IntList();
     /** Whether the kernel dropped fds (MSG_CTRUNC) in the receive in progress; guarded by receiveLock. */
     private boolean truncated;
+    /**
+     * The receive slice in ms ({@code SO_RCVTIMEO}), 0 when none: {@link #setReceiveSlice}.
+     * Written once, before the socket is shared.
+     */
+    private volatile int sliceMillis;
+    /** recvmsg and poll calls made on this socket (tests and the benchmark count them). */
+    private final java.util.concurrent.atomic.LongAdder recvmsgCalls = new java.util.concurrent.atomic.LongAdder();
+    private final java.util.concurrent.atomic.LongAdder pollCalls = new java.util.concurrent.atomic.LongAdder();
 
     FdSocket(UnixSocketChannel channel) {
         this.channel = channel;
@@ -262,7 +270,7 @@ public final class FdSocket implements Closeable {
         synchronized (receiveLock) {
             enter();
             try {
-                return receiveExactly(length, maxFds, false, 0);
+                return receiveExactly(length, maxFds, false, 0, false);
             } finally {
                 guard.exit();
             }
@@ -271,17 +279,32 @@ public final class FdSocket implements Closeable {
 
     /**
      * As {@link #receive(int, int)}, but never waiting past {@code deadlineNanos} ({@link
-     * System#nanoTime()}) for bytes: each {@code recvmsg} is non-blocking ({@code
-     * MSG_DONTWAIT}; no extra call while bytes are there), and when nothing is there this
-     * waits in {@code poll} until the deadline (holding the receive lock, as a blocking
-     * receive does). For {@link SharingClient}'s leading caller, which must not block past
-     * its request's timeout when the server stops in the middle of a frame. Package-private.
+     * System#nanoTime()}) for bytes. With a receive slice ({@link #setReceiveSlice}) and at
+     * least two slices left before the deadline, each {@code recvmsg} blocks (one slice at
+     * most: {@code EAGAIN} then means "slice over", and the deadline is checked again);
+     * otherwise each {@code recvmsg} is non-blocking ({@code MSG_DONTWAIT}) and when nothing
+     * is there this waits in {@code poll} until the deadline. Either way the receive lock is
+     * held across the wait, as a blocking receive does. For {@link SharingClient}'s leading
+     * caller, which must not block past its request's timeout when the server stops in the
+     * middle of a frame. Package-private.
      *
      * @throws SocketTimeoutException the deadline passed with bytes missing: every fd received
      *     is closed; {@link SocketTimeoutException#bytesTransferred} says how many bytes were
      *     read (consumed: the stream is out of step unless it is 0)
      */
     ReceivedMessage receive(int length, int maxFds, long deadlineNanos) throws IOException {
+        return receive(length, maxFds, deadlineNanos, false);
+    }
+
+    /**
+     * As {@link #receive(int, int, long)}; when {@code idleSlice} is true and no byte at all
+     * arrives within one slice (the receive slice, or 20 ms on a socket without one), this
+     * stops there: {@link SocketTimeoutException} with {@code bytesTransferred} 0 (nothing
+     * consumed, the stream in step). For a leading caller waiting for the next frame: it
+     * re-checks its deadline, an interrupt and the connection between slices, without a
+     * separate {@code poll} before each frame. Package-private.
+     */
+    ReceivedMessage receive(int length, int maxFds, long deadlineNanos, boolean idleSlice) throws IOException {
         if (length < 0) throw new IllegalArgumentException("length: " + length + " (expected: >= 0)");
         if (maxFds < 0 || maxFds > NativeIo.MAX_FDS_PER_MESSAGE) {
             throw new IllegalArgumentException("maxFds: " + maxFds + " (expected: 0 to " + NativeIo.MAX_FDS_PER_MESSAGE + ")");
@@ -289,12 +312,36 @@ public final class FdSocket implements Closeable {
         synchronized (receiveLock) {
             enter();
             try {
-                return receiveExactly(length, maxFds, true, deadlineNanos);
+                return receiveExactly(length, maxFds, true, deadlineNanos, idleSlice);
             } finally {
                 guard.exit();
             }
         }
     }
+
+    /**
+     * Sets {@code SO_RCVTIMEO} to {@code millis} (once, before the socket is shared): a
+     * blocking {@code recvmsg} then returns {@code EAGAIN} after one slice with nothing read.
+     * A bounded receive ({@link #receive(int, int, long)}) then waits for bytes in a blocking
+     * {@code recvmsg}, one slice at a time, instead of a {@code poll} then a {@code recvmsg};
+     * an unbounded receive ({@link #receive(int, int)}) that meets the end of a slice waits in
+     * one {@code poll} with no timeout, then reads again (so an idle unbounded reader makes
+     * one {@code recvmsg} and one {@code poll}, then sleeps: no periodic wake-up).
+     * Package-private: {@link SharingClient} uses it.
+     */
+    void setReceiveSlice(int millis) throws IOException {
+        if (millis <= 0) throw new IllegalArgumentException("millis: " + millis + " (expected: > 0)");
+        enter();
+        try {
+            channel.setOption(UnixSocketOptions.SO_RCVTIMEO, millis);
+        } finally {
+            guard.exit();
+        }
+        sliceMillis = millis;
+    }
+
+    /** {recvmsg calls, poll calls} made on this socket so far (tests, the benchmark). */
+    long[] ioCalls() { return new long[] {recvmsgCalls.sum(), pollCalls.sum()}; }
 
     /**
      * The fd limit is enforced as the fds arrive, not when the bytes are complete: each
@@ -305,8 +352,10 @@ public final class FdSocket implements Closeable {
      * therefore never make this process hold more than {@code maxFds} + 2 of its fds (the 2:
      * the one extra fd of room, and one more that CMSG alignment can fit).
      */
-    private ReceivedMessage receiveExactly(int length, int maxFds, boolean bounded, long deadlineNanos)
-            throws IOException {
+    private ReceivedMessage receiveExactly(int length, int maxFds, boolean bounded, long deadlineNanos,
+            boolean idleSlice) throws IOException {
+        int slice = sliceMillis;
+        long sliceNanos = slice * 1_000_000L;
         byte[] out = new byte[length];
         IntList fds = receivedFds;
         fds.clear();
@@ -318,14 +367,26 @@ public final class FdSocket implements Closeable {
             while (got < length) {
                 int want = Math.min(IO_CHUNK, length - got);
                 NativeMsg io = receiveMsg();
-                int r = recvOnce(io, want, maxFds - fds.size() + 1, fds, bounded);
-                if (r < 0) { // bounded only: nothing to read now
-                    if (!pollUntil(deadlineNanos)) {
-                        SocketTimeoutException t = new SocketTimeoutException("recvmsg: " + got + " of " + length
-                                + " bytes read when the deadline passed");
-                        t.bytesTransferred = got;
-                        throw t;
+                // Block in recvmsg (one slice at most) when a slice is set and the deadline is
+                // at least two slices away (the kernel rounds the slice up to its tick, so the
+                // last slices are waited in poll, which keeps the deadline to the ms).
+                boolean block = !bounded || (slice > 0 && deadlineNanos - System.nanoTime() >= 2 * sliceNanos);
+                int r = recvOnce(io, want, maxFds - fds.size() + 1, fds, !block);
+                if (r < 0) { // EAGAIN: nothing now (non-blocking) or a slice passed with nothing (blocking)
+                    if (!bounded) {
+                        pollIn(-1); // an idle unbounded reader: sleep until something comes, then read again
+                        continue;
                     }
+                    if (idleSlice && got == 0) {
+                        // Waiting for the first byte: one slice, then back to the caller.
+                        if (block || !pollIn(pollMillis(Math.min(slice > 0 ? sliceNanos : 20_000_000L,
+                                deadlineNanos - System.nanoTime())))) {
+                            throw timedOut(got, length, "the slice ended");
+                        }
+                        continue;
+                    }
+                    if (block) continue; // the slice ended: check the deadline again
+                    if (!pollUntil(deadlineNanos)) throw timedOut(got, length, "the deadline passed");
                     continue;
                 }
                 if (r == 0 && guard.isClosed()) throw new ClosedChannelException();
@@ -364,10 +425,23 @@ public final class FdSocket implements Closeable {
         return new ReceivedMessage(data, received, eos);
     }
 
+    private static SocketTimeoutException timedOut(int got, int length, String when) {
+        SocketTimeoutException t = new SocketTimeoutException("recvmsg: " + got + " of " + length + " bytes read when "
+                + when);
+        t.bytesTransferred = got;
+        return t;
+    }
+
+    /** A poll timeout for {@code nanos}, rounded up (0 and below: 0). */
+    private static int pollMillis(long nanos) {
+        return nanos <= 0 ? 0 : (int) Math.min(Integer.MAX_VALUE, (nanos + 999_999) / 1_000_000);
+    }
+
     /**
      * One recvmsg of up to {@code want} bytes into {@code io.data}, with room for {@code
      * roomFds} fds (at least 1); appends the fds that arrived; returns bytes read, 0 at end of
-     * stream; -1 when {@code dontWait} and nothing is there ({@code EAGAIN}).
+     * stream; -1 on {@code EAGAIN}: nothing there when {@code dontWait}, or a receive slice
+     * ({@code SO_RCVTIMEO}) passed with nothing read.
      */
     private int recvOnce(NativeMsg io, int want, int roomFds, IntList fds, boolean dontWait) throws IOException {
         // Room for what may still arrive plus one: an excess is seen at once, and the kernel
@@ -376,12 +450,13 @@ public final class FdSocket implements Closeable {
         int r;
         int errno;
         do {
+            recvmsgCalls.increment();
             r = io.recvmsg(fd, want, control, NativeIo.MSG_CMSG_CLOEXEC | (dontWait ? NativeIo.MSG_DONTWAIT : 0));
             errno = r < 0 ? -r : 0;
         } while (r < 0 && errno == NativeIo.EINTR);
         if (r < 0) {
             if (guard.isClosed()) throw new ClosedChannelException();
-            if (dontWait && errno == NativeIo.EAGAIN) return -1;
+            if (errno == NativeIo.EAGAIN) return -1;
             // The peer closed with data of ours unread: nothing more will come.
             if (errno == NativeIo.ECONNRESET) return 0;
             throw new IOException("recvmsg: " + NativeIo.strerror(errno));
@@ -393,32 +468,16 @@ public final class FdSocket implements Closeable {
     }
 
     /**
-     * Waits at most {@code timeoutMillis} (0: not at all) until a {@link #receive} would find
-     * something: bytes, the end of the stream, or an error (a closed or shut-down socket
-     * included). One {@code poll(2)} for {@code POLLIN}; reads nothing. False when the time
-     * ran out or a signal cut the wait short. For {@link SharingClient}'s leading caller,
-     * which must not block past its request's timeout. Package-private.
-     *
-     * @throws ClosedChannelException when this socket is closed
-     * @throws IOException when {@code poll} fails
+     * One {@code poll} for {@code POLLIN} ({@code timeoutMillis} -1: no timeout); the caller
+     * has entered the guard. False: time ran out or a signal.
      */
-    boolean awaitReadable(int timeoutMillis) throws IOException {
-        if (timeoutMillis < 0) throw new IllegalArgumentException("timeoutMillis: " + timeoutMillis + " (expected: >= 0)");
-        enter();
-        try {
-            return pollIn(timeoutMillis);
-        } finally {
-            guard.exit();
-        }
-    }
-
-    /** One {@code poll} for {@code POLLIN}; the caller has entered the guard. False: time ran out or a signal. */
     private boolean pollIn(int timeoutMillis) throws IOException {
-        // One struct pollfd per call (8 bytes, on the heap: jnr copies it in and out), so
-        // awaitReadable holds no lock across the wait.
+        // One struct pollfd per call (8 bytes, on the heap: jnr copies it in and out); rare
+        // (near a deadline, or an idle reader), so not worth a kept native buffer.
         java.nio.ByteBuffer pollFd = java.nio.ByteBuffer.allocate(8).order(java.nio.ByteOrder.nativeOrder());
         pollFd.putInt(0, fd);
         pollFd.putShort(4, NativeIo.POLLIN);
+        pollCalls.increment();
         int r = NativeIo.poll(pollFd, 1, timeoutMillis);
         if (r >= 0) return r > 0;
         if (-r == NativeIo.EINTR) return false;

@@ -39,7 +39,7 @@ final class FrameIO {
      * {@link Frame#version} says which it had. Types are read as the frame's version has them.
      */
     static Frame read(FdSocket socket, int minVersion, int maxVersion) throws IOException {
-        return read(socket, minVersion, maxVersion, false, 0);
+        return read(socket, minVersion, maxVersion, false, 0, false);
     }
 
     /**
@@ -53,7 +53,19 @@ final class FrameIO {
      *     read) the stream is out of step and the connection must be closed
      */
     static Frame readBefore(FdSocket socket, int minVersion, int maxVersion, long deadlineNanos) throws IOException {
-        return read(socket, minVersion, maxVersion, true, deadlineNanos);
+        return read(socket, minVersion, maxVersion, true, deadlineNanos, false);
+    }
+
+    /**
+     * As {@link #readBefore}, but waiting for the frame's first byte one receive slice at most
+     * ({@link FdSocket#receive(int, int, long, boolean)}): when none came, {@link Stalled}
+     * with {@link Stalled#midFrame()} false (nothing consumed). For a leading caller, which
+     * waits for its reply in the {@code recvmsg} itself, re-checking its deadline, an
+     * interrupt and the connection after each slice.
+     */
+    static Frame readWithinSlice(FdSocket socket, int minVersion, int maxVersion, long deadlineNanos)
+            throws IOException {
+        return read(socket, minVersion, maxVersion, true, deadlineNanos, true);
     }
 
     /**
@@ -74,9 +86,9 @@ final class FrameIO {
         boolean midFrame() { return bytesRead > 0; }
     }
 
-    private static ReceivedMessage receive(FdSocket socket, int length, int maxFds, boolean bounded, long deadline)
-            throws IOException {
-        return bounded ? socket.receive(length, maxFds, deadline) : socket.receive(length, maxFds);
+    private static ReceivedMessage receive(FdSocket socket, int length, int maxFds, boolean bounded, long deadline,
+            boolean idleSlice) throws IOException {
+        return bounded ? socket.receive(length, maxFds, deadline, idleSlice) : socket.receive(length, maxFds);
     }
 
     private static Stalled stalled(java.net.SocketTimeoutException e, long before, String total, long started) {
@@ -87,14 +99,14 @@ final class FrameIO {
                 + "a half-read frame cannot be resumed", read);
     }
 
-    private static Frame read(FdSocket socket, int minVersion, int maxVersion, boolean bounded, long deadline)
-            throws IOException {
+    private static Frame read(FdSocket socket, int minVersion, int maxVersion, boolean bounded, long deadline,
+            boolean idleSlice) throws IOException {
         long started = bounded ? System.nanoTime() : 0;
         boolean dropped = false;
         String dropReason = null;
         ReceivedMessage head;
         try {
-            head = receive(socket, Protocol.HEADER_SIZE, NativeIo.MAX_FDS_PER_MESSAGE, bounded, deadline);
+            head = receive(socket, Protocol.HEADER_SIZE, NativeIo.MAX_FDS_PER_MESSAGE, bounded, deadline, idleSlice);
         } catch (java.net.SocketTimeoutException e) {
             throw stalled(e, 0, Protocol.HEADER_SIZE + " header", started);
         } catch (FdTransferException e) {
@@ -143,7 +155,7 @@ final class FrameIO {
                 try {
                     // The frame's fd limit counts the header's fds too.
                     payload = receive(socket, (int) length, Protocol.MAX_FDS_PER_FRAME - head.fdCount(), bounded,
-                            deadline);
+                            deadline, false);
                 } catch (java.net.SocketTimeoutException e) {
                     throw stalled(e, Protocol.HEADER_SIZE, (Protocol.HEADER_SIZE + length) + "", started);
                 } catch (FdTransferException e) {

@@ -42,8 +42,8 @@ import org.cuvmm.VirtualMemoryResource;
  * caller (then it waits in {@code recvmsg} for DROP, EVICT and replies nobody waits for): a
  * DROP or EVICT that arrives while no thread leads is read about 1 ms later (plus
  * scheduling); a leading thread reads it at once. A leading thread waits for the next frame
- * in {@code poll} slices of 20 ms, so its timeout holds and an interrupt is seen within 20
- * ms, and reads a frame's rest until its timeout at most: when the server stops in the
+ * in the {@code recvmsg} itself, in slices of 20 ms (the socket's {@code SO_RCVTIMEO}; no
+ * {@code poll} before it), so its timeout holds and an interrupt is seen within 20 ms, and reads a frame's rest until its timeout at most: when the server stops in the
  * middle of a frame past it, the connection ends (every request fails saying so). {@link
  * #close()} from another thread ends its wait, unless aliases or views keep leases (see
  * there). DROP listeners run on a separate event thread (so they may close
@@ -68,7 +68,10 @@ import org.cuvmm.VirtualMemoryResource;
 public final class SharingClient implements AutoCloseable {
     private static final System.Logger LOG = System.getLogger(SharingClient.class.getName());
     private static final int EVENT_THREAD_IDLE_S = 5;
-    /** Longest single poll of a leading caller: the bound on how late it sees an interrupt. */
+    /**
+     * The socket's receive slice ({@code SO_RCVTIMEO}): the longest single wait of a leading
+     * caller in {@code recvmsg}, so the bound on how late it sees an interrupt.
+     */
     private static final int LEAD_SLICE_MS = 20;
 
     private final FdSocket socket;
@@ -240,6 +243,12 @@ public final class SharingClient implements AutoCloseable {
         public SharingClient build() throws IOException {
             Messages.Hello hello = new Messages.Hello(clientName);
             FdSocket s = FdSocket.connect(path);
+            try {
+                s.setReceiveSlice(LEAD_SLICE_MS); // a leader waits in recvmsg, a slice at a time
+            } catch (IOException | RuntimeException e) {
+                s.close();
+                throw e;
+            }
             SharingClient c = new SharingClient(s, path, cacheMaxEntries, cacheMaxBytes);
             c.timeout = timeout;
             int first = protocolVersion == 0 ? Protocol.LATEST_VERSION : protocolVersion;
@@ -625,11 +634,11 @@ public final class SharingClient implements AutoCloseable {
 
     /**
      * Holding the read token: reads and dispatches frames until {@code reply} is done. True
-     * when this thread's own read completed it. Waits for bytes in {@code poll} slices of at
-     * most {@value #LEAD_SLICE_MS} ms, so an interrupt is seen within one slice and the
-     * deadline is kept. A frame whose first bytes arrived is read to its end, waiting for the
-     * rest until the deadline at most ({@link FrameIO#readBefore}; an interrupt is seen after
-     * it): when the server stops in the middle of a frame past this request's deadline, the
+     * when this thread's own read completed it. Waits for bytes in the {@code recvmsg} itself,
+     * in slices of at most {@value #LEAD_SLICE_MS} ms ({@link FrameIO#readWithinSlice}), so an
+     * interrupt is seen within one slice and the deadline is kept. A frame whose first bytes
+     * arrived is read to its end, waiting for the rest until the deadline at most (an
+     * interrupt is seen after it): when the server stops in the middle of a frame past this request's deadline, the
      * connection ends (a half-read frame cannot be resumed, by this thread or another) and
      * every waiting request fails saying the server stalled mid-frame. A RuntimeException
      * while dispatching a frame ends the connection too ({@link #readOne}); this thread's
@@ -641,15 +650,8 @@ public final class SharingClient implements AutoCloseable {
             if (Thread.interrupted()) throw new InterruptedException();
             long left = deadline - System.nanoTime();
             if (left <= 0) throw new TimeoutException();
-            boolean readable;
-            try {
-                readable = socket.awaitReadable((int) Math.min(LEAD_SLICE_MS, TimeUnit.NANOSECONDS.toMillis(left) + 1));
-            } catch (IOException e) {
-                fail(closed ? new IOException("the client is closed") : new IOException("connection to " + path
-                        + " lost: " + e.getMessage(), e));
-                return false;
-            }
-            if (!readable) continue;
+            // No poll first: the recvmsg itself waits, one slice at most (SO_RCVTIMEO), then
+            // readOne returns true with nothing read and this loop checks again.
             boolean more;
             try {
                 more = readOne(deadline);
@@ -660,6 +662,9 @@ public final class SharingClient implements AutoCloseable {
         }
         return true;
     }
+
+    /** The socket's {recvmsg, poll} call counts (tests, the benchmark). */
+    long[] socketCalls() { return socket.ioCalls(); }
 
     /** Replies the requesting thread read itself; replies another thread (the reader, another caller) handed over. Tests. */
     long[] replyStats() { return new long[] {repliesReadByCaller.sum(), repliesHandedOver.sum()}; }
@@ -723,7 +728,7 @@ public final class SharingClient implements AutoCloseable {
      * Reads and dispatches one frame; the caller holds the read token (the reader thread or a
      * leading caller). False when the connection has ended (every waiting request failed).
      * A leading caller passes its request's deadline: a frame not complete by then ends the
-     * connection ({@link FrameIO#readBefore}). A RuntimeException or Error from reading or
+     * connection ({@link FrameIO#readWithinSlice}). A RuntimeException or Error from reading or
      * dispatching ends the connection ("the client's reader failed") and is rethrown.
      */
     private boolean readOne(long deadline) {
@@ -733,8 +738,8 @@ public final class SharingClient implements AutoCloseable {
                 int v = version;
                 int min = v == 0 ? Protocol.VERSION : v;
                 int max = v == 0 ? helloVersion : v;
-                f = deadline == NO_DEADLINE ? FrameIO.read(socket, min, max) : FrameIO.readBefore(socket, min, max,
-                        deadline);
+                f = deadline == NO_DEADLINE ? FrameIO.read(socket, min, max) : FrameIO.readWithinSlice(socket, min,
+                        max, deadline);
             } catch (FrameIO.Stalled e) {
                 if (!e.midFrame()) return true; // nothing read: still in step (the caller checks its deadline)
                 fail(new IOException("connection to " + path + " ended: " + e.getMessage()

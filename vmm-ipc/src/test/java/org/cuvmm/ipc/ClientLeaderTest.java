@@ -88,6 +88,34 @@ class ClientLeaderTest {
     }
 
     @Test
+    void aLeaderWaitsForItsReplyInRecvmsgWithNoPoll() throws Exception {
+        // docs/PROTOCOL.md section 12: a leading caller waits in the blocking recvmsg (a 20 ms
+        // SO_RCVTIMEO slice), not in a poll before it; each frame is a header and a body read.
+        ReadToken.readerIdleNanos = LONG_IDLE;
+        long g = resource.granularity();
+        int rounds = 100;
+        try (VirtualMemoryBuffer b = resource.allocate(g);
+             SharingServer server = SharingServer.builder(sock).build();
+             SharingClient c = SharingClient.connect(sock)) {
+            server.publish("frame", b);
+            c.attach("frame", resource).close();
+            long[] before = c.socketCalls();
+            long[] replies = c.replyStats();
+            for (int i = 0; i < rounds; i++) {
+                try (Attachment a = c.attach("frame", resource)) {
+                    a.buffer().size();
+                }
+            }
+            long[] after = c.socketCalls();
+            assertEquals(2L * rounds, c.replyStats()[0] - replies[0], "replies the caller read itself");
+            assertEquals(0, after[1] - before[1], "poll calls over " + rounds + " cached rounds");
+            long recvs = after[0] - before[0];
+            assertTrue(recvs <= 4L * rounds, recvs + " recvmsg calls over " + rounds + " rounds (expected: at most 4 "
+                    + "a round, a header and a payload per reply)");
+        }
+    }
+
+    @Test
     void manyCallersWithDropsAndEvictsInterleaved() throws Exception {
         long g = resource.granularity();
         int threads = 4;
