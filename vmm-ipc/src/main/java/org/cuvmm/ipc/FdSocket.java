@@ -63,6 +63,8 @@ public final class FdSocket implements Closeable {
     /** recvmsg and poll calls made on this socket (tests and the benchmark count them). */
     private final java.util.concurrent.atomic.LongAdder recvmsgCalls = new java.util.concurrent.atomic.LongAdder();
     private final java.util.concurrent.atomic.LongAdder pollCalls = new java.util.concurrent.atomic.LongAdder();
+    // recvmsg calls that read nothing (EAGAIN: a slice passed, or nothing there; EINTR ending a wait).
+    private final java.util.concurrent.atomic.LongAdder recvmsgEmpty = new java.util.concurrent.atomic.LongAdder();
 
     FdSocket(UnixSocketChannel channel) {
         this.channel = channel;
@@ -340,8 +342,8 @@ public final class FdSocket implements Closeable {
         sliceMillis = millis;
     }
 
-    /** {recvmsg calls, poll calls} made on this socket so far (tests, the benchmark). */
-    long[] ioCalls() { return new long[] {recvmsgCalls.sum(), pollCalls.sum()}; }
+    /** {recvmsg calls, poll calls, recvmsg calls that read nothing} made on this socket so far (tests, the benchmark). */
+    long[] ioCalls() { return new long[] {recvmsgCalls.sum(), pollCalls.sum(), recvmsgEmpty.sum()}; }
 
     /**
      * The fd limit is enforced as the fds arrive, not when the bytes are complete: each
@@ -371,8 +373,13 @@ public final class FdSocket implements Closeable {
                 // at least two slices away (the kernel rounds the slice up to its tick, so the
                 // last slices are waited in poll, which keeps the deadline to the ms).
                 boolean block = !bounded || (slice > 0 && deadlineNanos - System.nanoTime() >= 2 * sliceNanos);
-                int r = recvOnce(io, want, maxFds - fds.size() + 1, fds, !block);
+                // A signal ends a bounded blocking wait like a slice (EINTR): retried with a fresh
+                // slice, a stream of signals (a wall-clock profiler) would keep the deadline unseen.
+                int r = recvOnce(io, want, maxFds - fds.size() + 1, fds, !block, bounded && block);
                 if (r < 0) { // EAGAIN: nothing now (non-blocking) or a slice passed with nothing (blocking)
+                    if (bounded && !block && deadlineNanos - System.nanoTime() <= 0) {
+                        throw timedOut(got, length, "the deadline passed");
+                    }
                     if (!bounded) {
                         pollIn(-1); // an idle unbounded reader: sleep until something comes, then read again
                         continue;
@@ -441,9 +448,11 @@ public final class FdSocket implements Closeable {
      * One recvmsg of up to {@code want} bytes into {@code io.data}, with room for {@code
      * roomFds} fds (at least 1); appends the fds that arrived; returns bytes read, 0 at end of
      * stream; -1 on {@code EAGAIN}: nothing there when {@code dontWait}, or a receive slice
-     * ({@code SO_RCVTIMEO}) passed with nothing read.
+     * ({@code SO_RCVTIMEO}) passed with nothing read; also -1 on {@code EINTR} when {@code
+     * eintrEndsWait} (else the call is repeated).
      */
-    private int recvOnce(NativeMsg io, int want, int roomFds, IntList fds, boolean dontWait) throws IOException {
+    private int recvOnce(NativeMsg io, int want, int roomFds, IntList fds, boolean dontWait, boolean eintrEndsWait)
+            throws IOException {
         // Room for what may still arrive plus one: an excess is seen at once, and the kernel
         // installs no more fds than fit (the rest are dropped, MSG_CTRUNC).
         int control = NativeMsg.controlSpaceFor(roomFds);
@@ -453,10 +462,13 @@ public final class FdSocket implements Closeable {
             recvmsgCalls.increment();
             r = io.recvmsg(fd, want, control, NativeIo.MSG_CMSG_CLOEXEC | (dontWait ? NativeIo.MSG_DONTWAIT : 0));
             errno = r < 0 ? -r : 0;
-        } while (r < 0 && errno == NativeIo.EINTR);
+        } while (r < 0 && errno == NativeIo.EINTR && !eintrEndsWait);
         if (r < 0) {
             if (guard.isClosed()) throw new ClosedChannelException();
-            if (errno == NativeIo.EAGAIN) return -1;
+            if (errno == NativeIo.EAGAIN || errno == NativeIo.EINTR) {
+                recvmsgEmpty.increment();
+                return -1;
+            }
             // The peer closed with data of ours unread: nothing more will come.
             if (errno == NativeIo.ECONNRESET) return 0;
             throw new IOException("recvmsg: " + NativeIo.strerror(errno));

@@ -43,7 +43,7 @@ import org.cuvmm.VirtualMemoryResource;
  * DROP or EVICT that arrives while no thread leads is read about 1 ms later (plus
  * scheduling); a leading thread reads it at once. A leading thread waits for the next frame
  * in the {@code recvmsg} itself, in slices of 20 ms (the socket's {@code SO_RCVTIMEO}; no
- * {@code poll} before it), so its timeout holds and an interrupt is seen within 20 ms, and reads a frame's rest until its timeout at most: when the server stops in the
+ * {@code poll} before it), so its timeout holds and an interrupt is seen within about one slice (20 ms plus the kernel's tick; a signal ends a slice early), and reads a frame's rest until its timeout at most: when the server stops in the
  * middle of a frame past it, the connection ends (every request fails saying so). {@link
  * #close()} from another thread ends its wait, unless aliases or views keep leases (see
  * there). DROP listeners run on a separate event thread (so they may close
@@ -1067,7 +1067,7 @@ public final class SharingClient implements AutoCloseable {
         closed = true;
         if (failure == null) failure = new IOException("the client is closed");
         socket.close();
-        token.end(); // a reader waiting for its turn stops; a leading caller wakes from its poll (the close)
+        token.end(); // a reader waiting for its turn stops; a leading caller wakes from its recvmsg or poll (the close shuts the socket down)
         try {
             if (Thread.currentThread() != reader) reader.join(5000);
         } catch (InterruptedException e) {

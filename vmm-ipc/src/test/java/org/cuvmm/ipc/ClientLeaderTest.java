@@ -109,9 +109,11 @@ class ClientLeaderTest {
             long[] after = c.socketCalls();
             assertEquals(2L * rounds, c.replyStats()[0] - replies[0], "replies the caller read itself");
             assertEquals(0, after[1] - before[1], "poll calls over " + rounds + " cached rounds");
-            long recvs = after[0] - before[0];
-            assertTrue(recvs <= 4L * rounds, recvs + " recvmsg calls over " + rounds + " rounds (expected: at most 4 "
-                    + "a round, a header and a payload per reply)");
+            // Calls that read something: a reply slower than a slice (a GC pause, a loaded
+            // machine) adds an empty one (EAGAIN), which says nothing about the path.
+            long recvs = (after[0] - before[0]) - (after[2] - before[2]);
+            assertTrue(recvs <= 4L * rounds, recvs + " recvmsg calls that read bytes over " + rounds + " rounds "
+                    + "(expected: at most 4 a round, a header and a payload per reply)");
         }
     }
 
