@@ -386,6 +386,9 @@ final class SendQueue {
 
     void join(long millis) throws InterruptedException { writer.join(millis); }
 
+    /** The sender thread's state (tests: WAITING once it is parked with nothing to send). */
+    Thread.State writerState() { return writer.getState(); }
+
     void joinUntil(long deadline) throws InterruptedException { SharingServer.joinUntil(writer, deadline); }
 
     /** Frames {@link #flush()} sent itself (tests). */

@@ -29,6 +29,16 @@ class DirectWriteTest {
         SendQueue.directWrites = true;
     }
 
+    /**
+     * Starts the sender thread and waits (bounded) until it is parked with nothing to send:
+     * a thread that starts late would otherwise find the test's first item queued and take it
+     * itself, before the direct write the test is about (seen once in a CI run).
+     */
+    private static void startParked(SendQueue q) throws InterruptedException {
+        q.start();
+        IpcTestSupport.await("the sender thread to park", 10, () -> q.writerState() == Thread.State.WAITING);
+    }
+
     private static byte[] msg(int seq, int length) {
         ByteBuffer b = ByteBuffer.allocate(length);
         b.putInt(seq);
@@ -51,7 +61,7 @@ class DirectWriteTest {
         AtomicInteger senderTook = new AtomicInteger();
         SendQueue.beforeSend = (q, i) -> senderTook.incrementAndGet();
         SendQueue q = new SendQueue(p[0], 8, "direct-test-write");
-        q.start();
+        startParked(q);
         try (FdSocket peer = p[1]) {
             AtomicInteger released = new AtomicInteger();
             assertTrue(q.put(item(msg(1, 24), released)));
@@ -184,7 +194,7 @@ class DirectWriteTest {
     void endingDuringADirectWriteSendsNoFrameWithFdsAfterIt() throws Exception {
         FdSocket[] p = FdSocket.pair();
         SendQueue q = new SendQueue(p[0], 8, "direct-test-write");
-        q.start();
+        startParked(q);
         int[] pipe = IpcTestSupport.pipe();
         AtomicInteger released = new AtomicInteger();
         AtomicInteger descriptorReleased = new AtomicInteger();
@@ -223,7 +233,7 @@ class DirectWriteTest {
     void aFrameWithFdsIsNotWrittenDirectlyOnceEnding() throws Exception {
         FdSocket[] p = FdSocket.pair();
         SendQueue q = new SendQueue(p[0], 8, "direct-test-write");
-        q.start();
+        startParked(q);
         int[] pipe = IpcTestSupport.pipe();
         AtomicInteger released = new AtomicInteger();
         SendQueue.beforeDirectSend = (queue, i) -> {
