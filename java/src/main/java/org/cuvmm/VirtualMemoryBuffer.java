@@ -837,6 +837,19 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     }
 
     /**
+     * The lazily built name of a view of {@code source}'s memory. Static on purpose: an
+     * anonymous class made in an instance method would also capture this buffer, and the view's
+     * hold (reachable from its Cleaner) would then keep a dropped parent buffer reachable, so
+     * the parent's leak report and release would wait for the view.
+     */
+    private static Object sharedViewName(Release source) {
+        return new Object() {
+            @Override
+            public String toString() { return "the shared view of " + source.description(); }
+        };
+    }
+
+    /**
      * A view of this buffer: a new {@code VirtualMemoryBuffer} ({@link BufferOrigin#SHARED_VIEW})
      * over the same mapped memory, same address and size, with a lifecycle of its own. Makes
      * no driver call (no reserve, map or access call): the view holds one more reference to
@@ -872,11 +885,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         try {
             // Named lazily: the name is needed only by a message, and sharing is the
             // import cache's per-attach path (issue 11: no string built per round).
-            Release source = release;
-            Object what = new Object() {
-                @Override
-                public String toString() { return "the shared view of " + source.description(); }
-            };
+            Object what = sharedViewName(release);
             ImportHold parent = hold == null ? null : hold.retain();
             ImportHold viewHold;
             try {

@@ -187,4 +187,28 @@ class SharedViewTest {
         }
         LiveObjects.assertBack(live, "after the pool and the view");
     }
+
+    /**
+     * A view keeps the parent's memory mapped, not the parent's Java object: a parent dropped
+     * without close() while its view lives must become unreachable (so its Cleaner can report
+     * the leak and release it). The view's lazily built name once captured the parent buffer.
+     */
+    @Test
+    void aViewDoesNotKeepADroppedParentBufferReachable() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            VirtualMemoryBuffer[] parent = {r.allocate(2 * MiB)};
+            VirtualMemoryBuffer view = parent[0].share(() -> {});
+            java.lang.ref.WeakReference<VirtualMemoryBuffer> weak = new java.lang.ref.WeakReference<>(parent[0]);
+            parent[0] = null;
+            try {
+                for (int i = 0; i < 100 && weak.get() != null; i++) {
+                    System.gc();
+                    Thread.sleep(10);
+                }
+                assertTrue(weak.get() == null, "the dropped parent buffer is still reachable while its view lives");
+            } finally {
+                view.close();
+            }
+        }
+    }
 }
