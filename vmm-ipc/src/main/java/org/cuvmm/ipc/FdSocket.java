@@ -265,18 +265,7 @@ public final class FdSocket implements Closeable {
      * @throws IOException when {@code recvmsg} fails; every fd received is closed
      */
     public ReceivedMessage receive(int length, int maxFds) throws IOException {
-        if (length < 0) throw new IllegalArgumentException("length: " + length + " (expected: >= 0)");
-        if (maxFds < 0 || maxFds > NativeIo.MAX_FDS_PER_MESSAGE) {
-            throw new IllegalArgumentException("maxFds: " + maxFds + " (expected: 0 to " + NativeIo.MAX_FDS_PER_MESSAGE + ")");
-        }
-        synchronized (receiveLock) {
-            enter();
-            try {
-                return receiveExactly(length, maxFds, false, 0, false);
-            } finally {
-                guard.exit();
-            }
-        }
+        return checkedReceive(length, maxFds, false, 0, false);
     }
 
     /**
@@ -307,6 +296,12 @@ public final class FdSocket implements Closeable {
      * separate {@code poll} before each frame. Package-private.
      */
     ReceivedMessage receive(int length, int maxFds, long deadlineNanos, boolean idleSlice) throws IOException {
+        return checkedReceive(length, maxFds, true, deadlineNanos, idleSlice);
+    }
+
+    /** Checks the arguments, then {@link #receiveExactly} under the receive lock. */
+    private ReceivedMessage checkedReceive(int length, int maxFds, boolean bounded, long deadlineNanos,
+                                           boolean idleSlice) throws IOException {
         if (length < 0) throw new IllegalArgumentException("length: " + length + " (expected: >= 0)");
         if (maxFds < 0 || maxFds > NativeIo.MAX_FDS_PER_MESSAGE) {
             throw new IllegalArgumentException("maxFds: " + maxFds + " (expected: 0 to " + NativeIo.MAX_FDS_PER_MESSAGE + ")");
@@ -314,7 +309,7 @@ public final class FdSocket implements Closeable {
         synchronized (receiveLock) {
             enter();
             try {
-                return receiveExactly(length, maxFds, true, deadlineNanos, idleSlice);
+                return receiveExactly(length, maxFds, bounded, deadlineNanos, idleSlice);
             } finally {
                 guard.exit();
             }
