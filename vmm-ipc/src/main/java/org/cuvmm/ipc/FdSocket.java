@@ -35,6 +35,15 @@ import jnr.unixsocket.UnixSocketOptions;
  * the first of its bytes, so a receiver should read exactly the lengths its protocol
  * defines. Thread-safe: one sender and one receiver may work at the same time; {@link
  * #close()} from any thread wakes both.
+ *
+ * <p>Inside this package, {@link FrameIO} reads sharing-protocol frames through a frame
+ * buffer kept here (docs/PROTOCOL.md section 1, reading ahead): at a frame boundary one
+ * {@code recvmsg} takes whatever has arrived, up to the largest frame, and the frames after
+ * the first wait in the buffer (a frame found whole there costs no {@code recvmsg}). {@link
+ * #receive(int)} takes bytes left in that buffer first (with the fds of a frame that starts
+ * within them), then reads exactly the rest: so a raw receive after frame reads (a reader
+ * draining a connection) sees the stream in order. A socket used only through {@link
+ * #receive} never buffers anything.
  */
 public final class FdSocket implements Closeable {
     /** Longest socket path: {@code sun_path} is 108 bytes with its terminating NUL. */
@@ -56,6 +65,12 @@ public final class FdSocket implements Closeable {
     /** Whether the kernel dropped fds (MSG_CTRUNC) in the receive in progress; guarded by receiveLock. */
     private boolean truncated;
     /**
+     * What the frame reader ({@link #receiveFrameHeader}) received past the frame it returned:
+     * bytes in {@link #receiveMsg}'s buffer, and the fds of a later frame. Guarded by
+     * receiveLock; its fds are closed by the guard's release (the last call out after close).
+     */
+    private final FrameBuffer frames = new FrameBuffer();
+    /**
      * The receive slice in ms ({@code SO_RCVTIMEO}), 0 when none: {@link #setReceiveSlice}.
      * Written once, before the socket is shared.
      */
@@ -71,8 +86,12 @@ public final class FdSocket implements Closeable {
         this.fd = channel.getFD();
         // The fd is closed directly: jnr's channel.close() skips close(2) when its own
         // shutdown fails (as it may after ours), leaking the fd.
+        // The frame buffer's fds are closed with the socket, when no call is inside any more.
         this.guard = new FdGuard(() -> jnr.enxio.channels.Native.shutdown(fd, NativeIo.SHUT_RDWR),
-                () -> NativeIo.closeQuietly(fd));
+                () -> {
+                    frames.closeFds();
+                    NativeIo.closeQuietly(fd);
+                });
     }
 
     /**
@@ -249,7 +268,9 @@ public final class FdSocket implements Closeable {
 
     /**
      * Reads exactly {@code length} bytes (fewer only at end of stream: see {@link
-     * ReceivedMessage#endOfStream()}), with every fd that arrives meanwhile.
+     * ReceivedMessage#endOfStream()}), with every fd that arrives meanwhile. Never reads past
+     * them. Bytes that this package's frame reader received ahead are taken first (see the
+     * class comment); a plain raw-fd socket has none.
      *
      * <p>The fd limit is enforced as fds arrive: this process never holds more than {@code
      * maxFds} + 2 of them, however the peer spreads them over its sends. When more than {@code
@@ -299,9 +320,39 @@ public final class FdSocket implements Closeable {
         return checkedReceive(length, maxFds, true, deadlineNanos, idleSlice);
     }
 
-    /** Checks the arguments, then {@link #receiveExactly} under the receive lock. */
+    /**
+     * The 16-byte header of the next frame, with every fd its frame has so far (for {@link
+     * FrameIO}; {@code maxFds} is the frame's limit, 253), bounded or not as {@link
+     * #receive(int, int, long, boolean)}. When fewer than 16 bytes are buffered and no fd is
+     * held for the frame, each {@code recvmsg} reads ahead: up to the largest frame, with room
+     * for 254 fds; the fds of such a read go to the last frame starting in it ({@link
+     * FrameBuffer#ownerOfRead}): to this frame (counted against its limit now) or to a later
+     * one, which keeps them in the buffer (more than 253 are closed at once and refuse that
+     * frame when it is read: {@link FdTransferException} TOO_MANY_FDS). Otherwise it reads
+     * exactly the header's missing bytes, as {@link #receive(int, int)} does. The payload is
+     * then read with {@link #receive(int, int)}, which takes the buffered bytes first and
+     * never reads past the frame. Package-private.
+     */
+    ReceivedMessage receiveFrameHeader(int maxFds, boolean bounded, long deadlineNanos, boolean idleSlice)
+            throws IOException {
+        return checkedReceive(Protocol.HEADER_SIZE, maxFds, bounded, deadlineNanos, idleSlice, true);
+    }
+
+    /** How many received bytes the frame buffer holds (tests). */
+    int bufferedBytes() {
+        synchronized (receiveLock) {
+            return frames.buffered();
+        }
+    }
+
     private ReceivedMessage checkedReceive(int length, int maxFds, boolean bounded, long deadlineNanos,
                                            boolean idleSlice) throws IOException {
+        return checkedReceive(length, maxFds, bounded, deadlineNanos, idleSlice, false);
+    }
+
+    /** Checks the arguments, then {@link #receiveExactly} under the receive lock. */
+    private ReceivedMessage checkedReceive(int length, int maxFds, boolean bounded, long deadlineNanos,
+                                           boolean idleSlice, boolean frameHeader) throws IOException {
         if (length < 0) throw new IllegalArgumentException("length: " + length + " (expected: >= 0)");
         if (maxFds < 0 || maxFds > NativeIo.MAX_FDS_PER_MESSAGE) {
             throw new IllegalArgumentException("maxFds: " + maxFds + " (expected: 0 to " + NativeIo.MAX_FDS_PER_MESSAGE + ")");
@@ -309,7 +360,7 @@ public final class FdSocket implements Closeable {
         synchronized (receiveLock) {
             enter();
             try {
-                return receiveExactly(length, maxFds, bounded, deadlineNanos, idleSlice);
+                return receiveExactly(length, maxFds, bounded, deadlineNanos, idleSlice, frameHeader);
             } finally {
                 guard.exit();
             }
@@ -348,9 +399,14 @@ public final class FdSocket implements Closeable {
      * received is closed. A peer that sends one byte with 253 fds per {@code sendmsg} can
      * therefore never make this process hold more than {@code maxFds} + 2 of its fds (the 2:
      * the one extra fd of room, and one more that CMSG alignment can fit).
+     *
+     * <p>Bytes in the frame buffer are taken first (with its fds when their frame starts
+     * within them). A {@code recvmsg} is made only with the buffer empty. With {@code
+     * frameHeader} (and no fd held for the frame yet) it reads ahead into the buffer: see
+     * {@link #receiveFrameHeader}.
      */
     private ReceivedMessage receiveExactly(int length, int maxFds, boolean bounded, long deadlineNanos,
-            boolean idleSlice) throws IOException {
+            boolean idleSlice, boolean frameHeader) throws IOException {
         int slice = sliceMillis;
         long sliceNanos = slice * 1_000_000L;
         byte[] out = new byte[length];
@@ -360,17 +416,42 @@ public final class FdSocket implements Closeable {
         int got = 0;
         boolean eos = false;
         boolean excess = false;
+        int closedOnArrival = 0; // fds of an excess found in the buffer: closed when they arrived
+        NativeMsg io = receiveMsg();
+        FrameBuffer buf = frames;
         try {
-            while (got < length) {
+            int take = Math.min(length, buf.buffered());
+            if (take > 0) {
+                io.data.get(buf.start, out, 0, take);
+                if (buf.fdsAt >= 0 && buf.fdsAt < buf.start + take) { // their frame starts in these bytes
+                    for (int i = 0; i < buf.fds.size(); i++) fds.add(buf.fds.get(i));
+                    truncated = buf.truncated;
+                    if (buf.excess) closedOnArrival = buf.arrived;
+                    excess = buf.excess || fds.size() > maxFds;
+                    buf.clearFds();
+                }
+                buf.start += take;
+                if (buf.start == buf.end) buf.start = buf.end = 0;
+                got = take;
+            }
+            while (got < length && !excess) {
+                // Read ahead only at a frame's start or in its header, with no fd held for it:
+                // the read's fds then go wholly to one frame (this one or a later one).
+                boolean ahead = frameHeader && fds.size() == 0 && !truncated;
+                int offset = 0;
                 int want = Math.min(IO_CHUNK, length - got);
-                NativeMsg io = receiveMsg();
+                if (ahead) {
+                    io.data.put(0, out, 0, got); // the partial header, for the walk over the frames read
+                    offset = got;
+                    want = IO_CHUNK - got;
+                }
                 // Block in recvmsg (one slice at most) when a slice is set and the deadline is
                 // at least two slices away (the kernel rounds the slice up to its tick, so the
                 // last slices are waited in poll, which keeps the deadline to the ms).
                 boolean block = !bounded || (slice > 0 && deadlineNanos - System.nanoTime() >= 2 * sliceNanos);
                 // A signal ends a bounded blocking wait like a slice (EINTR): retried with a fresh
                 // slice, a stream of signals (a wall-clock profiler) would keep the deadline unseen.
-                int r = recvOnce(io, want, maxFds - fds.size() + 1, fds, !block, bounded && block);
+                int r = recvOnce(io, offset, want, maxFds - fds.size() + 1, fds, !block, bounded && block);
                 if (r < 0) { // EAGAIN: nothing now (non-blocking) or a slice passed with nothing (blocking)
                     if (bounded && !block && deadlineNanos - System.nanoTime() <= 0) {
                         throw timedOut(got, length, "the deadline passed");
@@ -396,8 +477,25 @@ public final class FdSocket implements Closeable {
                     eos = true;
                     break;
                 }
-                io.data.get(0, out, got, r);
-                got += r;
+                if (ahead) {
+                    int readTo = offset + r;
+                    int owner = FrameBuffer.ownerOfRead(io.data, offset, readTo);
+                    int n = Math.min(length - got, r);
+                    io.data.get(offset, out, got, n);
+                    got += n;
+                    if (offset + n < readTo) { // bytes past this header: kept for the next reads
+                        buf.start = offset + n;
+                        buf.end = readTo;
+                    }
+                    if (owner > 0 && (fds.size() > 0 || truncated)) {
+                        // The read's fds belong to a later frame (owner > 0 needs this header whole).
+                        buf.adopt(owner, fds, truncated, Protocol.MAX_FDS_PER_FRAME);
+                        truncated = false;
+                    }
+                } else {
+                    io.data.get(0, out, got, r);
+                    got += r;
+                }
                 if (fds.size() > maxFds) {
                     excess = true;
                     break;
@@ -412,10 +510,11 @@ public final class FdSocket implements Closeable {
         if (excess) {
             NativeIo.closeAll(received);
             boolean inStep = got == length;
+            int count = Math.max(closedOnArrival, received.length);
             throw new FdTransferException(FdTransferException.Reason.TOO_MANY_FDS, (truncated ? "at least " : "")
-                    + received.length + " file descriptors arrived, more than the " + maxFds
+                    + count + " file descriptors arrived, more than the " + maxFds
                     + " allowed; closed them all" + (inStep ? "" : "; stopped after " + got + " of " + length
-                    + " bytes: the stream is out of step, close the connection"), data, received.length, inStep);
+                    + " bytes: the stream is out of step, close the connection"), data, count, inStep);
         }
         if (truncated) {
             NativeIo.closeAll(received);
@@ -440,14 +539,14 @@ public final class FdSocket implements Closeable {
     }
 
     /**
-     * One recvmsg of up to {@code want} bytes into {@code io.data}, with room for {@code
+     * One recvmsg of up to {@code want} bytes into {@code io.data} from {@code offset}, with room for {@code
      * roomFds} fds (at least 1); appends the fds that arrived; returns bytes read, 0 at end of
      * stream; -1 on {@code EAGAIN}: nothing there when {@code dontWait}, or a receive slice
      * ({@code SO_RCVTIMEO}) passed with nothing read; also -1 on {@code EINTR} when {@code
      * eintrEndsWait} (else the call is repeated).
      */
-    private int recvOnce(NativeMsg io, int want, int roomFds, IntList fds, boolean dontWait, boolean eintrEndsWait)
-            throws IOException {
+    private int recvOnce(NativeMsg io, int offset, int want, int roomFds, IntList fds, boolean dontWait,
+            boolean eintrEndsWait) throws IOException {
         // Room for what may still arrive plus one: an excess is seen at once, and the kernel
         // installs no more fds than fit (the rest are dropped, MSG_CTRUNC).
         int control = NativeMsg.controlSpaceFor(roomFds);
@@ -455,7 +554,7 @@ public final class FdSocket implements Closeable {
         int errno;
         do {
             recvmsgCalls.increment();
-            r = io.recvmsg(fd, want, control, NativeIo.MSG_CMSG_CLOEXEC | (dontWait ? NativeIo.MSG_DONTWAIT : 0));
+            r = io.recvmsg(fd, offset, want, control, NativeIo.MSG_CMSG_CLOEXEC | (dontWait ? NativeIo.MSG_DONTWAIT : 0));
             errno = r < 0 ? -r : 0;
         } while (r < 0 && errno == NativeIo.EINTR && !eintrEndsWait);
         if (r < 0) {
@@ -560,6 +659,11 @@ public final class FdSocket implements Closeable {
         }
 
         int size() { return n; }
+
+        int get(int i) {
+            Objects.checkIndex(i, n);
+            return a[i];
+        }
 
         void clear() { n = 0; }
 

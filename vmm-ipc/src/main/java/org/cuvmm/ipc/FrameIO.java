@@ -12,6 +12,15 @@ import java.util.concurrent.TimeUnit;
  * header and payload together) is enforced by the socket as the fds arrive, and passing it
  * is always fatal: reading stops at once (even on the frame's last byte; the fds are closed),
  * so one rule holds wherever the count passes 253. Package-private.
+ *
+ * <p>Reading ahead (docs/PROTOCOL.md section 1): at a frame boundary the socket makes one
+ * {@code recvmsg} of up to the largest frame ({@link FdSocket#receiveFrameHeader}); a frame
+ * that arrived whole is then read with that one call, and frames that came with it are
+ * returned by later reads with no call at all. The fds of a read belong to the last frame
+ * that starts in it (the frame in progress when none does). A frame whose header is known
+ * but whose payload is not all there is completed with exact reads (never past it), as
+ * before. A half-read frame is still never resumed after {@link Stalled}: its bytes were
+ * consumed.
  */
 final class FrameIO {
     private FrameIO() {}
@@ -106,7 +115,9 @@ final class FrameIO {
         String dropReason = null;
         ReceivedMessage head;
         try {
-            head = receive(socket, Protocol.HEADER_SIZE, NativeIo.MAX_FDS_PER_MESSAGE, bounded, deadline, idleSlice);
+            // One recvmsg for a frame that arrives whole: the header read reads ahead, the
+            // payload read then takes the buffered bytes (FdSocket#receiveFrameHeader).
+            head = socket.receiveFrameHeader(Protocol.MAX_FDS_PER_FRAME, bounded, deadline, idleSlice);
         } catch (java.net.SocketTimeoutException e) {
             throw stalled(e, 0, Protocol.HEADER_SIZE + " header", started);
         } catch (FdTransferException e) {

@@ -30,7 +30,7 @@ import jnr.ffi.annotations.SaveError;
  * socklen_t namelen; (pad) struct iovec *iov; size_t iovlen; void *control; size_t
  * controllen; int flags; (pad)}} (56 bytes), {@code struct iovec {void*; size_t}}, {@code
  * struct cmsghdr {size_t len; int level; int type;}} + data aligned to 8. The msghdr's name,
- * iov and iovlen never change (set once); each call sets the iovec's length, the control
+ * iov and iovlen never change (set once); each call sets the iovec's base and length, the control
  * pointer and length, and clears the flags. Package-private; not thread-safe: one per
  * direction, confined to that direction's lock ({@link FdSocket}'s send or receive lock).
  */
@@ -87,12 +87,13 @@ final class NativeMsg {
     /** {@link #meta}'s address as jnr-ffi passes it (made once). */
     private final Pointer msgPointer;
     private final long metaAddress;
+    private final long dataAddress;
 
     NativeMsg(int dataCapacity) {
         this.data = ByteBuffer.allocateDirect(dataCapacity);
         this.meta = ByteBuffer.allocateDirect(CONTROL_AT + CONTROL_SPACE).order(ByteOrder.nativeOrder());
         jnr.ffi.Runtime rt = Bound.RUNTIME;
-        long dataAddress = Pointer.wrap(rt, data).address();
+        this.dataAddress = Pointer.wrap(rt, data).address();
         this.metaAddress = Pointer.wrap(rt, meta).address();
         if (dataAddress == 0 || metaAddress == 0) throw new IllegalStateException("no address for a direct buffer");
         this.msgPointer = rt.getMemoryManager().newPointer(metaAddress);
@@ -101,14 +102,18 @@ final class NativeMsg {
         meta.putLong(8, 0L);
         meta.putLong(MSG_IOV, metaAddress + IOV_AT);
         meta.putLong(MSG_IOVLEN, 1L);
-        meta.putLong(IOV_AT, dataAddress);
     }
 
-    /** Sets the msghdr for {@code length} bytes of {@link #data} and a control area of {@code controlLength} bytes (0: none). */
-    private void prepare(int length, int controlLength) {
-        if (length < 0 || length > data.capacity() || controlLength < 0 || controlLength > CONTROL_SPACE) {
-            throw new IllegalArgumentException("length " + length + ", control " + controlLength);
+    /**
+     * Sets the msghdr for {@code length} bytes of {@link #data} from {@code offset} and a
+     * control area of {@code controlLength} bytes (0: none).
+     */
+    private void prepare(int offset, int length, int controlLength) {
+        if (offset < 0 || length < 0 || length > data.capacity() - offset || controlLength < 0
+                || controlLength > CONTROL_SPACE) {
+            throw new IllegalArgumentException("offset " + offset + ", length " + length + ", control " + controlLength);
         }
+        meta.putLong(IOV_AT, dataAddress + offset);
         meta.putLong(IOV_AT + 8, length);
         meta.putLong(MSG_CONTROL, controlLength == 0 ? 0L : metaAddress + CONTROL_AT);
         meta.putLong(MSG_CONTROLLEN, controlLength);
@@ -121,21 +126,27 @@ final class NativeMsg {
      * returns the bytes sent, or minus the errno. No retry.
      */
     int sendmsg(int fd, int length, int controlLength, int flags) {
-        prepare(length, controlLength);
+        prepare(0, length, controlLength);
         int r = Bound.LIBC.sendmsg(fd, msgPointer, flags);
         int result = r >= 0 ? r : -errno();
         Reference.reachabilityFence(this); // the kernel read our buffers: they must outlive the call
         return result;
     }
 
-    /**
-     * One {@code recvmsg(fd, msg, flags)} into the first {@code length} bytes of {@link #data},
-     * with a control area of {@code controlLength} bytes; returns the bytes read (0: end of
-     * stream), or minus the errno. After it, {@link #controlLength()} and {@link #flags()}
-     * are what the kernel left. No retry.
-     */
+    /** {@link #recvmsg(int, int, int, int, int)} into {@link #data} from its start. */
     int recvmsg(int fd, int length, int controlLength, int flags) {
-        prepare(length, controlLength);
+        return recvmsg(fd, 0, length, controlLength, flags);
+    }
+
+    /**
+     * One {@code recvmsg(fd, msg, flags)} into {@code length} bytes of {@link #data} from
+     * {@code offset} (the bytes before it are left as they are: {@link FdSocket}'s frame
+     * buffer keeps a partial header there), with a control area of {@code controlLength}
+     * bytes; returns the bytes read (0: end of stream), or minus the errno. After it, {@link
+     * #controlLength()} and {@link #flags()} are what the kernel left. No retry.
+     */
+    int recvmsg(int fd, int offset, int length, int controlLength, int flags) {
+        prepare(offset, length, controlLength);
         int r = Bound.LIBC.recvmsg(fd, msgPointer, flags);
         int result = r >= 0 ? r : -errno();
         Reference.reachabilityFence(this);
