@@ -17,6 +17,7 @@ public final class ChildMain {
         try {
             switch (args[0]) {
                 case "ctrunc" -> ctrunc(Path.of(args[1]));
+                case "ctruncAhead" -> ctruncAhead(Path.of(args[1]));
                 case "attach" -> attach(Path.of(args[1]), args[2], Long.parseLong(args[3]), Integer.parseInt(args[4]),
                         Long.parseLong(args[5]));
                 case "hold" -> hold(Path.of(args[1]), args[2]);
@@ -68,6 +69,78 @@ public final class ChildMain {
                 NativeIo.posix().setrlimit(RLIMIT_NOFILE, old[0], old[1]);
             }
             System.out.println(reason + ", closed " + closed + " received fds (limit " + limit + ")");
+            Map<String, Integer> now = IpcTestSupport.fdSnapshot();
+            if (!now.equals(base)) throw new IllegalStateException("fds " + now + " (expected: " + base + ")");
+            System.out.println("fds back to baseline");
+        }
+    }
+
+    /**
+     * Reading ahead at the open-file limit: over its first connection the parent has sent a
+     * RELEASED, a DESCRIPTOR with 20 fds and another RELEASED before it writes one byte on the
+     * second, so one read takes the first two frames and the kernel drops most of the
+     * DESCRIPTOR's fds (MSG_CTRUNC). The first RELEASED must read clean, the DESCRIPTOR must be
+     * refused with a non-fatal FD_COUNT_MISMATCH (the stream in step), the last RELEASED read
+     * clean, and the fds be back to baseline.
+     */
+    private static void ctruncAhead(Path sock) throws Exception {
+        try (FdSocket frames = FdSocket.connect(sock); FdSocket go = FdSocket.connect(sock)) {
+            Class.forName(FdTransferException.Reason.class.getName());
+            Class.forName(FdTransferException.class.getName());
+            Class.forName(ProtocolException.class.getName());
+            Class.forName(FrameBuffer.class.getName());
+            // Load the frame path's classes (a class file is opened to load it) before the limit
+            // is lowered: a clean frame and a refused one, on a pair.
+            FdSocket[] warm = FdSocket.pair();
+            try (FdSocket a = warm[0]; FdSocket b = warm[1]) {
+                a.send(Frame.encode(new Messages.Released(1), 1), null);
+                a.send(Frame.encode(new Messages.Descriptor(1, Protocol.HANDLE_TYPE_POSIX_FD, 1, new long[] {1}), 2),
+                        null);
+                try (Frame f = FrameIO.read(b)) {
+                    f.fdCount();
+                }
+                try (Frame f = FrameIO.read(b)) {
+                    throw new IllegalStateException("warm-up: no error for a DESCRIPTOR without its fd: " + f);
+                } catch (ProtocolException expected) {
+                    expected.code();
+                }
+            }
+            Map<String, Integer> base = IpcTestSupport.fdSnapshot();
+            jnr.posix.RLimit r = NativeIo.posix().getrlimit(RLIMIT_NOFILE);
+            long[] old = {r.rlimCur(), r.rlimMax()};
+            int limit = 0;
+            int free = 0;
+            while (free < 3) {
+                if (!IpcTestSupport.isOpen(limit)) free++;
+                limit++;
+            }
+            if (NativeIo.posix().setrlimit(RLIMIT_NOFILE, limit, old[1]) != 0) {
+                throw new IllegalStateException("setrlimit failed: errno " + NativeIo.posix().errno());
+            }
+            String result;
+            try {
+                go.send(new byte[] {1}, null); // ready: the limit is low
+                try (ReceivedMessage m = go.receive(1, 0)) { // every frame is queued now
+                    if (m.length() != 1) throw new IllegalStateException("no go byte: " + m);
+                }
+                StringBuilder sb = new StringBuilder();
+                try (Frame f = FrameIO.read(frames)) {
+                    sb.append("first ").append(f.message).append(" fds ").append(f.fdCount());
+                }
+                sb.append("; recvmsg ").append(frames.ioCalls()[0] - frames.ioCalls()[2]);
+                try (Frame f = FrameIO.read(frames)) {
+                    sb.append("; second read: no error ").append(f);
+                } catch (ProtocolException e) {
+                    sb.append("; second ").append(e.code()).append(e.fatal() ? " fatal" : " not fatal");
+                }
+                try (Frame f = FrameIO.read(frames)) {
+                    sb.append("; third ").append(f.message).append(" fds ").append(f.fdCount());
+                }
+                result = sb.toString();
+            } finally {
+                NativeIo.posix().setrlimit(RLIMIT_NOFILE, old[0], old[1]);
+            }
+            System.out.println(result);
             Map<String, Integer> now = IpcTestSupport.fdSnapshot();
             if (!now.equals(base)) throw new IllegalStateException("fds " + now + " (expected: " + base + ")");
             System.out.println("fds back to baseline");

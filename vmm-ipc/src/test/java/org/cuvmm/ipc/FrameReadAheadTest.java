@@ -11,9 +11,11 @@ import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.File;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.channels.ClosedChannelException;
+import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
@@ -317,6 +319,42 @@ class FrameReadAheadTest {
             NativeIo.closeAll(pipe);
         }
         assertFdsBack(base, "after closes raced readers with frames and fds buffered");
+    }
+
+    /**
+     * MSG_CTRUNC on a read ahead: a child JVM at its open-file limit reads a RELEASED and a
+     * DESCRIPTOR with 20 fds in one recvmsg (the kernel drops most fds); the RELEASED reads
+     * clean, the DESCRIPTOR is refused with a non-fatal FD_COUNT_MISMATCH, the next frame
+     * reads clean, and the child's fds are back to baseline.
+     */
+    @Test
+    void fdsDroppedOnAReadAheadRefuseTheirFrameOnly() throws Exception {
+        Path sock = IpcTestSupport.socketPath();
+        File log = File.createTempFile("cuvmm-ctrunc-ahead", ".log");
+        int[] pipe = IpcTestSupport.pipe();
+        try (FdServerSocket server = FdServerSocket.bind(sock)) {
+            Process child = IpcTestSupport.startChild(ChildMain.class, log, List.of(), List.of(), "ctruncAhead",
+                    sock.toString());
+            try (FdSocket frames = server.accept(); FdSocket go = server.accept()) {
+                try (ReceivedMessage ready = go.receive(1, 0)) {
+                    assertEquals(1, ready.length(), "child ready: " + IpcTestSupport.read(log));
+                }
+                frames.send(released(1, 11), null);
+                frames.send(descriptor(2, 22, 20), copies(pipe, 20));
+                frames.send(released(3, 33), null);
+                go.send(new byte[] {1}, null);
+                assertTrue(child.waitFor(60, TimeUnit.SECONDS), "child finished");
+            }
+            String out = IpcTestSupport.read(log);
+            assertEquals(0, child.exitValue(), out);
+            assertTrue(out.contains("first Released[leaseId=11] fds 0; recvmsg 1; second FD_COUNT_MISMATCH not fatal; "
+                    + "third Released[leaseId=33] fds 0"), out);
+            assertTrue(out.contains("fds back to baseline"), out);
+        } finally {
+            NativeIo.closeAll(pipe);
+            log.delete();
+            IpcTestSupport.deleteTree(sock.getParent());
+        }
     }
 
     /** Who owns a read's fds: the last frame starting in the read, else the frame in progress. */
