@@ -338,10 +338,15 @@ public final class FdSocket implements Closeable {
         return checkedReceive(Protocol.HEADER_SIZE, maxFds, bounded, deadlineNanos, idleSlice, true);
     }
 
-    /** How many received bytes the frame buffer holds (tests). */
+    /** How many received bytes the frame buffer holds; 0 once closed (tests). */
     int bufferedBytes() {
         synchronized (receiveLock) {
-            return frames.buffered();
+            if (!guard.enter()) return 0;
+            try {
+                return frames.buffered();
+            } finally {
+                guard.exit();
+            }
         }
     }
 

@@ -10,9 +10,9 @@ import java.nio.ByteBuffer;
  * <p>The bytes live in the socket's receive buffer ({@link NativeMsg#data}) at {@code [start,
  * end)}; they begin at a frame boundary or inside the frame being read. At most one frame in
  * them owns fds ({@link #fdsAt}): a {@code recvmsg} delivers the fds of one {@code sendmsg} at
- * most (Linux stops a stream read right after the segment that carries fds), and a read ahead
- * happens only when no complete frame is buffered, so a second read cannot add fds while the
- * first one's owner is still buffered.
+ * most (Linux stops a stream read right after the segment that carries fds), and the socket
+ * makes a {@code recvmsg} only once every buffered byte was taken, so the owner of one read's
+ * fds has been returned (with them) before the next read.
  *
  * <p>Who owns the fds of a read ({@link #ownerOfRead}): the last frame whose first byte is in
  * that read; when no frame starts in it, the frame in progress. The kernel attaches a {@code
