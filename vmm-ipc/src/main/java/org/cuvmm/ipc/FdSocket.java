@@ -89,8 +89,11 @@ public final class FdSocket implements Closeable {
         // The frame buffer's fds are closed with the socket, when no call is inside any more.
         this.guard = new FdGuard(() -> jnr.enxio.channels.Native.shutdown(fd, NativeIo.SHUT_RDWR),
                 () -> {
-                    frames.closeFds();
-                    NativeIo.closeQuietly(fd);
+                    try {
+                        frames.closeFds();
+                    } finally {
+                        NativeIo.closeQuietly(fd);
+                    }
                 });
     }
 
@@ -272,8 +275,8 @@ public final class FdSocket implements Closeable {
      * them. Bytes that this package's frame reader received ahead are taken first (see the
      * class comment); a plain raw-fd socket has none.
      *
-     * <p>The fd limit is enforced as fds arrive: this process never holds more than {@code
-     * maxFds} + 2 of them, however the peer spreads them over its sends. When more than {@code
+     * <p>The fd limit is enforced as fds arrive: of the fds that arrive during this call,
+     * this process never holds more than {@code maxFds} + 2, however the peer spreads them over its sends. When more than {@code
      * maxFds} arrive before all {@code length} bytes were read, reading stops at once: the
      * exception holds the bytes read so far and {@link FdTransferException#streamInStep()} is
      * false; close the connection (the rest of the message is still unread).
@@ -327,8 +330,9 @@ public final class FdSocket implements Closeable {
      * held for the frame, each {@code recvmsg} reads ahead: up to the largest frame, with room
      * for 254 fds; the fds of such a read go to the last frame starting in it ({@link
      * FrameBuffer#ownerOfRead}): to this frame (counted against its limit now) or to a later
-     * one, which keeps them in the buffer (more than 253 are closed at once and refuse that
-     * frame when it is read: {@link FdTransferException} TOO_MANY_FDS). Otherwise it reads
+     * one, which keeps them in the buffer (more than 253 would be closed at once and refuse that
+     * frame when it is read, {@link FdTransferException} TOO_MANY_FDS: a guard only, since on
+     * Linux one read brings the fds of one {@code sendmsg}, 253 at most). Otherwise it reads
      * exactly the header's missing bytes, as {@link #receive(int, int)} does. The payload is
      * then read with {@link #receive(int, int)}, which takes the buffered bytes first and
      * never reads past the frame. Package-private.
@@ -655,8 +659,13 @@ public final class FdSocket implements Closeable {
 
     /** A growable int array. */
     static final class IntList {
-        private int[] a = new int[4];
+        private int[] a;
         private int n;
+
+        IntList() { this(4); }
+
+        /** With room for {@code capacity} ints before {@link #add} must grow the array. */
+        IntList(int capacity) { a = new int[capacity]; }
 
         void add(int v) {
             if (n == a.length) a = Arrays.copyOf(a, n * 2);

@@ -8,7 +8,8 @@ import java.nio.ByteBuffer;
  * costs one {@code recvmsg}, not two (header, then payload).
  *
  * <p>The bytes live in the socket's receive buffer ({@link NativeMsg#data}) at {@code [start,
- * end)}; they begin at a frame boundary or inside the frame being read. At most one frame in
+ * end)}; after frame reads they begin at a frame boundary or inside the frame being read
+ * (after a raw {@link FdSocket#receive(int)} that took part of them, anywhere). At most one frame in
  * them owns fds ({@link #fdsAt}): a {@code recvmsg} delivers the fds of one {@code sendmsg} at
  * most (Linux stops a stream read right after the segment that carries fds), and the socket
  * makes a {@code recvmsg} only once every buffered byte was taken, so the owner of one read's
@@ -30,8 +31,13 @@ final class FrameBuffer {
     int end;
     /** Offset in {@code data} of the first byte of the frame that owns {@link #fds}; -1: none held. */
     int fdsAt = -1;
-    /** The open fds of that frame (empty when they were too many: closed on arrival). */
-    final FdSocket.IntList fds = new FdSocket.IntList();
+    /**
+     * The open fds of that frame (empty when they were too many: closed on arrival). Room for
+     * every fd a read can bring (254 of room, +1 that CMSG alignment fits) from the start, so
+     * moving fds in ({@link #adopt}) never allocates: an allocation failure halfway would leave
+     * fds in both lists, closed twice.
+     */
+    final FdSocket.IntList fds = new FdSocket.IntList(NativeIo.MAX_FDS_PER_MESSAGE + 3);
     /** How many fds arrived for that frame (the closed ones included). */
     int arrived;
     /** More than a frame may carry arrived for it (closed at once): the frame is refused, fatally. */
@@ -43,7 +49,8 @@ final class FrameBuffer {
 
     /**
      * Keeps the fds of a read for the later frame starting at offset {@code at}: moves them
-     * out of {@code from} (emptied). More than {@code maxFds} are closed at once (the limit is
+     * out of {@code from} (emptied). More than {@code maxFds} are closed at once (a guard: on
+     * Linux one read brings the fds of one {@code sendmsg}, at most 253; the limit is
      * enforced as the fds arrive) and remembered as an excess.
      */
     void adopt(int at, FdSocket.IntList from, boolean dropped, int maxFds) {

@@ -373,4 +373,44 @@ class FrameReadAheadTest {
         ByteBuffer bad = ByteBuffer.wrap(concat(f1, header(0x12345678, 1, 1, 1, 0), f2));
         assertEquals(at2, FrameBuffer.ownerOfRead(bad, 0, bad.capacity()), "a bad header ends the walk");
     }
+
+    /**
+     * A conforming sender may send a frame's first bytes with its fds in a short sendmsg and
+     * the rest with a plain write (PROTOCOL.md section 1). The reader must not read ahead
+     * while it holds fds of the frame in progress: the next DESCRIPTOR's fds would then meet
+     * a control area sized for the first frame's remaining allowance (54) and be dropped
+     * (MSG_CTRUNC), refusing a valid frame. From the independent review of this change.
+     */
+    @Test
+    void noReadAheadWhileFdsAreHeldForTheFrameInProgress() throws Exception {
+        Map<String, Integer> base = fdSnapshot();
+        FdSocket[] p = FdSocket.pair();
+        int[] pipe = IpcTestSupport.pipe();
+        try (FdSocket a = p[0]; FdSocket b = p[1]) {
+            byte[] f = descriptorOf(1, 11, 200);
+            int[] f200 = new int[200];
+            Arrays.fill(f200, pipe[0]);
+            int[] f100 = new int[100];
+            Arrays.fill(f100, pipe[1]);
+            a.send(f, 0, 5, f200);              // short first sendmsg, the fds on it
+            a.send(f, 5, f.length - 5, null);   // continued with a plain write
+            a.send(descriptorOf(2, 22, 100), f100);
+            try (Frame f1 = FrameIO.read(b)) {
+                assertEquals(200, f1.fdCount());
+            }
+            try (Frame f2 = FrameIO.read(b)) {
+                assertEquals(100, f2.fdCount());
+            }
+        } finally {
+            NativeIo.closeAll(pipe);
+        }
+        assertFdsBack(base, "after two DESCRIPTORs, the first sent in two parts");
+    }
+
+    private static byte[] descriptorOf(int requestId, long lease, int chunks) {
+        long[] sizes = new long[chunks];
+        Arrays.fill(sizes, 2L << 20);
+        return Frame.encode(new Messages.Descriptor(lease, Protocol.HANDLE_TYPE_POSIX_FD, (2L << 20) * chunks, sizes),
+                requestId);
+    }
 }
