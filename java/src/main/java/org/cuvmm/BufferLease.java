@@ -11,16 +11,20 @@ import java.util.concurrent.atomic.AtomicBoolean;
  */
 public final class BufferLease implements AutoCloseable {
     private final VirtualMemoryBuffer buffer;
-    private final String holder;
+    /** A String, or a Supplier of one ({@link VirtualMemoryBuffer#lease(java.util.function.Supplier)}). */
+    private final Object holder;
     private final AtomicBoolean released = new AtomicBoolean();
 
-    BufferLease(VirtualMemoryBuffer buffer, String holder) {
+    BufferLease(VirtualMemoryBuffer buffer, Object holder) {
         this.buffer = buffer;
         this.holder = holder;
     }
 
-    /** Who holds it, as given to {@link VirtualMemoryBuffer#lease(String)}. */
-    public String holder() { return holder; }
+    /** Who holds it, as given to {@link VirtualMemoryBuffer#lease(String)} (or made by the supplier given instead). */
+    @SuppressWarnings("unchecked")
+    public String holder() {
+        return holder instanceof String s ? s : String.valueOf(((java.util.function.Supplier<String>) holder).get());
+    }
 
     public VirtualMemoryBuffer buffer() { return buffer; }
 
@@ -33,5 +37,5 @@ public final class BufferLease implements AutoCloseable {
     }
 
     @Override
-    public String toString() { return "lease held by " + holder + (released.get() ? " (released)" : ""); }
+    public String toString() { return "lease held by " + holder() + (released.get() ? " (released)" : ""); }
 }
