@@ -1,6 +1,7 @@
 package org.cuvmm;
 
-import java.util.concurrent.atomic.AtomicBoolean;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 
 /**
  * A long-lived use of a buffer held on behalf of someone else: a consumer process that
@@ -13,7 +14,19 @@ public final class BufferLease implements AutoCloseable {
     private final VirtualMemoryBuffer buffer;
     /** A String, or a Supplier of one ({@link VirtualMemoryBuffer#lease(java.util.function.Supplier)}). */
     private final Object holder;
-    private final AtomicBoolean released = new AtomicBoolean();
+    // A field set by compare-and-set (VarHandle), not an AtomicBoolean: a sharing server takes
+    // one lease per attach (issue 11: one object fewer per round).
+    private static final VarHandle RELEASED;
+
+    static {
+        try {
+            RELEASED = MethodHandles.lookup().findVarHandle(BufferLease.class, "released", boolean.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    private volatile boolean released;
 
     BufferLease(VirtualMemoryBuffer buffer, Object holder) {
         this.buffer = buffer;
@@ -28,14 +41,14 @@ public final class BufferLease implements AutoCloseable {
 
     public VirtualMemoryBuffer buffer() { return buffer; }
 
-    public boolean isReleased() { return released.get(); }
+    public boolean isReleased() { return released; }
 
     /** Ends the lease. Idempotent. */
     @Override
     public void close() {
-        if (released.compareAndSet(false, true)) buffer.endLease(this);
+        if (RELEASED.compareAndSet(this, false, true)) buffer.endLease(this);
     }
 
     @Override
-    public String toString() { return "lease held by " + holder() + (released.get() ? " (released)" : ""); }
+    public String toString() { return "lease held by " + holder() + (released ? " (released)" : ""); }
 }

@@ -509,50 +509,73 @@ final class Messages {
         }
     }
 
-    /** Strict big-endian reader: underflow throws, leftovers are an error. */
+    /**
+     * Strict big-endian reader over the payload array itself (no ByteBuffer per frame):
+     * underflow throws {@link BufferUnderflowException}, leftovers are an error.
+     */
     static final class Reader {
         private final FrameType type;
-        private final ByteBuffer b;
+        private final byte[] b;
+        private int pos;
 
         Reader(FrameType type, byte[] payload) {
             this.type = type;
-            this.b = ByteBuffer.wrap(payload);
+            this.b = payload;
         }
 
-        int u16() { return Short.toUnsignedInt(b.getShort()); }
+        private int take(int n) {
+            if (b.length - pos < n) throw new BufferUnderflowException();
+            int at = pos;
+            pos += n;
+            return at;
+        }
 
-        int u32() { return b.getInt(); }
+        int u16() {
+            int at = take(2);
+            return (b[at] & 0xFF) << 8 | (b[at + 1] & 0xFF);
+        }
 
-        long u64() { return b.getLong(); }
+        int u32() {
+            int at = take(4);
+            return getInt(at);
+        }
 
-        int remaining() { return b.remaining(); }
+        private int getInt(int at) {
+            return (b[at] & 0xFF) << 24 | (b[at + 1] & 0xFF) << 16 | (b[at + 2] & 0xFF) << 8 | (b[at + 3] & 0xFF);
+        }
+
+        long u64() {
+            int at = take(8);
+            return (long) getInt(at) << 32 | (getInt(at + 4) & 0xFFFFFFFFL);
+        }
+
+        int remaining() { return b.length - pos; }
 
         String string(String field, int minBytes, int maxBytes) throws ProtocolException {
             int n = u16();
-            if (n > b.remaining()) throw bad(field + " length " + n + " runs past the payload (" + b.remaining() + " bytes left)");
+            if (n > remaining()) throw bad(field + " length " + n + " runs past the payload (" + remaining() + " bytes left)");
             if (n < minBytes || n > maxBytes) throw bad(field + " is " + n + " bytes (expected: " + minBytes + " to " + maxBytes + ")");
-            byte[] u = new byte[n];
-            b.get(u);
+            int at = take(n);
             // Bytes below 0x80 are valid UTF-8 and decode to the same chars: a plain copy (a
             // name is ASCII in nearly every ATTACH: issue 11, CPU per exchange). Anything else
             // goes through the strict decoder.
-            if (isAscii(u)) return new String(u, StandardCharsets.ISO_8859_1);
+            if (isAscii(b, at, n)) return new String(b, at, n, StandardCharsets.ISO_8859_1);
             try {
                 CharBuffer c = StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
-                        .onUnmappableCharacter(CodingErrorAction.REPORT).decode(ByteBuffer.wrap(u));
+                        .onUnmappableCharacter(CodingErrorAction.REPORT).decode(ByteBuffer.wrap(b, at, n));
                 return c.toString();
             } catch (CharacterCodingException e) {
                 throw bad(field + " is not valid UTF-8");
             }
         }
 
-        private static boolean isAscii(byte[] u) {
-            for (byte x : u) if (x < 0) return false;
+        private static boolean isAscii(byte[] u, int from, int n) {
+            for (int i = from; i < from + n; i++) if (u[i] < 0) return false;
             return true;
         }
 
         void end() throws ProtocolException {
-            if (b.hasRemaining()) throw bad(b.remaining() + " bytes left over after the fields");
+            if (remaining() > 0) throw bad(remaining() + " bytes left over after the fields");
         }
 
         ProtocolException bad(String what) {

@@ -642,7 +642,7 @@ public final class SharingServer implements AutoCloseable {
                         assigned.ids(), flags), requestId);
             }
             lease = new Publication.Lease(id, p, c, held);
-            item = new SendQueue.Item(frame, d == null ? null : d.fds(), d, lease.sent()::countDown);
+            item = new SendQueue.Item(frame, d == null ? null : d.fds(), d, lease); // onSent: lease.run()
         } catch (RuntimeException | Error e) {
             // Nothing was queued: the fds, the fresh ids and the hold go (the ATTACH gives no id).
             // An Error too: it ends the connection (the reader's catch), and the hold would
@@ -733,7 +733,7 @@ public final class SharingServer implements AutoCloseable {
      */
     private static void awaitSent(ServerConnection c, Publication.Lease lease) {
         try {
-            while (!lease.sent().await(50, java.util.concurrent.TimeUnit.MILLISECONDS)) {
+            while (!lease.awaitSent(50)) {
                 if (c.out.isDead()) return;
             }
         } catch (InterruptedException e) {
