@@ -7,6 +7,9 @@ import java.nio.ByteBuffer;
  * #takeFds()} or {@link #close()}. Package-private.
  */
 final class Frame implements AutoCloseable {
+    /** No fds, shared: passed to FdSocket.send instead of null (which makes an array per call); never written to. */
+    static final int[] NO_FDS = new int[0];
+
     final FrameType type;
     final int requestId;
     final Messages.Message message;

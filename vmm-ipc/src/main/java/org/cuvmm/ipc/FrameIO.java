@@ -272,9 +272,6 @@ final class FrameIO {
      * int)}); no fds is passed as a shared empty array (FdSocket.send makes one per call for null).
      */
     static void write(FdSocket socket, Messages.Message m, int requestId, int[] fds, int version) throws IOException {
-        socket.send(Frame.encode(m, requestId, version), fds == null ? NO_FDS : fds);
+        socket.send(Frame.encode(m, requestId, version), fds == null ? Frame.NO_FDS : fds);
     }
-
-    /** Never written to (FdSocket.send only reads fds). */
-    static final int[] NO_FDS = new int[0];
 }
