@@ -1,6 +1,7 @@
 package org.cuvmm;
 
-import java.util.concurrent.atomic.AtomicBoolean;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 
 /**
  * A long-lived use of a buffer held on behalf of someone else: a consumer process that
@@ -11,27 +12,43 @@ import java.util.concurrent.atomic.AtomicBoolean;
  */
 public final class BufferLease implements AutoCloseable {
     private final VirtualMemoryBuffer buffer;
-    private final String holder;
-    private final AtomicBoolean released = new AtomicBoolean();
+    /** A String, or a Supplier of one ({@link VirtualMemoryBuffer#lease(java.util.function.Supplier)}). */
+    private final Object holder;
+    // A field set by compare-and-set (VarHandle), not an AtomicBoolean: a sharing server takes
+    // one lease per attach (issue 11: one object fewer per round).
+    private static final VarHandle RELEASED;
 
-    BufferLease(VirtualMemoryBuffer buffer, String holder) {
+    static {
+        try {
+            RELEASED = MethodHandles.lookup().findVarHandle(BufferLease.class, "released", boolean.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    private volatile boolean released;
+
+    BufferLease(VirtualMemoryBuffer buffer, Object holder) {
         this.buffer = buffer;
         this.holder = holder;
     }
 
-    /** Who holds it, as given to {@link VirtualMemoryBuffer#lease(String)}. */
-    public String holder() { return holder; }
+    /** Who holds it, as given to {@link VirtualMemoryBuffer#lease(String)} (or made by the supplier given instead). */
+    @SuppressWarnings("unchecked")
+    public String holder() {
+        return holder instanceof String s ? s : String.valueOf(((java.util.function.Supplier<String>) holder).get());
+    }
 
     public VirtualMemoryBuffer buffer() { return buffer; }
 
-    public boolean isReleased() { return released.get(); }
+    public boolean isReleased() { return released; }
 
     /** Ends the lease. Idempotent. */
     @Override
     public void close() {
-        if (released.compareAndSet(false, true)) buffer.endLease(this);
+        if (RELEASED.compareAndSet(this, false, true)) buffer.endLease(this);
     }
 
     @Override
-    public String toString() { return "lease held by " + holder + (released.get() ? " (released)" : ""); }
+    public String toString() { return "lease held by " + holder() + (released ? " (released)" : ""); }
 }

@@ -1,7 +1,7 @@
 package org.cuvmm;
 
-import java.util.concurrent.atomic.AtomicInteger;
-import java.util.concurrent.atomic.AtomicReference;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 
 /**
  * Counts what in this process still maps the memory of one {@link
@@ -26,10 +26,28 @@ import java.util.concurrent.atomic.AtomicReference;
 final class ImportHold {
     private static final System.Logger LOG = System.getLogger("org.cuvmm");
 
-    private final AtomicInteger refs = new AtomicInteger(1); // the imported buffer's
-    private final AtomicReference<Runnable> whenUnmapped;
+    // The count and the callback are fields updated through VarHandles, not AtomicInteger and
+    // AtomicReference objects: a shared view makes one hold per attach of a cached import
+    // (issue 11: two objects fewer per round).
+    private static final VarHandle REFS;
+    private static final VarHandle WHEN_UNMAPPED;
+
+    static {
+        try {
+            MethodHandles.Lookup l = MethodHandles.lookup();
+            REFS = l.findVarHandle(ImportHold.class, "refs", int.class);
+            WHEN_UNMAPPED = l.findVarHandle(ImportHold.class, "whenUnmapped", Runnable.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    private volatile int refs = 1; // the imported buffer's
+    private volatile Runnable whenUnmapped;
     /** What this hold counts, for messages: its {@code toString()} is built only when one is written. */
     private final Object what;
+    /** {@link #what} is the buffer a shared view was made of: messages say "the shared view of" it. */
+    private final boolean sharedView;
     private final ImportHold parent; // one reference this hold owns, dropped at zero; or null
 
     ImportHold(Runnable whenUnmapped, String what) {
@@ -38,31 +56,43 @@ final class ImportHold {
 
     /** A hold that owns the reference on {@code parent} (already taken) the caller passes, or null. */
     ImportHold(Runnable whenUnmapped, Object what, ImportHold parent) {
-        this.whenUnmapped = new AtomicReference<>(whenUnmapped);
+        this(whenUnmapped, what, false, parent);
+    }
+
+    /**
+     * As {@link #ImportHold(Runnable, Object, ImportHold)}; {@code sharedView}: the hold of a
+     * shared view of {@code what} (named so in messages, with no name object made per view).
+     */
+    ImportHold(Runnable whenUnmapped, Object what, boolean sharedView, ImportHold parent) {
+        this.whenUnmapped = whenUnmapped;
         this.what = what;
+        this.sharedView = sharedView;
         this.parent = parent;
     }
+
+    /** What this hold counts, for a message. */
+    private String what() { return sharedView ? "the shared view of " + what : String.valueOf(what); }
 
     /** One more holder (a derived buffer or view); returns this. */
     ImportHold retain() {
         for (;;) {
-            int n = refs.get();
+            int n = refs;
             if (n <= 0) {
                 // Unreachable: a holder is made only from a source that still holds a reference.
-                throw new IllegalStateException(what + " is no longer mapped; nothing can hold it");
+                throw new IllegalStateException(what() + " is no longer mapped; nothing can hold it");
             }
-            if (refs.compareAndSet(n, n + 1)) return this;
+            if (REFS.compareAndSet(this, n, n + 1)) return this;
         }
     }
 
     /** One holder is gone (its native reference dropped); the last one runs the callback. */
     void release() {
-        if (refs.decrementAndGet() != 0) return;
-        Runnable r = whenUnmapped.getAndSet(null);
+        if ((int) REFS.getAndAdd(this, -1) - 1 != 0) return;
+        Runnable r = (Runnable) WHEN_UNMAPPED.getAndSet(this, (Runnable) null);
         try {
             if (r != null) r.run();
         } catch (RuntimeException e) {
-            LOG.log(System.Logger.Level.WARNING, "the callback of " + what + " (whenUnmapped or whenGone) threw " + e, e);
+            LOG.log(System.Logger.Level.WARNING, "the callback of " + what() + " (whenUnmapped or whenGone) threw " + e, e);
         } finally {
             if (parent != null) parent.release();
         }
@@ -73,10 +103,10 @@ final class ImportHold {
      * never handed out), still dropping the parent's reference.
      */
     void releaseUnfired() {
-        whenUnmapped.set(null);
+        whenUnmapped = null;
         release();
     }
 
     /** Holders still alive (buffers and views); 0 once the callback has run. */
-    int holders() { return refs.get(); }
+    int holders() { return refs; }
 }

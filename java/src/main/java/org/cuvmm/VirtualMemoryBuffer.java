@@ -837,19 +837,6 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     }
 
     /**
-     * The lazily built name of a view of {@code source}'s memory. Static on purpose: an
-     * anonymous class made in an instance method would also capture this buffer, and the view's
-     * hold (reachable from its Cleaner) would then keep a dropped parent buffer reachable, so
-     * the parent's leak report and release would wait for the view.
-     */
-    private static Object sharedViewName(Release source) {
-        return new Object() {
-            @Override
-            public String toString() { return "the shared view of " + source.description(); }
-        };
-    }
-
-    /**
      * A view of this buffer: a new {@code VirtualMemoryBuffer} ({@link BufferOrigin#SHARED_VIEW})
      * over the same mapped memory, same address and size, with a lifecycle of its own. Makes
      * no driver call (no reserve, map or access call): the view holds one more reference to
@@ -883,13 +870,14 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         Checks.notNull("whenGone", whenGone);
         acquire();
         try {
-            // Named lazily: the name is needed only by a message, and sharing is the
-            // import cache's per-attach path (issue 11: no string built per round).
-            Object what = sharedViewName(release);
+            // Named lazily ("the shared view of " + the Release's description, built only when
+            // a message needs it): sharing is the import cache's per-attach path (issue 11: no
+            // string, and no name object, per round). The Release, not this buffer: a view's
+            // hold (reachable from its Cleaner) must not keep a dropped parent reachable.
             ImportHold parent = hold == null ? null : hold.retain();
             ImportHold viewHold;
             try {
-                viewHold = new ImportHold(whenGone, what, parent); // owns `parent` from here on
+                viewHold = new ImportHold(whenGone, release, true, parent); // owns `parent` from here on
             } catch (RuntimeException | Error e) {
                 if (parent != null) parent.release(); // never zero: this buffer still holds one
                 throw e;
@@ -943,6 +931,25 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      */
     public BufferLease lease(String holder) {
         Checks.notNull("holder", holder);
+        return newLease(holder);
+    }
+
+    /**
+     * As {@link #lease(String)}, with the holder's description made by {@code holder} only
+     * when something needs it ({@link BufferLease#holder()}, a refused close's message): for a
+     * lease taken per request on a hot path (a sharing server's per-attach lease, issue 11: no
+     * string built per round). {@code holder} must not block and should return the same text
+     * each time; it may be called from any thread, any number of times.
+     *
+     * @throws IllegalStateException when the buffer is closed
+     */
+    public BufferLease lease(java.util.function.Supplier<String> holder) {
+        Checks.notNull("holder", holder);
+        return newLease(holder);
+    }
+
+    /** {@code holder}: a String or a Supplier of one. */
+    private BufferLease newLease(Object holder) {
         acquire();
         try {
             BufferLease lease = new BufferLease(this, holder);

@@ -2,7 +2,8 @@ package org.cuvmm.ipc;
 
 import java.io.IOException;
 import java.io.UncheckedIOException;
-import java.util.concurrent.atomic.AtomicBoolean;
+import java.lang.invoke.MethodHandles;
+import java.lang.invoke.VarHandle;
 import java.util.function.Function;
 
 import org.cuvmm.VirtualMemoryBuffer;
@@ -29,15 +30,32 @@ public final class Attachment implements AutoCloseable {
     private final String name;
     private final long leaseId;
     private final VirtualMemoryBuffer buffer;
-    /** Claimed by whoever sends the one RELEASE of this lease. */
-    private final AtomicBoolean releaseClaimed = new AtomicBoolean();
+    /**
+     * The two claims below are fields set by compare-and-set through {@link VarHandle}s, not
+     * AtomicBooleans: two objects fewer per attach (issue 11, allocation per cached round).
+     */
+    private static final VarHandle RELEASE_CLAIMED;
+    private static final VarHandle CLOSE_CLAIMED;
+
+    static {
+        try {
+            MethodHandles.Lookup l = MethodHandles.lookup();
+            RELEASE_CLAIMED = l.findVarHandle(Attachment.class, "releaseClaimed", boolean.class);
+            CLOSE_CLAIMED = l.findVarHandle(Attachment.class, "closeClaimed", boolean.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    /** Claimed (CAS false to true) by whoever sends the one RELEASE of this lease. */
+    private volatile boolean releaseClaimed;
     private volatile boolean dropped;
     /**
      * Claimed by the one thread that closes; given back when the buffer refuses to close (in
      * use on another thread), so a later close can try again. No monitor: the buffer's close
      * is a teardown (the final unmap/release), and no lock is held across one.
      */
-    private final AtomicBoolean closeClaimed = new AtomicBoolean();
+    private volatile boolean closeClaimed;
     /** The thread inside {@link #close()}'s buffer.close(), so an unmap it causes is released synchronously. */
     private volatile Thread closing;
     private volatile boolean unmappedByClose;
@@ -77,7 +95,7 @@ public final class Attachment implements AutoCloseable {
      * True once nothing in this process maps the memory any more, so the lease is being (or
      * has been) given back: RELEASE sent or queued for sending.
      */
-    public boolean isReleased() { return releaseClaimed.get(); }
+    public boolean isReleased() { return releaseClaimed; }
 
     /**
      * Closes the buffer. When no alias or view of it still maps the memory, then sends
@@ -101,12 +119,12 @@ public final class Attachment implements AutoCloseable {
      */
     @Override
     public void close() {
-        if (closed || !closeClaimed.compareAndSet(false, true)) return;
+        if (closed || !CLOSE_CLAIMED.compareAndSet(this, false, true)) return;
         closing = Thread.currentThread();
         try {
             buffer.close();
         } catch (RuntimeException | Error e) {
-            closeClaimed.set(false); // refused (in use on another thread): still open, closable later
+            closeClaimed = false; // refused (in use on another thread): still open, closable later
             throw e;
         } finally {
             closing = null;
@@ -115,7 +133,7 @@ public final class Attachment implements AutoCloseable {
         client.forget(this);
         // Outside the monitor: a blocking request. Released here only if this close unmapped
         // the last mapping; if an alias or view lives on, unmapped() releases later.
-        if (!unmappedByClose || !releaseClaimed.compareAndSet(false, true)) return;
+        if (!unmappedByClose || !RELEASE_CLAIMED.compareAndSet(this, false, true)) return;
         try {
             client.release(leaseId);
         } catch (SharingException e) {
@@ -139,7 +157,7 @@ public final class Attachment implements AutoCloseable {
             unmappedByClose = true;
             return;
         }
-        if (releaseClaimed.compareAndSet(false, true)) client.releaseLater(leaseId);
+        if (RELEASE_CLAIMED.compareAndSet(this, false, true)) client.releaseLater(leaseId);
     }
 
     @Override

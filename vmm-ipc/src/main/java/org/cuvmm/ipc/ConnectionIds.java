@@ -1,7 +1,6 @@
 package org.cuvmm.ipc;
 
 import java.util.ArrayList;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Map;
@@ -40,7 +39,8 @@ final class ConnectionIds {
     private final int maxIds;
     private long nextId = 1;
     private final Map<Long, Held> byId = new LinkedHashMap<>();
-    private final Map<Long, Held> byAllocation = new HashMap<>();
+    /** Allocation id -> held id ({@link LongMap}: no boxed allocation id per chunk per ATTACH). */
+    private final LongMap<Held> byAllocation = new LongMap<>();
 
     ConnectionIds(int maxIds) {
         this.maxIds = maxIds;
@@ -65,7 +65,7 @@ final class ConnectionIds {
         Held[] found = new Held[n];
         int fresh = 0;
         for (int i = 0; i < n; i++) {
-            Held h = allocationIds[i] == 0 || repeat[i] ? null : byAllocation.get(allocationIds[i]);
+            Held h = allocationIds[i] == 0 || (repeat != null && repeat[i]) ? null : byAllocation.get(allocationIds[i]);
             if (h == null || h.released) fresh++;
             else found[i] = h;
         }
@@ -80,7 +80,7 @@ final class ConnectionIds {
             }
             h = new Held(nextId++, allocationIds[i], sizes[i]);
             byId.put(h.id, h);
-            if (h.allocationId != 0 && !repeat[i]) byAllocation.put(h.allocationId, h);
+            if (h.allocationId != 0 && (repeat == null || !repeat[i])) byAllocation.put(h.allocationId, h);
             ids[i] = h.id;
             fd[i] = true;
             newIds[k++] = h.id;
@@ -92,15 +92,19 @@ final class ConnectionIds {
     /** Up to this many chunks, repeats are found by comparing pairs (no set, no boxing). */
     private static final int SCAN_REPEATS_UP_TO = 16;
 
-    /** For each chunk: true when a non-zero allocation id appeared at an earlier chunk. */
+    /**
+     * For each chunk: true when a non-zero allocation id appeared at an earlier chunk; null
+     * when none did (the usual case: nothing allocated).
+     */
     private static boolean[] repeats(long[] allocationIds, int n) {
-        boolean[] repeat = new boolean[n];
         if (n <= SCAN_REPEATS_UP_TO) {
+            boolean[] repeat = null;
             for (int i = 1; i < n; i++) {
                 long a = allocationIds[i];
                 if (a == 0) continue;
                 for (int j = 0; j < i; j++) {
                     if (allocationIds[j] == a) {
+                        if (repeat == null) repeat = new boolean[n];
                         repeat[i] = true;
                         break;
                     }
@@ -108,6 +112,7 @@ final class ConnectionIds {
             }
             return repeat;
         }
+        boolean[] repeat = new boolean[n];
         java.util.Set<Long> seen = new java.util.HashSet<>();
         for (int i = 0; i < n; i++) repeat[i] = allocationIds[i] != 0 && !seen.add(allocationIds[i]);
         return repeat;

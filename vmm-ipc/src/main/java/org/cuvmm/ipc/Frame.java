@@ -7,6 +7,9 @@ import java.nio.ByteBuffer;
  * #takeFds()} or {@link #close()}. Package-private.
  */
 final class Frame implements AutoCloseable {
+    /** No fds, shared: passed to FdSocket.send instead of null (which makes an array per call); never written to. */
+    static final int[] NO_FDS = new int[0];
+
     final FrameType type;
     final int requestId;
     final Messages.Message message;
@@ -54,10 +57,30 @@ final class Frame implements AutoCloseable {
     }
 
     static byte[] encode(Messages.Message m, int requestId) {
-        return encode(m.type(), requestId, m.encode());
+        return encode(m, requestId, Protocol.VERSION);
     }
 
+    /**
+     * The frame of {@code m}, built in one array: the payload is written after 16 reserved
+     * bytes, then the header in front (no payload array copied into a second one).
+     */
     static byte[] encode(Messages.Message m, int requestId, int version) {
-        return encode(m.type(), requestId, m.encode(), version);
+        Messages.Writer w = new Messages.Writer(Protocol.HEADER_SIZE, m.sizeHint());
+        m.write(w);
+        int length = w.position() - Protocol.HEADER_SIZE;
+        if (length > Protocol.MAX_PAYLOAD) {
+            throw new IllegalArgumentException("payload: " + length + " bytes (expected: at most "
+                    + Protocol.MAX_PAYLOAD + ")");
+        }
+        byte[] a = w.array();
+        Messages.Writer.putInt(a, 0, Protocol.MAGIC);
+        a[4] = (byte) (version >>> 8);
+        a[5] = (byte) version;
+        int type = m.type().code();
+        a[6] = (byte) (type >>> 8);
+        a[7] = (byte) type;
+        Messages.Writer.putInt(a, 8, requestId);
+        Messages.Writer.putInt(a, 12, length);
+        return w.bytes();
     }
 }

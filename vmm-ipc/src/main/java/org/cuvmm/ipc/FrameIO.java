@@ -274,11 +274,15 @@ final class FrameIO {
 
     /** Sends {@code m} with {@code requestId}, and {@code fds} (kept by the caller) on the same sendmsg. */
     static void write(FdSocket socket, Messages.Message m, int requestId, int[] fds) throws IOException {
-        socket.send(Frame.encode(m, requestId), fds);
+        write(socket, m, requestId, fds, Protocol.VERSION);
     }
 
-    /** As {@link #write(FdSocket, Messages.Message, int, int[])} with header version {@code version}. */
+    /**
+     * As {@link #write(FdSocket, Messages.Message, int, int[])} with header version {@code
+     * version}. The frame is built in one array ({@link Frame#encode(Messages.Message, int,
+     * int)}); no fds is passed as a shared empty array (FdSocket.send makes one per call for null).
+     */
     static void write(FdSocket socket, Messages.Message m, int requestId, int[] fds, int version) throws IOException {
-        socket.send(Frame.encode(m, requestId, version), fds);
+        socket.send(Frame.encode(m, requestId, version), fds == null ? Frame.NO_FDS : fds);
     }
 }

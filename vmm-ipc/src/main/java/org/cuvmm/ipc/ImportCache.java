@@ -2,10 +2,8 @@ package org.cuvmm.ipc;
 
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.HashMap;
 import java.util.LinkedHashMap;
 import java.util.List;
-import java.util.Map;
 
 import org.cuvmm.BufferDescriptor;
 import org.cuvmm.HandleType;
@@ -125,7 +123,8 @@ public final class ImportCache {
     private final long maxBytes;
     private final Hooks hooks;
     private final Object lock = new Object();
-    private final Map<Long, Id> ids = new HashMap<>();
+    /** Guarded by {@link #lock} (a {@link LongMap}: no boxed id per look-up). */
+    private final LongMap<Id> ids = new LongMap<>();
     /** Access order: the first is the least recently used. */
     private final LinkedHashMap<Key, Entry> entries = new LinkedHashMap<>(16, 0.75f, true);
     private long bytes;
@@ -177,21 +176,25 @@ public final class ImportCache {
         synchronized (lock) {
             for (int i = 0; i < d.ids().length; i++) {
                 Id r = ids.get(d.ids()[i]);
-                String id = Long.toUnsignedString(d.ids()[i]);
+                String id = null; // built only for a message: no string per chunk per round
                 if (d.hasFd(i) && r != null) {
+                    id = Long.toUnsignedString(d.ids()[i]);
                     throw new ProtocolException(ErrorCode.UNKNOWN_ID, 0, "DESCRIPTOR chunk " + i + " sends the fd of id "
                             + id + ", which this connection already holds (ids are never reused)");
                 }
                 if (!d.hasFd(i) && (r == null || r.gone)) {
+                    id = Long.toUnsignedString(d.ids()[i]);
                     throw new ProtocolException(ErrorCode.UNKNOWN_ID, 0, "DESCRIPTOR chunk " + i + " names id " + id
                             + " without its fd, but this client does not hold it");
                 }
                 if (!d.hasFd(i) && r.state == State.EVICTED) {
+                    id = Long.toUnsignedString(d.ids()[i]);
                     // The server said no later DESCRIPTOR names it (PROTOCOL.md 13.6); its fd may be closed.
                     throw new ProtocolException(ErrorCode.UNKNOWN_ID, 0, "DESCRIPTOR chunk " + i + " names id " + id
                             + " without its fd, but the server evicted it (EVICT read before this DESCRIPTOR)");
                 }
                 if (!d.hasFd(i) && r.size != d.chunkSizes()[i]) {
+                    id = Long.toUnsignedString(d.ids()[i]);
                     throw new ProtocolException(ErrorCode.BAD_PAYLOAD, 0, "DESCRIPTOR chunk " + i + " gives id " + id
                             + " size " + d.chunkSizes()[i] + ", but it was received with size " + r.size);
                 }
@@ -243,11 +246,12 @@ public final class ImportCache {
      */
     VirtualMemoryBuffer open(Messages.DescriptorV2 d, VirtualMemoryResource resource, Runnable whenUnmapped) {
         long[] idList = d.ids();
-        Key key = new Key(resource, idList.clone(), d.size());
+        // A look-up key over the DESCRIPTOR's own array (never changed); an entry gets a copy.
+        Key key = new Key(resource, idList, d.size());
         boolean cache = isEnabled();
         Entry hit = null;
         VirtualMemoryBuffer kept = null;
-        int[] fds = new int[idList.length];
+        int[] fds = null; // a miss only
         boolean cacheable;
         synchronized (lock) {
             if (cache) {
@@ -262,6 +266,7 @@ public final class ImportCache {
             cacheable = cache && hit == null;
             if (hit == null) {
                 misses++;
+                fds = new int[idList.length];
                 for (int i = 0; i < idList.length; i++) {
                     Id r = ids.get(idList[i]);
                     fds[i] = r.fd;
@@ -298,6 +303,7 @@ public final class ImportCache {
             unpin(idList);
         }
         if (!cacheable) return imported;
+        key = new Key(resource, idList.clone(), d.size());
         Entry e = new Entry(key, idList, imported.mappedSize());
         e.buffer = imported;
         boolean inserted;
@@ -346,18 +352,31 @@ public final class ImportCache {
 
     /** Takes one pin ({@code pin}) or one mapping reference off each known id of {@code idList}, then settles it. */
     private void decrement(long[] idList, boolean pin) {
-        List<Integer> close = new ArrayList<>();
-        List<Long> forget = new ArrayList<>();
+        List<Integer> close = null;
+        List<Long> forget = null;
         synchronized (lock) {
             for (long id : idList) {
                 Id r = ids.get(id);
                 if (r == null) continue;
                 if (pin) r.pins--;
                 else r.refs--;
+                // The lists only when something is to be closed or forgotten (not on a hit's unpin).
+                if (!settles(r)) continue;
+                if (close == null) {
+                    close = new ArrayList<>();
+                    forget = new ArrayList<>();
+                }
                 settle(r, close, forget);
             }
         }
-        finish(close, forget);
+        if (close != null) finish(close, forget);
+    }
+
+    /** Under the lock: whether {@link #settle} would change anything for {@code r}. */
+    private boolean settles(Id r) {
+        return (r.pins == 0 && (r.gone || r.state == State.EVICTED) && r.fd >= 0)
+                || (r.gone && r.pins == 0 && r.refs <= 0)
+                || (r.refs == 0 && r.pins == 0 && r.state != State.FORGETTING && !r.gone && !ended);
     }
 
     /**
@@ -400,8 +419,12 @@ public final class ImportCache {
 
     /** Closes idle entries, least recently used first, while over a bound. */
     private void trim() {
+        synchronized (lock) {
+            if (entries.size() <= maxEntries && bytes <= maxBytes) return; // within bounds (every hit): nothing made
+        }
         List<Entry> out = new ArrayList<>();
         synchronized (lock) {
+            if (entries.size() <= maxEntries && bytes <= maxBytes) return;
             var it = entries.values().iterator();
             while ((entries.size() > maxEntries || bytes > maxBytes) && it.hasNext()) {
                 Entry e = it.next();
@@ -542,7 +565,7 @@ public final class ImportCache {
             entries.clear();
             bytes = 0;
             for (Entry e : out) e.evicted = true;
-            for (Id r : new ArrayList<>(ids.values())) {
+            for (Id r : ids.values()) {
                 r.gone = true;
                 settle(r, close, new ArrayList<>());
             }

@@ -22,7 +22,18 @@ final class Messages {
             DescriptorV2, Forget, Forgotten, Evict {
         FrameType type();
 
-        byte[] encode();
+        /** Writes the payload's fields. */
+        void write(Writer w);
+
+        /** The payload's size in bytes when known cheaply (exact for the per-round messages), else a guess. */
+        default int sizeHint() { return 64; }
+
+        /** The payload alone (a frame is built by {@link Frame#encode(Message, int, int)} in one array). */
+        default byte[] encode() {
+            Writer w = new Writer(0, sizeHint());
+            write(w);
+            return w.bytes();
+        }
 
         /** fds the frame must carry. */
         default int fdCount() { return 0; }
@@ -31,19 +42,28 @@ final class Messages {
     record Hello(String clientName) implements Message {
         public FrameType type() { return FrameType.HELLO; }
 
-        public byte[] encode() { return new Writer().string("clientName", clientName, 0, Protocol.MAX_CLIENT_NAME_BYTES).bytes(); }
+        public void write(Writer w) { w.string("clientName", clientName, 0, Protocol.MAX_CLIENT_NAME_BYTES); }
+
+        @Override
+        public int sizeHint() { return 2 + clientName.length(); }
     }
 
     record HelloOk(int version, int maxFds) implements Message {
         public FrameType type() { return FrameType.HELLO_OK; }
 
-        public byte[] encode() { return new Writer().u16(version).u16(maxFds).bytes(); }
+        public void write(Writer w) { w.u16(version).u16(maxFds); }
+
+        @Override
+        public int sizeHint() { return 4; }
     }
 
     record Attach(String name) implements Message {
         public FrameType type() { return FrameType.ATTACH; }
 
-        public byte[] encode() { return new Writer().string("name", name, 1, Protocol.MAX_NAME_BYTES).bytes(); }
+        public void write(Writer w) { w.string("name", name, 1, Protocol.MAX_NAME_BYTES); }
+
+        @Override
+        public int sizeHint() { return 2 + name.length(); }
     }
 
     record Descriptor(long leaseId, int handleType, long size, long[] chunkSizes) implements Message {
@@ -52,11 +72,13 @@ final class Messages {
         @Override
         public int fdCount() { return chunkSizes.length; }
 
-        public byte[] encode() {
-            Writer w = new Writer().u64(leaseId).u32(handleType).u64(size).u32(chunkSizes.length);
+        public void write(Writer w) {
+            w.u64(leaseId).u32(handleType).u64(size).u32(chunkSizes.length);
             for (long s : chunkSizes) w.u64(s);
-            return w.bytes();
         }
+
+        @Override
+        public int sizeHint() { return 24 + 8 * chunkSizes.length; }
 
         @Override
         public boolean equals(Object o) {
@@ -93,11 +115,13 @@ final class Messages {
         /** True when chunk {@code i}'s fd is attached. */
         boolean hasFd(int i) { return (flags[i] & Protocol.CHUNK_FLAG_FD) != 0; }
 
-        public byte[] encode() {
-            Writer w = new Writer().u64(leaseId).u32(handleType).u64(size).u32(chunkSizes.length);
+        public void write(Writer w) {
+            w.u64(leaseId).u32(handleType).u64(size).u32(chunkSizes.length);
             for (int i = 0; i < chunkSizes.length; i++) w.u64(chunkSizes[i]).u64(ids[i]).u32(flags[i]);
-            return w.bytes();
         }
+
+        @Override
+        public int sizeHint() { return 24 + 20 * chunkSizes.length; }
 
         @Override
         public boolean equals(Object o) {
@@ -121,7 +145,10 @@ final class Messages {
     record Forget(long[] ids) implements Message {
         public FrameType type() { return FrameType.FORGET; }
 
-        public byte[] encode() { return idList(ids); }
+        public void write(Writer w) { idList(w, ids); }
+
+        @Override
+        public int sizeHint() { return 4 + 8 * ids.length; }
 
         @Override
         public boolean equals(Object o) { return o instanceof Forget f && Arrays.equals(f.ids, ids); }
@@ -137,14 +164,20 @@ final class Messages {
     record Forgotten(int count) implements Message {
         public FrameType type() { return FrameType.FORGOTTEN; }
 
-        public byte[] encode() { return new Writer().u32(count).bytes(); }
+        public void write(Writer w) { w.u32(count); }
+
+        @Override
+        public int sizeHint() { return 4; }
     }
 
     /** Version 2 (s→c, request id 0): the producer released these allocations. 1 to 8190 non-zero ids. */
     record Evict(long[] ids) implements Message {
         public FrameType type() { return FrameType.EVICT; }
 
-        public byte[] encode() { return idList(ids); }
+        public void write(Writer w) { idList(w, ids); }
+
+        @Override
+        public int sizeHint() { return 4 + 8 * ids.length; }
 
         @Override
         public boolean equals(Object o) { return o instanceof Evict e && Arrays.equals(e.ids, ids); }
@@ -156,32 +189,40 @@ final class Messages {
         public String toString() { return "Evict" + Arrays.toString(ids); }
     }
 
-    private static byte[] idList(long[] ids) {
+    private static void idList(Writer w, long[] ids) {
         if (ids.length < 1 || ids.length > Protocol.MAX_IDS_PER_FRAME) {
             throw new IllegalArgumentException("ids: " + ids.length + " (expected: 1 to " + Protocol.MAX_IDS_PER_FRAME
                     + " per frame)");
         }
-        Writer w = new Writer().u32(ids.length);
+        w.u32(ids.length);
         for (long id : ids) w.u64(id);
-        return w.bytes();
     }
 
     record Release(long leaseId) implements Message {
         public FrameType type() { return FrameType.RELEASE; }
 
-        public byte[] encode() { return new Writer().u64(leaseId).bytes(); }
+        public void write(Writer w) { w.u64(leaseId); }
+
+        @Override
+        public int sizeHint() { return 8; }
     }
 
     record Released(long leaseId) implements Message {
         public FrameType type() { return FrameType.RELEASED; }
 
-        public byte[] encode() { return new Writer().u64(leaseId).bytes(); }
+        public void write(Writer w) { w.u64(leaseId); }
+
+        @Override
+        public int sizeHint() { return 8; }
     }
 
     record Drop(long leaseId, String name) implements Message {
         public FrameType type() { return FrameType.DROP; }
 
-        public byte[] encode() { return new Writer().u64(leaseId).string("name", name, 1, Protocol.MAX_NAME_BYTES).bytes(); }
+        public void write(Writer w) { w.u64(leaseId).string("name", name, 1, Protocol.MAX_NAME_BYTES); }
+
+        @Override
+        public int sizeHint() { return 10 + name.length(); }
     }
 
     /** {@code code} is the raw number (a peer may send one this version does not know). */
@@ -190,9 +231,8 @@ final class Messages {
 
         public FrameType type() { return FrameType.ERROR; }
 
-        public byte[] encode() {
-            return new Writer().u32(code).string("message", truncate(message, Protocol.MAX_MESSAGE_BYTES), 0,
-                    Protocol.MAX_MESSAGE_BYTES).bytes();
+        public void write(Writer w) {
+            w.u32(code).string("message", truncate(message, Protocol.MAX_MESSAGE_BYTES), 0, Protocol.MAX_MESSAGE_BYTES);
         }
 
         ErrorCode errorCode() { return ErrorCode.of(code); }
@@ -376,45 +416,77 @@ final class Messages {
         if (size > sum) throw r.bad("buffer size " + size + " is larger than the sum of the chunk sizes, " + sum);
     }
 
-    /** Big-endian writer with the protocol's string rules. */
+    /**
+     * Big-endian writer with the protocol's string rules, into one growable array: {@link
+     * Frame#encode(Message, int, int)} reserves the header's 16 bytes in front and sizes it from
+     * {@link Message#sizeHint()}, so a frame is built in one array, exactly sized for the
+     * per-round messages (issue 11: it was built twice, payload then frame, through two
+     * ByteBuffers and a copy).
+     */
     static final class Writer {
-        private ByteBuffer b = ByteBuffer.allocate(64);
+        private byte[] b;
+        private int pos;
+
+        Writer() {
+            this(0, 64);
+        }
+
+        /** {@code offset} bytes left free in front (a frame's header), room for {@code sizeHint} more. */
+        Writer(int offset, int sizeHint) {
+            b = new byte[offset + Math.max(0, sizeHint)];
+            pos = offset;
+        }
 
         private void room(int n) {
-            if (b.remaining() < n) {
-                ByteBuffer bigger = ByteBuffer.allocate(Math.max(b.capacity() * 2, b.position() + n));
-                b.flip();
-                bigger.put(b);
-                b = bigger;
-            }
+            if (b.length - pos < n) b = Arrays.copyOf(b, Math.max(b.length * 2, pos + n));
         }
+
+        /** Bytes written, the reserved front included. */
+        int position() { return pos; }
 
         Writer u16(int v) {
             room(2);
-            b.putShort((short) v);
+            b[pos] = (byte) (v >>> 8);
+            b[pos + 1] = (byte) v;
+            pos += 2;
             return this;
         }
 
         Writer u32(int v) {
             room(4);
-            b.putInt(v);
+            putInt(b, pos, v);
+            pos += 4;
             return this;
         }
 
         Writer u64(long v) {
             room(8);
-            b.putLong(v);
+            putInt(b, pos, (int) (v >>> 32));
+            putInt(b, pos + 4, (int) v);
+            pos += 8;
             return this;
         }
 
         Writer raw(byte[] v) {
             room(v.length);
-            b.put(v);
+            System.arraycopy(v, 0, b, pos, v.length);
+            pos += v.length;
             return this;
         }
 
         Writer string(String field, String s, int minBytes, int maxBytes) {
             if (s == null) throw new IllegalArgumentException(field + ": null (expected: a string)");
+            int n = s.length();
+            boolean ascii = true;
+            for (int i = 0; i < n && ascii; i++) ascii = s.charAt(i) < 0x80;
+            if (ascii && n >= minBytes && n <= maxBytes) {
+                // ASCII: one byte per char, written in place (no getBytes copy per name).
+                u16(n);
+                room(n);
+                for (int i = 0; i < n; i++) b[pos + i] = (byte) s.charAt(i);
+                pos += n;
+                return this;
+            }
             byte[] u = s.getBytes(StandardCharsets.UTF_8);
             if (u.length < minBytes || u.length > maxBytes) {
                 throw new IllegalArgumentException(field + ": \"" + truncate(s, 64) + "\" is " + u.length
@@ -423,53 +495,87 @@ final class Messages {
             return u16(u.length).raw(u);
         }
 
-        byte[] bytes() { return Arrays.copyOf(b.array(), b.position()); }
+        /** The bytes written (the array itself when it is exactly full). */
+        byte[] bytes() { return pos == b.length ? b : Arrays.copyOf(b, pos); }
+
+        /** The array, for a caller that writes into the reserved front (a frame's header). */
+        byte[] array() { return b; }
+
+        static void putInt(byte[] a, int at, int v) {
+            a[at] = (byte) (v >>> 24);
+            a[at + 1] = (byte) (v >>> 16);
+            a[at + 2] = (byte) (v >>> 8);
+            a[at + 3] = (byte) v;
+        }
     }
 
-    /** Strict big-endian reader: underflow throws, leftovers are an error. */
+    /**
+     * Strict big-endian reader over the payload array itself (no ByteBuffer per frame):
+     * underflow throws {@link BufferUnderflowException}, leftovers are an error.
+     */
     static final class Reader {
         private final FrameType type;
-        private final ByteBuffer b;
+        private final byte[] b;
+        private int pos;
 
         Reader(FrameType type, byte[] payload) {
             this.type = type;
-            this.b = ByteBuffer.wrap(payload);
+            this.b = payload;
         }
 
-        int u16() { return Short.toUnsignedInt(b.getShort()); }
+        private int take(int n) {
+            if (b.length - pos < n) throw new BufferUnderflowException();
+            int at = pos;
+            pos += n;
+            return at;
+        }
 
-        int u32() { return b.getInt(); }
+        int u16() {
+            int at = take(2);
+            return (b[at] & 0xFF) << 8 | (b[at + 1] & 0xFF);
+        }
 
-        long u64() { return b.getLong(); }
+        int u32() {
+            int at = take(4);
+            return getInt(at);
+        }
 
-        int remaining() { return b.remaining(); }
+        private int getInt(int at) {
+            return (b[at] & 0xFF) << 24 | (b[at + 1] & 0xFF) << 16 | (b[at + 2] & 0xFF) << 8 | (b[at + 3] & 0xFF);
+        }
+
+        long u64() {
+            int at = take(8);
+            return (long) getInt(at) << 32 | (getInt(at + 4) & 0xFFFFFFFFL);
+        }
+
+        int remaining() { return b.length - pos; }
 
         String string(String field, int minBytes, int maxBytes) throws ProtocolException {
             int n = u16();
-            if (n > b.remaining()) throw bad(field + " length " + n + " runs past the payload (" + b.remaining() + " bytes left)");
+            if (n > remaining()) throw bad(field + " length " + n + " runs past the payload (" + remaining() + " bytes left)");
             if (n < minBytes || n > maxBytes) throw bad(field + " is " + n + " bytes (expected: " + minBytes + " to " + maxBytes + ")");
-            byte[] u = new byte[n];
-            b.get(u);
+            int at = take(n);
             // Bytes below 0x80 are valid UTF-8 and decode to the same chars: a plain copy (a
             // name is ASCII in nearly every ATTACH: issue 11, CPU per exchange). Anything else
             // goes through the strict decoder.
-            if (isAscii(u)) return new String(u, StandardCharsets.ISO_8859_1);
+            if (isAscii(b, at, n)) return new String(b, at, n, StandardCharsets.ISO_8859_1);
             try {
                 CharBuffer c = StandardCharsets.UTF_8.newDecoder().onMalformedInput(CodingErrorAction.REPORT)
-                        .onUnmappableCharacter(CodingErrorAction.REPORT).decode(ByteBuffer.wrap(u));
+                        .onUnmappableCharacter(CodingErrorAction.REPORT).decode(ByteBuffer.wrap(b, at, n));
                 return c.toString();
             } catch (CharacterCodingException e) {
                 throw bad(field + " is not valid UTF-8");
             }
         }
 
-        private static boolean isAscii(byte[] u) {
-            for (byte x : u) if (x < 0) return false;
+        private static boolean isAscii(byte[] u, int from, int n) {
+            for (int i = from; i < from + n; i++) if (u[i] < 0) return false;
             return true;
         }
 
         void end() throws ProtocolException {
-            if (b.hasRemaining()) throw bad(b.remaining() + " bytes left over after the fields");
+            if (remaining() > 0) throw bad(remaining() + " bytes left over after the fields");
         }
 
         ProtocolException bad(String what) {

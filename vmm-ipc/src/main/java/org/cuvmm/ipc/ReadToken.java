@@ -21,14 +21,17 @@ import java.util.function.LongSupplier;
  * does not slip in right after a slow reply). The client's reader thread takes the token only
  * when it is free and a whole {@link #readerIdleNanos} period has passed since the last
  * activity, then blocks in {@code recvmsg} for whatever comes (DROP, EVICT, replies nobody
- * waits for). While a caller holds the token the reader waits without a timeout (no periodic
- * wake-up during a long lead or while callers hand the token to each other); the release that
- * leaves the token free with no caller waiting for it wakes it, and it then waits until the
- * last activity plus one period (a request noted meanwhile moves that time on: a series of
- * requests wakes it about once per period at most). So a back-to-back series of requests
- * never meets it, and an unsolicited frame that arrives while no caller leads is read about
- * one period (plus scheduling) after the last activity. See docs/PROTOCOL.md section 12,
- * "Threads".
+ * waits for). Until then it waits, timed, until the last activity plus one period, whether
+ * the token is free or held: a caller never wakes it (no futex wake on a caller's path), and
+ * a back-to-back series of requests, however many callers make it, wakes it about once per
+ * period at most (each wake-up finds the activity moved on and waits again). Only a <i>long
+ * lead</i> changes that: when it wakes to find a caller holding the token whose last activity
+ * is a whole period old, it waits without a timeout (no periodic wake-up during a long lead:
+ * one wake-up, a period after the lead began), and the release that leaves the token free
+ * with no caller waiting for it (or the last follower leaving it free) wakes it; it then waits
+ * until that release plus one period. So an unsolicited frame that arrives while no caller
+ * leads is read about one period (plus scheduling) after the last activity. See
+ * docs/PROTOCOL.md section 12, "Threads".
  *
  * <p>The token is held across blocking reads: that is what it is for (one reader at a time,
  * frames dispatched in order). The lock below guards only its state and is never held across
@@ -59,8 +62,9 @@ final class ReadToken {
     private Thread holder;
     private boolean holderIsReader;  // guarded by lock: the reader thread holds it (its release is no activity)
     private int waitingCallers;      // guarded by lock
-    private boolean readerParked;    // guarded by lock: the reader waits, untimed, for the holder's release
+    private boolean readerParked;    // guarded by lock: the reader waits, untimed, for a long lead's release
     private long readerWaits;        // guarded by lock: waits the reader began (tests count wake-ups)
+    private long callerWakes;        // guarded by lock: signals of readerWake made by callers (tests)
     private boolean ended;           // guarded by lock
     private boolean urgent;          // guarded by lock
 
@@ -116,15 +120,26 @@ final class ReadToken {
     /**
      * The reader thread waits for its turn: the token free and a whole period since the last
      * caller activity (or a drain asked for). True: the reader holds the token; false: the
-     * connection has ended.
+     * connection has ended. Waits timed until the last activity plus one period, the token
+     * held or not (no caller has to wake it); untimed only during a long lead (a holder whose
+     * last activity is a period old), until that lead's release.
      */
     boolean readerTurn() throws InterruptedException {
         lock.lock();
         try {
             for (;;) {
                 if (ended) return false;
+                long left = urgent ? 0 : lastActivity + readerIdleNanos - clock.getAsLong();
                 if (holder != null) {
-                    // No timeout: the release that leaves the token free wakes this thread.
+                    if (left > 0) {
+                        // A short lead (or callers handing the token on): check again when the
+                        // period since the last activity ends; no release has to signal.
+                        readerWaits++;
+                        readerWake.awaitNanos(left);
+                        continue;
+                    }
+                    // A long lead: no timeout (no periodic wake-up while it lasts); the
+                    // release that leaves the token free wakes this thread.
                     readerParked = true;
                     readerWaits++;
                     try {
@@ -134,7 +149,6 @@ final class ReadToken {
                     }
                     continue;
                 }
-                long left = urgent ? 0 : lastActivity + readerIdleNanos - clock.getAsLong();
                 if (left <= 0) {
                     holder = Thread.currentThread();
                     holderIsReader = true;
@@ -160,7 +174,7 @@ final class ReadToken {
             holderIsReader = false;
             if (waitingCallers > 0) callers.signalAll();
             if (urgent || ended) readerWake.signal();
-            else wakeReaderIfParked();
+            else wakeReaderIfParked(); // after a long lead only: a short one leaves the reader to its timed wait
         } finally {
             lock.unlock();
         }
@@ -171,7 +185,10 @@ final class ReadToken {
      * waits for the token (one that does takes it, and its own release wakes the reader).
      */
     private void wakeReaderIfParked() {
-        if (readerParked && waitingCallers == 0) readerWake.signal();
+        if (readerParked && waitingCallers == 0) {
+            callerWakes++;
+            readerWake.signal();
+        }
     }
 
     /** A future of some request was completed: its follower (if waiting) wakes. */
@@ -222,6 +239,16 @@ final class ReadToken {
         lock.lock();
         try {
             return readerWaits;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** Times a caller woke the reader thread (after a long lead; never in a series of short ones). Tests. */
+    long callerWakes() {
+        lock.lock();
+        try {
+            return callerWakes;
         } finally {
             lock.unlock();
         }

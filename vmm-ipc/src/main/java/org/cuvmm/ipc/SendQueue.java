@@ -131,7 +131,7 @@ final class SendQueue {
                     // sent is dropped here, its fds closed in finally.
                     beforeSend.accept(this, item);
                     if (finishing && item.fds() != null) continue;
-                    socket.send(item.frame(), item.fds());
+                    socket.send(item.frame(), item.fds() == null ? Frame.NO_FDS : item.fds());
                     if (item.onSent() != null) item.onSent().run();
                 } catch (IOException | RuntimeException e) {
                     LOG.log(System.Logger.Level.DEBUG, "send on " + socket + " failed: " + e);

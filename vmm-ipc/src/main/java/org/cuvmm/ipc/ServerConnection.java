@@ -1,8 +1,6 @@
 package org.cuvmm.ipc;
 
 import java.io.IOException;
-import java.util.Map;
-import java.util.concurrent.ConcurrentHashMap;
 
 /**
  * One client of a {@link SharingServer}: a reader thread that reads and answers frames, and
@@ -22,8 +20,8 @@ final class ServerConnection {
     final SendQueue out;
     private final SharingServer server;
     private final Thread reader;
-    /** Lease id -> lease; touched by the reader and by the server on close. */
-    final Map<Long, Publication.Lease> leases = new ConcurrentHashMap<>();
+    /** Lease id -> lease; touched by the reader and by the server on close ({@link LongMap}: no boxed id per lease). */
+    final LongMap<Publication.Lease> leases = new LongMap<>();
     private volatile String clientName = "";
     /**
      * The connection's protocol version: 0 until HELLO, then the version of the HELLO's

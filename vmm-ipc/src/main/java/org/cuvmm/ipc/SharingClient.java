@@ -3,8 +3,6 @@ package org.cuvmm.ipc;
 import java.io.IOException;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.ArrayList;
-import java.util.Map;
 import java.util.Objects;
 import java.util.Set;
 import java.util.concurrent.CompletableFuture;
@@ -76,10 +74,12 @@ public final class SharingClient implements AutoCloseable {
 
     private final FdSocket socket;
     private final Path path;
-    private final Map<Integer, CompletableFuture<Frame>> pending = new ConcurrentHashMap<>();
-    private final Map<Long, Attachment> attachments = new ConcurrentHashMap<>();
+    /** Request id -> its reply's future (no boxing per request: {@link LongMap}). */
+    private final LongMap<CompletableFuture<Frame>> pending = new LongMap<>();
+    /** Lease id -> open attachment. */
+    private final LongMap<Attachment> attachments = new LongMap<>();
     /** Leases granted and not yet given back: attachments open, or closed while an alias or view maps the memory. */
-    private final Set<Long> unreleased = ConcurrentHashMap.newKeySet();
+    private final LongMap<Boolean> unreleased = new LongMap<>();
     private final Set<Long> unclaimedDrops = ConcurrentHashMap.newKeySet();
     /** Guards the look-up of a DROP's attachment against its registration ({@link #register}). */
     private final Object dropClaims = new Object();
@@ -110,6 +110,8 @@ public final class SharingClient implements AutoCloseable {
     private volatile IOException failure;
     private volatile boolean closed;
     private volatile Duration timeout = Duration.ofSeconds(30);
+    /** {@link #timeout} in nanoseconds, set with it: no Duration conversion per request. */
+    private volatile long timeoutNanos = timeout.toNanos();
     private int serverVersion;
     private int serverMaxFds;
     /** The connection's version: 0 until HELLO_OK (set by the reader, before it reads on), then 1 or 2. */
@@ -250,7 +252,7 @@ public final class SharingClient implements AutoCloseable {
                 throw e;
             }
             SharingClient c = new SharingClient(s, path, cacheMaxEntries, cacheMaxBytes);
-            c.timeout = timeout;
+            c.setTimeout(timeout);
             int first = protocolVersion == 0 ? Protocol.LATEST_VERSION : protocolVersion;
             c.helloVersion = first;
             c.reader.start();
@@ -303,6 +305,16 @@ public final class SharingClient implements AutoCloseable {
             throw new IllegalArgumentException("timeout: " + timeout + " (expected: > 0)");
         }
         this.timeout = timeout;
+        this.timeoutNanos = saturatedNanos(timeout);
+    }
+
+    /** {@code d} in nanoseconds, Long.MAX_VALUE when it does not fit (a timeout of centuries). */
+    private static long saturatedNanos(Duration d) {
+        try {
+            return d.toNanos();
+        } catch (ArithmeticException e) {
+            return Long.MAX_VALUE;
+        }
     }
 
     /** Called on the client's event thread for each DROP notice. */
@@ -366,7 +378,7 @@ public final class SharingClient implements AutoCloseable {
         Attachment a;
         try {
             try (BufferDescriptor desc = BufferDescriptor.fromFds(fds, d.chunkSizes(), HandleType.POSIX_FD, d.size())) {
-                unreleased.add(d.leaseId());
+                unreleased.put(d.leaseId(), Boolean.TRUE);
                 // The lease follows the mappings: the import's callback releases it (Attachment).
                 a = new Attachment(this, name, d.leaseId(), whenUnmapped -> resource.importBuffer(desc, whenUnmapped));
             }
@@ -405,7 +417,7 @@ public final class SharingClient implements AutoCloseable {
         f.close();
         Attachment a;
         try {
-            unreleased.add(d.leaseId());
+            unreleased.put(d.leaseId(), Boolean.TRUE);
             a = new Attachment(this, name, d.leaseId(), whenUnmapped -> cache.open(d, resource, whenUnmapped));
         } catch (RuntimeException e) {
             unreleased.remove(d.leaseId());
@@ -475,7 +487,7 @@ public final class SharingClient implements AutoCloseable {
     }
 
     /** The attachments not yet closed. */
-    public java.util.List<Attachment> attachments() { return new ArrayList<>(attachments.values()); }
+    public java.util.List<Attachment> attachments() { return attachments.values(); }
 
     void forget(Attachment a) { attachments.remove(a.leaseId()); }
 
@@ -545,6 +557,13 @@ public final class SharingClient implements AutoCloseable {
         return request(m, expected, wireVersion());
     }
 
+    /** {@link System#nanoTime()} plus {@code nanos}, saturated (a huge timeout never wraps into the past). */
+    private static long deadlineAfter(long nanos) {
+        long now = System.nanoTime();
+        long d = now + nanos;
+        return d < now ? Long.MAX_VALUE : d;
+    }
+
     private Frame request(Messages.Message m, FrameType expected, int frameVersion) throws IOException {
         int id;
         do {
@@ -573,7 +592,7 @@ public final class SharingClient implements AutoCloseable {
             }
             Frame r;
             try {
-                r = awaitReply(reply, System.nanoTime() + timeout.toNanos());
+                r = awaitReply(reply, deadlineAfter(timeoutNanos));
                 received = true;
             } catch (TimeoutException e) {
                 Consumer<CompletableFuture<Frame>> hook = afterTimeoutHook;
@@ -894,7 +913,7 @@ public final class SharingClient implements AutoCloseable {
     private boolean register(long leaseId, Attachment a) {
         synchronized (dropClaims) {
             attachments.put(leaseId, a);
-            return unclaimedDrops.remove(leaseId);
+            return !unclaimedDrops.isEmpty() && unclaimedDrops.remove(leaseId); // no boxing in the usual case
         }
     }
 
@@ -938,7 +957,7 @@ public final class SharingClient implements AutoCloseable {
         if (failure == null || (why instanceof SharingException && !(failure instanceof SharingException))) {
             failure = why;
         }
-        for (Integer id : new ArrayList<>(pending.keySet())) {
+        for (long id : pending.keys()) {
             CompletableFuture<Frame> p = pending.remove(id);
             if (p != null) p.completeExceptionally(failure);
         }
@@ -1020,7 +1039,7 @@ public final class SharingClient implements AutoCloseable {
         // First: no new request from here on, and an attach() finishing now closes what it made.
         closed = true;
         RuntimeException refused = null;
-        for (Attachment a : new ArrayList<>(attachments.values())) {
+        for (Attachment a : attachments.values()) {
             try {
                 a.close();
             } catch (RuntimeException e) {
@@ -1054,7 +1073,7 @@ public final class SharingClient implements AutoCloseable {
     public void closeNow() {
         closed = true;
         shutdownNow();
-        for (Attachment a : new ArrayList<>(attachments.values())) {
+        for (Attachment a : attachments.values()) {
             try {
                 a.close();
             } catch (RuntimeException e) {

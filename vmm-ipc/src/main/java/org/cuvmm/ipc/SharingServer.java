@@ -593,7 +593,9 @@ public final class SharingServer implements AutoCloseable {
         SendQueue.Item item;
         try {
             // Held first: from here the owner's close() refuses, naming this consumer.
-            held = p.buffer.lease("consumer " + c.describe() + ", lease " + id + " of '" + name + "' on "
+            // The holder's text is made only when a message names it (a refused close): no
+            // string built per round (issue 11).
+            held = p.buffer.lease(() -> "consumer " + c.describe() + ", lease " + id + " of '" + name + "' on "
                     + listenSocket.path());
         } catch (RuntimeException e) {
             c.reply(requestId, ErrorCode.INTERNAL, "cannot export '" + name + "': " + e.getMessage());
@@ -615,7 +617,8 @@ public final class SharingServer implements AutoCloseable {
                 int n = b.exportedChunkCount();
                 long[] sizes = new long[n];
                 for (int i = 0; i < n; i++) sizes[i] = b.chunkSize(i);
-                long[] allocations = java.util.Arrays.copyOf(CoreSupport.allocationIds(b), n);
+                long[] allocations = CoreSupport.allocationIds(b);
+                if (allocations.length != n) allocations = java.util.Arrays.copyOf(allocations, n);
                 assigned = ids.assign(allocations, sizes);
                 if (assigned == null) {
                     p.endHold(held);
@@ -639,7 +642,7 @@ public final class SharingServer implements AutoCloseable {
                         assigned.ids(), flags), requestId);
             }
             lease = new Publication.Lease(id, p, c, held);
-            item = new SendQueue.Item(frame, d == null ? null : d.fds(), d, lease.sent()::countDown);
+            item = new SendQueue.Item(frame, d == null ? null : d.fds(), d, lease); // onSent: lease.run()
         } catch (RuntimeException | Error e) {
             // Nothing was queued: the fds, the fresh ids and the hold go (the ATTACH gives no id).
             // An Error too: it ends the connection (the reader's catch), and the hold would
@@ -688,6 +691,7 @@ public final class SharingServer implements AutoCloseable {
             c.reply(requestId, failure, why);
             return;
         }
+        if (listeners.isEmpty()) return; // no event object per round when nobody listens
         LeaseEvent e = new LeaseEvent(name, lease.id(), c.peer, c.clientName(), LeaseEvent.Reason.ATTACHED, count);
         fire(l -> l.attached(e));
     }
@@ -715,6 +719,7 @@ public final class SharingServer implements AutoCloseable {
         grantedLeases.decrementAndGet();
         int left = lease.publication().removeLease(lease);
         c.send(requestId, new Messages.Released(leaseId));
+        if (listeners.isEmpty()) return;
         LeaseEvent e = new LeaseEvent(lease.publication().name, leaseId, c.peer, c.clientName(),
                 LeaseEvent.Reason.RELEASED, left);
         fire(l -> l.released(e));
@@ -728,7 +733,7 @@ public final class SharingServer implements AutoCloseable {
      */
     private static void awaitSent(ServerConnection c, Publication.Lease lease) {
         try {
-            while (!lease.sent().await(50, java.util.concurrent.TimeUnit.MILLISECONDS)) {
+            while (!lease.awaitSent(50)) {
                 if (c.out.isDead()) return;
             }
         } catch (InterruptedException e) {
@@ -782,7 +787,7 @@ public final class SharingServer implements AutoCloseable {
     /** The connection's reader has stopped: its leases end. */
     void releaseLeases(ServerConnection c) {
         LeaseEvent.Reason reason = closed.get() ? LeaseEvent.Reason.SERVER_CLOSED : LeaseEvent.Reason.DISCONNECTED;
-        for (Long id : new ArrayList<>(c.leases.keySet())) {
+        for (long id : c.leases.keys()) {
             Publication.Lease lease = c.leases.remove(id);
             if (lease == null) continue;
             grantedLeases.decrementAndGet();
@@ -822,9 +827,30 @@ public final class SharingServer implements AutoCloseable {
         if (closed.get()) throw new IllegalStateException("the server at " + listenSocket.path() + " is closed");
     }
 
+    /** The UTF-8 byte count of {@code s}, counted without encoding it (an unpaired surrogate counts as '?', as getBytes writes it). */
+    static int utf8Length(String s) {
+        int n = 0;
+        for (int i = 0; i < s.length(); i++) {
+            char c = s.charAt(i);
+            if (c < 0x80) {
+                n++;
+            } else if (c < 0x800) {
+                n += 2;
+            } else if (Character.isHighSurrogate(c) && i + 1 < s.length() && Character.isLowSurrogate(s.charAt(i + 1))) {
+                n += 4;
+                i++;
+            } else if (Character.isSurrogate(c)) {
+                n++; // encoded as '?'
+            } else {
+                n += 3;
+            }
+        }
+        return n;
+    }
+
     static void checkName(String name) {
         Objects.requireNonNull(name, "name");
-        int n = name.getBytes(StandardCharsets.UTF_8).length;
+        int n = utf8Length(name);
         if (n < 1 || n > Protocol.MAX_NAME_BYTES) {
             throw new IllegalArgumentException("name: \"" + Messages.truncate(name, 64) + "\" is " + n
                     + " bytes of UTF-8 (expected: 1 to " + Protocol.MAX_NAME_BYTES + ")");

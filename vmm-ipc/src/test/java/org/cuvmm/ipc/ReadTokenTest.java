@@ -19,8 +19,9 @@ import org.junit.jupiter.api.Test;
 /**
  * {@link ReadToken}'s rules for the reader thread, driven with an injected clock: the reader
  * keeps out for a whole period after the last caller activity, a caller's release included
- * (a long lead is not quiet time); it does not wake periodically while a caller holds the
- * token; a follower that leaves a free token lets a parked reader in.
+ * (a long lead is not quiet time); it does not wake periodically during a long lead; a
+ * follower that leaves a free token lets a parked reader in; a steady series of short leads
+ * never makes a caller wake it, and it wakes about once per period at most meanwhile.
  */
 class ReadTokenTest {
     private static final long SECOND = TimeUnit.SECONDS.toNanos(1);
@@ -94,14 +95,16 @@ class ReadTokenTest {
     }
 
     @Test
-    void theReaderDoesNotWakeWhileACallerHoldsTheToken() throws Exception {
-        // A period of 1 ms and a clock that never moves: a reader that re-checks on a timer
-        // would wake about once a millisecond while the caller leads.
+    void theReaderDoesNotWakeDuringALongLead() throws Exception {
+        // A period of 1 ms and a clock that stops 2 ms after the request: a long lead (longer
+        // than the period). A reader that re-checks on a timer would wake about once a
+        // millisecond while the caller leads.
         ReadToken.readerIdleNanos = TimeUnit.MILLISECONDS.toNanos(1);
         ReadToken token = new ReadToken(clock::get);
         CompletableFuture<Void> never = new CompletableFuture<>();
         token.noteRequest();
         assertTrue(token.awaitTurn(never, System.nanoTime() + 10 * SECOND));
+        clock.set(TimeUnit.MILLISECONDS.toNanos(2));
         CompletableFuture<Long> took = startReader(token);
         await("the reader waits for the caller's release", 10, () -> token.readerWaits() >= 1);
         long before = token.readerWaits();
@@ -109,8 +112,8 @@ class ReadTokenTest {
         // 100 with a 1 ms timer).
         new CountDownLatch(1).await(100, TimeUnit.MILLISECONDS);
         long wakeUps = token.readerWaits() - before;
-        assertTrue(wakeUps <= 1, wakeUps + " reader wake-ups in 100 ms while a caller held the token (expected: "
-                + "none; 1 allowed for a spurious wake-up)");
+        assertTrue(wakeUps <= 1, wakeUps + " reader wake-ups in 100 ms during a long lead (expected: none; 1 "
+                + "allowed for a spurious wake-up)");
         clock.set(SECOND);
         token.release(); // t = 1 s; wakes it: the token is free and nobody else waits for it
         clock.set(2 * SECOND);
@@ -126,6 +129,7 @@ class ReadTokenTest {
         CompletableFuture<Void> never = new CompletableFuture<>();
         token.noteRequest();
         assertTrue(token.awaitTurn(never, System.nanoTime() + 10 * SECOND), "the leader");
+        clock.set(70 * SECOND); // a long lead: the reader parks until its release
         CompletableFuture<Long> took = startReader(token);
         await("the reader waits for the leader's release", 10, () -> token.readerWaits() >= 1);
         CompletableFuture<Void> followerReply = new CompletableFuture<>();
@@ -149,5 +153,50 @@ class ReadTokenTest {
         token.wakeReader();
         assertEquals(160 * SECOND, took.get(10, TimeUnit.SECONDS));
         token.end();
+    }
+
+    @Test
+    void aSteadySeriesOfShortLeadsNeverMakesACallerWakeTheReader() throws Exception {
+        // Back-to-back rounds from one thread, each a short lead (10 µs on the injected clock,
+        // which moves only with the caller: the last activity is never older than 10 µs). The
+        // reader waits timed, one period of real time a wait (1 ms: lastActivity + period -
+        // now): it must never park for a release (which a release then signals, a futex wake on
+        // the caller's path) and so wakes at most once per period of real time.
+        long period = TimeUnit.MILLISECONDS.toNanos(1);
+        long step = TimeUnit.MICROSECONDS.toNanos(10);
+        ReadToken.readerIdleNanos = period;
+        ReadToken token = new ReadToken(clock::get);
+        CompletableFuture<Void> never = new CompletableFuture<>();
+        CompletableFuture<Long> took = startReader(token);
+        await("the reader waits for its period", 10, () -> token.readerWaits() >= 1);
+        long waits0 = token.readerWaits();
+        long started = System.nanoTime();
+        long rounds = 0;
+        // Until the reader has waited 30 times more (about 30 ms), bounded.
+        while (token.readerWaits() - waits0 < 30 && System.nanoTime() - started < 10 * SECOND) {
+            clock.addAndGet(step);
+            token.noteRequest();
+            assertTrue(token.awaitTurn(never, System.nanoTime() + 10 * SECOND), "the caller leads (round " + rounds
+                    + ")");
+            // The lead's work: hold the token for a while of real time, so a reader that looks
+            // while a caller leads finds one.
+            long spin = System.nanoTime();
+            while (System.nanoTime() - spin < 20_000) Thread.onSpinWait();
+            clock.addAndGet(step);
+            token.release();
+            rounds++;
+        }
+        long elapsed = System.nanoTime() - started;
+        long waits = token.readerWaits() - waits0;
+        assertEquals(0, token.callerWakes(), "callers woke the reader during " + rounds + " back-to-back short leads "
+                + "(expected: never; the reader waits timed)");
+        // Each timed wait lasts at least the period less one step of real time (never shorter):
+        // more waits than that can fit means something woke the reader early.
+        long mostWaits = elapsed / (period - step) + 2;
+        assertTrue(waits <= mostWaits, waits + " reader waits in " + elapsed / 1000 + " µs of " + rounds
+                + " rounds (expected: at most about one per period, " + mostWaits + ")");
+        assertFalse(took.isDone(), "the reader took the token during the series");
+        token.end();
+        assertNull(took.get(10, TimeUnit.SECONDS));
     }
 }
