@@ -24,17 +24,23 @@
 // N x int64 chunk size, little-endian (host order on x86-64 and aarch64).
 //
 // Usage: cuvmm-transport-baseline [--chunks N] [--warmup-rounds N] [--rounds N] [--round-ms N]
-//        cuvmm-transport-baseline --pingpong A,B[,C,D...] [--warmup-rounds N] [--rounds N] [--round-ms N]
+//        cuvmm-transport-baseline --pingpong A,B[,C,D...] [--cpus T,P] [--warmup-rounds N] [--rounds N] [--round-ms N]
 // --pingpong is the bare Unix-socket ping-pong of bench/run-sharing-v2 (SharingV2Report): no
 // driver, no fds, nothing of ours; the two threads of a socketpair exchange messages of the
 // given sizes in turn (the timed thread sends A, the peer answers B, then C and D, ...), one
 // send() and one recv(MSG_WAITALL) per message. One round is the whole list. It prints
-// "result name=pingpong_A_B_... mean_ns=... rounds_ns=..." and selects no driver.
+// "result name=pingpong_A_B_... mean_ns=... cpu_ns_per_round=... rounds_ns=..." and selects no driver.
+// --cpus T,P pins the timed thread to CPU T and the peer to CPU P (sched_setaffinity), as
+// SharingV2Report --placement pins its consumer and producer threads; cpu_ns_per_round is the
+// process's CPU time (getrusage: user + system, both threads) over the measured rounds / rounds.
 // Output: "driver ...", "calls name=... entry=count ..." (one counted round),
 //         "result name=transport_<N>chunk mean_ns=... rounds_ns=a,b,c", "live ..." (host driver).
 #include "cuvmm/driver.hpp"
 #include "baseline_common.hpp"
 
+#include <pthread.h>
+#include <sched.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <unistd.h>
@@ -268,7 +274,24 @@ bool read_all(int sock, char* p, size_t n) {
     return true;
 }
 
-int run_pingpong(const std::string& list, int warmup, int rounds, long round_ms) {
+// Pins the calling thread to one CPU (--cpus); -1: leave it where the scheduler puts it.
+void pin_this_thread(int cpu) {
+    if (cpu < 0) return;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    const int rc = pthread_setaffinity_np(pthread_self(), sizeof(set), &set);
+    if (rc != 0) die("--cpus: pthread_setaffinity_np(cpu " + std::to_string(cpu) + "): " + std::strerror(rc));
+}
+
+long long process_cpu_ns() {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    auto ns = [](const timeval& t) { return static_cast<long long>(t.tv_sec) * 1000000000LL + t.tv_usec * 1000LL; };
+    return ns(u.ru_utime) + ns(u.ru_stime);
+}
+
+int run_pingpong(const std::string& list, int warmup, int rounds, long round_ms, int timed_cpu, int peer_cpu) {
     std::vector<size_t> sizes;
     std::string name = "pingpong";
     size_t start = 0;
@@ -290,6 +313,7 @@ int run_pingpong(const std::string& list, int warmup, int rounds, long round_ms)
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) die(std::string("socketpair: ") + std::strerror(errno));
     std::thread peer([&] {
+        pin_this_thread(peer_cpu);
         std::vector<char> buf(kMaxMessage, 1);
         for (;;) {
             for (size_t i = 0; i < sizes.size(); i += 2) {
@@ -298,6 +322,7 @@ int run_pingpong(const std::string& list, int warmup, int rounds, long round_ms)
             }
         }
     });
+    pin_this_thread(timed_cpu);
     std::vector<char> buf(kMaxMessage, 2);
     auto one_round = [&] {
         for (size_t i = 0; i < sizes.size(); i += 2) {
@@ -308,7 +333,9 @@ int run_pingpong(const std::string& list, int warmup, int rounds, long round_ms)
     std::printf("settings pingpong=%s warmup_rounds=%d rounds=%d round_ms=%ld\n", list.c_str(), warmup, rounds, round_ms);
     std::vector<double> round_ns;
     long long measured_ops = 0;
+    long long cpu_start = 0;
     for (int i = 0; i < warmup + rounds; ++i) {
+        if (i == warmup) cpu_start = process_cpu_ns();
         long long ops = 0;
         const auto begin = Clock::now();
         auto now = begin;
@@ -323,14 +350,16 @@ int run_pingpong(const std::string& list, int warmup, int rounds, long round_ms)
             measured_ops += ops;
         }
     }
+    const long long cpu_ns = process_cpu_ns() - cpu_start;
     ::shutdown(sv[0], SHUT_WR);
     peer.join();
     ::close(sv[0]);
     ::close(sv[1]);
     double sum = 0;
     for (double v : round_ns) sum += v;
-    std::printf("result name=%s mean_ns=%.1f rounds=%zu ops=%lld rounds_ns=", name.c_str(),
-                sum / static_cast<double>(round_ns.size()), round_ns.size(), measured_ops);
+    std::printf("result name=%s mean_ns=%.1f cpu_ns_per_round=%.1f rounds=%zu ops=%lld rounds_ns=", name.c_str(),
+                sum / static_cast<double>(round_ns.size()),
+                static_cast<double>(cpu_ns) / static_cast<double>(measured_ops), round_ns.size(), measured_ops);
     for (size_t i = 0; i < round_ns.size(); ++i) std::printf("%s%.1f", i ? "," : "", round_ns[i]);
     std::printf("\n");
     return 0;
@@ -343,25 +372,42 @@ int main(int argc, char** argv) {
     int chunks = 1, warmup = 3, rounds = 5;
     long round_ms = 1000;
     std::string pingpong;
+    int timed_cpu = -1, peer_cpu = -1;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--pingpong") {
             if (i + 1 >= argc) die("--pingpong needs a value");
             pingpong = argv[++i];
+        } else if (a == "--cpus") {
+            if (i + 1 >= argc) die("--cpus needs a value (T,P: the timed thread's CPU, the peer's CPU)");
+            const std::string v = argv[++i];
+            char* stop = nullptr;
+            const long t = std::strtol(v.c_str(), &stop, 10);
+            if (stop == v.c_str() || *stop != ',' || t < 0 || t >= CPU_SETSIZE) {
+                die("--cpus: " + v + " (expected: T,P, two CPU numbers, e.g. 1,0)");
+            }
+            const char* second = stop + 1;
+            const long q = std::strtol(second, &stop, 10);
+            if (stop == second || *stop != '\0' || q < 0 || q >= CPU_SETSIZE) {
+                die("--cpus: " + v + " (expected: T,P, two CPU numbers, e.g. 1,0)");
+            }
+            timed_cpu = static_cast<int>(t);
+            peer_cpu = static_cast<int>(q);
         } else if (a == "--chunks") chunks = static_cast<int>(parse_count(argc, argv, i, 1));
         else if (a == "--warmup-rounds") warmup = static_cast<int>(parse_count(argc, argv, i, 0));
         else if (a == "--rounds") rounds = static_cast<int>(parse_count(argc, argv, i, 1));
         else if (a == "--round-ms") round_ms = parse_count(argc, argv, i, 1);
         else if (a == "--help" || a == "-h") {
-            std::printf("usage: cuvmm-transport-baseline [--chunks N | --pingpong A,B[,C,D...]] [--warmup-rounds N] "
-                        "[--rounds N] [--round-ms N]\n");
+            std::printf("usage: cuvmm-transport-baseline [--chunks N | --pingpong A,B[,C,D...] [--cpus T,P]] "
+                        "[--warmup-rounds N] [--rounds N] [--round-ms N]\n");
             return 0;
         } else {
             die("unknown argument: " + a + " (try --help)");
         }
     }
     if (chunks > kMaxChunks) die("--chunks: at most " + std::to_string(kMaxChunks));
-    if (!pingpong.empty()) return run_pingpong(pingpong, warmup, rounds, round_ms);  // no driver: bare sockets
+    if (timed_cpu >= 0 && pingpong.empty()) die("--cpus is for --pingpong only");
+    if (!pingpong.empty()) return run_pingpong(pingpong, warmup, rounds, round_ms, timed_cpu, peer_cpu);  // no driver
 
     cuvmm::DriverKind kind = select_and_report_driver();
 

@@ -9,6 +9,7 @@ import static org.cuvmm.bench.sharing.SharingPoolReport.median;
 import java.io.BufferedReader;
 import java.io.IOException;
 import java.io.InputStreamReader;
+import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
@@ -65,12 +66,13 @@ public final class SharingV2Report {
         int iterations = 5;
         long timeMs = 300;
         int countRounds = 200;
+        ThreadPlacement.Mode placement = ThreadPlacement.Mode.CROSS;
         Path out = Path.of("bench/target/sharing-v2-report.md");
     }
 
     /** What {@code --help} prints (bench/run-sharing-v2 passes its arguments here). */
     static final String USAGE = "usage: bench/run-sharing-v2 [--warmup N (2)] [--iterations N (5)] [--time-ms N (300)] "
-            + "[--count-rounds N (200)] [--out FILE (bench/target/sharing-v2-report.md)] [--help]";
+            + "[--count-rounds N (200)] [--placement cross|same|unpinned (cross)] [--out FILE (bench/target/sharing-v2-report.md)] [--help]";
 
     private static final int WARM_ROUNDS = 1000;
 
@@ -91,7 +93,10 @@ public final class SharingV2Report {
     private record Case(String label, String name, int chunks) {}
 
     private record Result(List<Double> javaNs, List<Double> pingNs, int[] sizes, Map<String, Long> calls, double callsPerRound,
-                          double fdsSentPerRound, double fdsReceivedPerRound, String cache) {}
+                          double fdsSentPerRound, double fdsReceivedPerRound, String cache, double javaCpuNs, double pingCpuNs) {}
+
+    /** The C++ ping-pong's measured rounds (ns each) and its process CPU per round (ns) over them. */
+    record PingPong(List<Double> roundsNs, double cpuNsPerRound) {}
 
     public static void main(String[] args) throws Exception {
         Settings s = CommandLine.parseOrExit(args, SharingV2Report::parse, USAGE);
@@ -105,6 +110,14 @@ public final class SharingV2Report {
                 + s.countRounds + " rounds after those");
         out("- producer: SharingServer + pool in this JVM; consumer: SharingClient on this JVM's main thread "
                 + "(C++ ping-pong: two threads of one process, socketpair)");
+        int[] cpus = ThreadPlacement.cpus(s.placement);
+        out("- placement: " + s.placement.label() + (cpus == null ? " (threads left to the scheduler)"
+                : " (producer threads on CPU " + cpus[0] + ", consumer threads on CPU " + cpus[1]
+                + "; the C++ ping-pong's two threads the same way)"));
+        out("- JVM options: " + String.join(" ", ManagementFactory.getRuntimeMXBean().getInputArguments()));
+        out("- CPU / round: process CPU time (user + system, every thread) over the measured iterations / rounds; "
+                + "Java: this JVM (producer and consumer), C++: the ping-pong process");
+        if (cpus != null) ThreadPlacement.pinCurrentThread(cpus[1]);
         out("");
         Path dir = Files.createTempDirectory("cuvmm-bench-v2");
         Path sock = dir.resolve("s");
@@ -136,12 +149,13 @@ public final class SharingV2Report {
                     new Case((g >> 20) + " MiB, 1 chunk, not pooled (diagnostic)", "plain", 1));
             for (Case c : cases) {
                 for (int version : new int[] {1, 2}) {
-                    Result r = run(s, binary, server, consumer, sock, c, version);
+                    Result r = run(s, cpus, binary, server, consumer, sock, c, version);
                     results.put(c.name + version, r);
                     double jm = median(r.javaNs), pm = median(r.pingNs);
                     rows.add(new String[] {c.label, "v" + version + (version == 2 ? " cached" : ""), f1(jm / 1000),
                             f1(mean(r.javaNs) / 1000), f1(pm / 1000), f1(mean(r.pingNs) / 1000), f2(jm / pm), f2(mean(r.javaNs) / mean(r.pingNs)),
                             f1(min(r.javaNs) / 1000), f1(min(r.pingNs) / 1000), f2(min(r.javaNs) / min(r.pingNs)),
+                            f1(r.javaCpuNs / 1000), f1(r.pingCpuNs / 1000), f2(r.javaCpuNs / r.pingCpuNs),
                             fmtNum(r.callsPerRound), fmtNum(r.fdsSentPerRound), fmtNum(r.fdsReceivedPerRound)});
                     countRows.add("| " + c.label + " | v" + version + " | " + sizes(r.sizes) + " | " + fmtCalls(r.calls)
                             + " | " + r.cache + " |");
@@ -166,8 +180,9 @@ public final class SharingV2Report {
         out("");
         out("| buffer | protocol | Java median µs | Java mean µs | ping-pong median µs | ping-pong mean µs "
                 + "| ratio (medians) | ratio (means) | Java best µs | ping-pong best µs | ratio (bests) "
+                + "| Java CPU µs / round | ping-pong CPU µs / round | CPU ratio "
                 + "| driver calls / round (both sides) | fds sent / round (server) | fds received / round (client) |");
-        out("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        out("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for (String[] r : rows) out("| " + String.join(" | ", r) + " |");
         out("");
         for (Case c : List.of(new Case("pooled frame", "frame", 1), new Case("3-chunk buffer", "three", 3),
@@ -187,16 +202,27 @@ public final class SharingV2Report {
         ReportSupport.write(s.out, REPORT);
     }
 
-    /** One case and version: the C++ ping-pong of its message sizes, then the Java rounds (counted, then timed). */
-    private static Result run(Settings s, Path binary, SharingServer server, VirtualMemoryResource consumer, Path sock,
+    /**
+     * One case and version: the C++ ping-pong of its message sizes, then the Java rounds
+     * (counted, then timed), both with their threads on {@code cpus} (producer's CPU,
+     * consumer's CPU; null: unpinned). Computed once, in main: once the main thread is pinned
+     * the JVM sees one CPU.
+     */
+    private static Result run(Settings s, int[] cpus, Path binary, SharingServer server, VirtualMemoryResource consumer, Path sock,
                               Case c, int version) throws Exception {
         int[] sizes = messageSizes(c.name, version, c.chunks);
-        List<Double> ping = pingPong(binary, sizes, s);
+        PingPong ping = pingPong(binary, sizes, s, cpus);
         DriverCounters counters = Driver.get().counters();
         try (SharingClient client = SharingClient.builder(sock).clientName("bench v" + version).protocolVersion(version)
                 .build()) {
             if (client.protocolVersion() != version) {
                 throw new IllegalStateException("the client speaks version " + client.protocolVersion() + ", not " + version);
+            }
+            if (cpus != null) {
+                // The client's threads exist now, and so does the server's connection thread for it.
+                ThreadPlacement.pinThreadsNamed("cuvmm-ipc-conn-", cpus[0]);
+                ThreadPlacement.pinThreadsNamed("cuvmm-ipc-accep", cpus[0]);
+                ThreadPlacement.pinThreadsNamed("cuvmm-ipc-clien", cpus[1]);
             }
             // Untimed warm-up: the first round fills a version-2 cache; the rest let the JIT compile the path.
             for (int i = 0; i < WARM_ROUNDS; i++) round(client, c.name, consumer);
@@ -216,7 +242,11 @@ public final class SharingV2Report {
                 calls.put(e.getKey(), e.getValue() % s.countRounds == 0 ? e.getValue() / s.countRounds : -e.getValue());
             }
             List<Double> java = new ArrayList<>();
+            com.sun.management.OperatingSystemMXBean os =
+                    (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
+            long cpu0 = 0, measuredRounds = 0;
             for (int it = 0; it < s.warmup + s.iterations; it++) {
+                if (it == s.warmup) cpu0 = os.getProcessCpuTime();
                 long n = 0;
                 long t0 = System.nanoTime(), t;
                 do {
@@ -224,13 +254,17 @@ public final class SharingV2Report {
                     n++;
                     t = System.nanoTime();
                 } while (t - t0 < s.timeMs * 1_000_000L);
-                if (it >= s.warmup) java.add((double) (t - t0) / n);
+                if (it >= s.warmup) {
+                    java.add((double) (t - t0) / n);
+                    measuredRounds += n;
+                }
             }
+            double javaCpu = (double) (os.getProcessCpuTime() - cpu0) / measuredRounds;
             String cache = version == 1 ? "none (version 1)"
                     : "hits " + cs.hits() + ", misses " + cs.misses() + ", entries " + cs.entries() + ", ids held "
                     + cs.idsHeld() + ", fds kept " + cs.fdsKept();
-            return new Result(java, ping, sizes, calls, (double) total / s.countRounds, (double) sent / s.countRounds,
-                    (double) received / s.countRounds, cache);
+            return new Result(java, ping.roundsNs(), sizes, calls, (double) total / s.countRounds,
+                    (double) sent / s.countRounds, (double) received / s.countRounds, cache, javaCpu, ping.cpuNsPerRound());
         }
     }
 
@@ -241,20 +275,28 @@ public final class SharingV2Report {
         }
     }
 
-    /** The C++ ping-pong's measured rounds (ns each). */
-    static List<Double> pingPong(Path binary, int[] sizes, Settings s) throws IOException, InterruptedException {
+    /**
+     * The C++ ping-pong of {@code sizes}: its timed side (the consumer) on {@code cpus[1]}, its
+     * echoing side (the producer) on {@code cpus[0]}; unpinned when {@code cpus} is null.
+     */
+    static PingPong pingPong(Path binary, int[] sizes, Settings s, int[] cpus) throws IOException, InterruptedException {
         StringBuilder list = new StringBuilder();
         for (int v : sizes) list.append(list.length() == 0 ? "" : ",").append(v);
-        ProcessBuilder pb = new ProcessBuilder(binary.toString(), "--pingpong", list.toString(), "--warmup-rounds",
-                Integer.toString(s.warmup), "--rounds", Integer.toString(s.iterations), "--round-ms", Long.toString(s.timeMs));
+        List<String> cmd = new ArrayList<>(List.of(binary.toString(), "--pingpong", list.toString(), "--warmup-rounds",
+                Integer.toString(s.warmup), "--rounds", Integer.toString(s.iterations), "--round-ms", Long.toString(s.timeMs)));
+        if (cpus != null) cmd.addAll(List.of("--cpus", cpus[1] + "," + cpus[0]));
+        ProcessBuilder pb = new ProcessBuilder(cmd);
         pb.redirectErrorStream(true);
         Process p = pb.start();
         List<Double> rounds = new ArrayList<>();
+        double cpu = Double.NaN;
         StringBuilder all = new StringBuilder();
         try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
             for (String line; (line = r.readLine()) != null; ) {
                 all.append(line).append('\n');
                 if (line.startsWith("result ")) {
+                    java.util.regex.Matcher m = java.util.regex.Pattern.compile("cpu_ns_per_round=([0-9.]+)").matcher(line);
+                    if (m.find()) cpu = Double.parseDouble(m.group(1));
                     for (String x : line.substring(line.indexOf("rounds_ns=") + "rounds_ns=".length()).split(",")) {
                         rounds.add(Double.parseDouble(x));
                     }
@@ -263,7 +305,7 @@ public final class SharingV2Report {
         }
         int rc = p.waitFor();
         if (rc != 0 || rounds.isEmpty()) throw new IllegalStateException("ping-pong baseline failed (exit " + rc + "):\n" + all);
-        return rounds;
+        return new PingPong(rounds, cpu);
     }
 
     private static String sizes(int[] v) {
@@ -295,10 +337,11 @@ public final class SharingV2Report {
                 case "--iterations" -> s.iterations = (int) CommandLine.number(args, ++i, a, 1);
                 case "--time-ms" -> s.timeMs = CommandLine.number(args, ++i, a, 1);
                 case "--count-rounds" -> s.countRounds = (int) CommandLine.number(args, ++i, a, 1);
+                case "--placement" -> s.placement = ThreadPlacement.Mode.parse(CommandLine.value(args, ++i, a));
                 case "--out" -> s.out = Path.of(CommandLine.value(args, ++i, a));
                 case "--help", "-h" -> throw CommandLine.help();
                 default -> throw new IllegalArgumentException("unknown option: " + a
-                        + " (expected: --warmup N --iterations N --time-ms N --count-rounds N --out FILE)");
+                        + " (expected: --warmup N --iterations N --time-ms N --count-rounds N --placement MODE --out FILE)");
             }
         }
         return s;
