@@ -12,7 +12,7 @@ import java.lang.invoke.VarHandle;
  */
 public final class BufferLease implements AutoCloseable {
     private final VirtualMemoryBuffer buffer;
-    /** A String, or a Supplier of one ({@link VirtualMemoryBuffer#lease(java.util.function.Supplier)}). */
+    /** A String, or a Supplier of one ({@link VirtualMemoryBuffer#leaseDescribedBy}). */
     private final Object holder;
     // A field set by compare-and-set (VarHandle), not an AtomicBoolean: a sharing server takes
     // one lease per attach (issue 11: one object fewer per round).
@@ -33,10 +33,22 @@ public final class BufferLease implements AutoCloseable {
         this.holder = holder;
     }
 
-    /** Who holds it, as given to {@link VirtualMemoryBuffer#lease(String)} (or made by the supplier given instead). */
+    /**
+     * Who holds it, as given to {@link VirtualMemoryBuffer#lease(String)}, or made now by the
+     * supplier given to {@link VirtualMemoryBuffer#leaseDescribedBy} instead (a supplier that
+     * throws or returns null gives a fixed text naming that: this never throws, so a refused
+     * close still says why it refused).
+     */
     @SuppressWarnings("unchecked")
     public String holder() {
-        return holder instanceof String s ? s : String.valueOf(((java.util.function.Supplier<String>) holder).get());
+        if (holder instanceof String s) return s;
+        String text;
+        try {
+            text = ((java.util.function.Supplier<String>) holder).get();
+        } catch (RuntimeException e) {
+            return "(holder description unavailable: " + e + ")";
+        }
+        return text == null ? "(no holder description)" : text;
     }
 
     public VirtualMemoryBuffer buffer() { return buffer; }

@@ -936,14 +936,20 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
     /**
      * As {@link #lease(String)}, with the holder's description made by {@code holder} only
-     * when something needs it ({@link BufferLease#holder()}, a refused close's message): for a
-     * lease taken per request on a hot path (a sharing server's per-attach lease, issue 11: no
-     * string built per round). {@code holder} must not block and should return the same text
-     * each time; it may be called from any thread, any number of times.
+     * when something needs it: {@link BufferLease#holder()}, {@link BufferLease#toString()},
+     * and the message of each {@link #close()} refused while the lease is held (each such call
+     * calls it again). For a lease taken per request on a hot path (a sharing server's
+     * per-attach lease, issue 11: no string built per round). {@code holder} must not block
+     * and should return the same text each time; it may be called from any thread, any number
+     * of times. A supplier that throws or returns null never breaks those calls: the holder
+     * then reads "(holder description unavailable: ...)" or "(no holder description)".
+     * (A name of its own, not an overload of {@code lease}: {@code lease(null)} stays a call
+     * of {@link #lease(String)}, refused with a message naming the argument.)
      *
+     * @throws NullPointerException when {@code holder} is null (the message names it)
      * @throws IllegalStateException when the buffer is closed
      */
-    public BufferLease lease(java.util.function.Supplier<String> holder) {
+    public BufferLease leaseDescribedBy(java.util.function.Supplier<String> holder) {
         Checks.notNull("holder", holder);
         return newLease(holder);
     }

@@ -82,6 +82,40 @@ class LifecycleTest {
         }
     }
 
+    /**
+     * leaseDescribedBy: the holder's text is made when a refused close or holder() needs it; a
+     * supplier that throws or returns null never turns the refusal into another exception; and
+     * lease(null) still compiles and is refused naming the argument (no overload ambiguity).
+     */
+    @Test
+    void aLeaseDescribedBySupplierNamesItsHolderAndNeverBreaksARefusedClose() {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            VirtualMemoryBuffer b = r.allocate(MiB);
+            java.util.concurrent.atomic.AtomicInteger made = new java.util.concurrent.atomic.AtomicInteger();
+            BufferLease lazy = b.leaseDescribedBy(() -> "consumer " + made.incrementAndGet());
+            assertEquals(0, made.get(), "no text made before something needs it");
+            IllegalStateException e = assertThrows(IllegalStateException.class, b::close);
+            assertTrue(e.getMessage().contains("consumer 1"), e.getMessage());
+            lazy.close();
+            BufferLease throwing = b.leaseDescribedBy(() -> {
+                throw new IllegalArgumentException("no name yet");
+            });
+            IllegalStateException refused = assertThrows(IllegalStateException.class, b::close);
+            assertTrue(refused.getMessage().contains("holder description unavailable")
+                    && refused.getMessage().contains("no name yet"), refused.getMessage());
+            assertTrue(throwing.toString().contains("holder description unavailable"), throwing.toString());
+            throwing.close();
+            BufferLease nothing = b.leaseDescribedBy(() -> null);
+            assertEquals("(no holder description)", nothing.holder());
+            nothing.close();
+            NullPointerException nullHolder = assertThrows(NullPointerException.class, () -> b.lease(null));
+            assertTrue(nullHolder.getMessage().contains("holder"), nullHolder.getMessage());
+            assertThrows(NullPointerException.class, () -> b.leaseDescribedBy(null));
+            assertEquals(0, b.leaseCount());
+            b.close();
+        }
+    }
+
     @Test
     void closeWhenUnusedClosesWithTheLastLease() {
         Map<String, Long> before = LiveObjects.now();

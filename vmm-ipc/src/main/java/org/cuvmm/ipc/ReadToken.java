@@ -25,9 +25,10 @@ import java.util.function.LongSupplier;
  * the token is free or held: a caller never wakes it (no futex wake on a caller's path), and
  * a back-to-back series of requests, however many callers make it, wakes it about once per
  * period at most (each wake-up finds the activity moved on and waits again). Only a <i>long
- * lead</i> changes that: when it wakes to find a caller holding the token whose last activity
- * is a whole period old, it waits without a timeout (no periodic wake-up during a long lead:
- * one wake-up, a period after the lead began), and the release that leaves the token free
+ * lead</i> changes that: when it wakes to find the same caller holding the token for a whole
+ * period (timed from when that caller took it, so other callers' requests meanwhile do not
+ * make it short), it waits without a timeout (no periodic wake-up during a long lead: one
+ * wake-up, a period after the lead began), and the release that leaves the token free
  * with no caller waiting for it (or the last follower leaving it free) wakes it; it then waits
  * until that release plus one period. So an unsolicited frame that arrives while no caller
  * leads is read about one period (plus scheduling) after the last activity. See
@@ -60,6 +61,8 @@ final class ReadToken {
     private volatile long lastActivity;
     /** The holder, null when free. Guarded by {@link #lock}. */
     private Thread holder;
+    /** The clock's time when the holding caller took the token (a lead's start). Guarded by {@link #lock}. */
+    private long leadStart;
     private boolean holderIsReader;  // guarded by lock: the reader thread holds it (its release is no activity)
     private int waitingCallers;      // guarded by lock
     private boolean readerParked;    // guarded by lock: the reader waits, untimed, for a long lead's release
@@ -97,6 +100,7 @@ final class ReadToken {
                 if (holder == null) {
                     holder = Thread.currentThread();
                     holderIsReader = false;
+                    leadStart = clock.getAsLong();
                     return true;
                 }
                 long left = deadlineNanos - System.nanoTime();
@@ -120,22 +124,25 @@ final class ReadToken {
     /**
      * The reader thread waits for its turn: the token free and a whole period since the last
      * caller activity (or a drain asked for). True: the reader holds the token; false: the
-     * connection has ended. Waits timed until the last activity plus one period, the token
-     * held or not (no caller has to wake it); untimed only during a long lead (a holder whose
-     * last activity is a period old), until that lead's release.
+     * connection has ended. Waits timed (no caller has to wake it): while the token is free,
+     * until the last activity plus one period; while a caller holds it, until its lead is a
+     * period old. Untimed only during a long lead (one caller holding the token a whole
+     * period, whatever requests other callers make meanwhile), until that lead's release.
      */
     boolean readerTurn() throws InterruptedException {
         lock.lock();
         try {
             for (;;) {
                 if (ended) return false;
-                long left = urgent ? 0 : lastActivity + readerIdleNanos - clock.getAsLong();
+                long now = clock.getAsLong();
+                long left = urgent ? 0 : lastActivity + readerIdleNanos - now;
                 if (holder != null) {
-                    if (left > 0) {
-                        // A short lead (or callers handing the token on): check again when the
-                        // period since the last activity ends; no release has to signal.
+                    long leadLeft = leadStart + readerIdleNanos - now;
+                    if (!urgent && leadLeft > 0) {
+                        // A short lead (or callers handing the token on): check again when this
+                        // lead is a period old; no release has to signal.
                         readerWaits++;
-                        readerWake.awaitNanos(left);
+                        readerWake.awaitNanos(leadLeft);
                         continue;
                     }
                     // A long lead: no timeout (no periodic wake-up while it lasts); the

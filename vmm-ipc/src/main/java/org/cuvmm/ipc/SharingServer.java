@@ -595,7 +595,7 @@ public final class SharingServer implements AutoCloseable {
             // Held first: from here the owner's close() refuses, naming this consumer.
             // The holder's text is made only when a message names it (a refused close): no
             // string built per round (issue 11).
-            held = p.buffer.lease(() -> "consumer " + c.describe() + ", lease " + id + " of '" + name + "' on "
+            held = p.buffer.leaseDescribedBy(() -> "consumer " + c.describe() + ", lease " + id + " of '" + name + "' on "
                     + listenSocket.path());
         } catch (RuntimeException e) {
             c.reply(requestId, ErrorCode.INTERNAL, "cannot export '" + name + "': " + e.getMessage());

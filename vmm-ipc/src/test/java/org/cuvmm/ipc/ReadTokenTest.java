@@ -115,10 +115,50 @@ class ReadTokenTest {
         assertTrue(wakeUps <= 1, wakeUps + " reader wake-ups in 100 ms during a long lead (expected: none; 1 "
                 + "allowed for a spurious wake-up)");
         clock.set(SECOND);
+        long beforeRelease = token.readerWaits();
         token.release(); // t = 1 s; wakes it: the token is free and nobody else waits for it
+        // The release itself must wake the parked reader (nothing else does here): it then
+        // waits timed for its period, which counts a wait.
+        await("the lead's release woke the parked reader", 10, () -> token.readerWaits() > beforeRelease);
         clock.set(2 * SECOND);
         token.wakeReader();
         assertEquals(2 * SECOND, took.get(10, TimeUnit.SECONDS));
+        token.end();
+    }
+
+    /**
+     * Other callers' requests during a long lead (each one activity) do not make the lead
+     * look short: the reader still parks once for the whole lead (independent review: a lead
+     * judged from the last activity woke the reader once per period while followers kept
+     * sending).
+     */
+    @Test
+    void followersRequestsDuringALongLeadDoNotWakeTheReaderPeriodically() throws Exception {
+        ReadToken.readerIdleNanos = TimeUnit.MILLISECONDS.toNanos(1);
+        ReadToken token = new ReadToken(clock::get);
+        CompletableFuture<Void> never = new CompletableFuture<>();
+        token.noteRequest();
+        assertTrue(token.awaitTurn(never, System.nanoTime() + 10 * SECOND), "the leader, from t = 0");
+        CompletableFuture<Long> took = startReader(token); // while the lead is short: a timed wait
+        await("the reader waits", 10, () -> token.readerWaits() >= 1);
+        clock.set(TimeUnit.MILLISECONDS.toNanos(2)); // the lead is now long...
+        token.noteRequest();                           // ...and another caller just sent a request
+        // The reader's timed wait ends (1 ms): it must see a long lead and park for its release.
+        await("the reader re-checked", 10, () -> token.readerWaits() >= 2);
+        long before = token.readerWaits();
+        // 100 more requests from other callers, 0.5 ms apart on the clock and about 1 ms apart
+        // in real time (not a synchronization: the window over which wake-ups are counted).
+        // Judged from the last activity, the lead would look short after each one and the
+        // reader would wake about once per request.
+        for (int i = 0; i < 100; i++) {
+            clock.addAndGet(TimeUnit.MICROSECONDS.toNanos(500));
+            token.noteRequest();
+            new CountDownLatch(1).await(1, TimeUnit.MILLISECONDS);
+        }
+        long wakeUps = token.readerWaits() - before;
+        assertTrue(wakeUps <= 1, wakeUps + " reader wake-ups during one long lead while other callers sent requests "
+                + "(expected: none; 1 allowed for a spurious wake-up)");
+        assertFalse(took.isDone());
         token.end();
     }
 
