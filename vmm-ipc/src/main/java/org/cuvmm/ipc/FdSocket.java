@@ -172,7 +172,7 @@ public final class FdSocket implements Closeable {
     public void send(byte[] data, int offset, int length, int[] fds) throws IOException {
         Objects.requireNonNull(data, "data");
         Objects.checkFromIndexSize(offset, length, data.length);
-        int[] f = fds == null ? new int[0] : fds;
+        int[] f = fds == null ? ReceivedMessage.NO_FDS : fds; // shared, never written: no array per call
         if (f.length > NativeIo.MAX_FDS_PER_MESSAGE) {
             throw new IllegalArgumentException("fds: " + f.length + " (expected: at most " + NativeIo.MAX_FDS_PER_MESSAGE
                     + " per send, Linux's SCM_MAX_FD)");

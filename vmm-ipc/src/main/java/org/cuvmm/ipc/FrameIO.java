@@ -301,7 +301,7 @@ final class FrameIO {
     /**
      * As {@link #write(FdSocket, Messages.Message, int, int[])} with header version {@code
      * version}. The frame is built in one array ({@link Frame#encode(Messages.Message, int,
-     * int)}); no fds is passed as a shared empty array (FdSocket.send makes one per call for null).
+     * int)}); no fds is passed as a shared empty array.
      */
     static void write(FdSocket socket, Messages.Message m, int requestId, int[] fds, int version) throws IOException {
         socket.send(Frame.encode(m, requestId, version), fds == null ? Frame.NO_FDS : fds);
