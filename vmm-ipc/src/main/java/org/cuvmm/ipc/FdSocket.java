@@ -172,7 +172,7 @@ public final class FdSocket implements Closeable {
     public void send(byte[] data, int offset, int length, int[] fds) throws IOException {
         Objects.requireNonNull(data, "data");
         Objects.checkFromIndexSize(offset, length, data.length);
-        int[] f = fds == null ? new int[0] : fds;
+        int[] f = fds == null ? ReceivedMessage.NO_FDS : fds; // shared, never written: no array per call
         if (f.length > NativeIo.MAX_FDS_PER_MESSAGE) {
             throw new IllegalArgumentException("fds: " + f.length + " (expected: at most " + NativeIo.MAX_FDS_PER_MESSAGE
                     + " per send, Linux's SCM_MAX_FD)");
@@ -333,9 +333,13 @@ public final class FdSocket implements Closeable {
      * one, which keeps them in the buffer (more than 253 would be closed at once and refuse that
      * frame when it is read, {@link FdTransferException} TOO_MANY_FDS: a guard only, since on
      * Linux one read brings the fds of one {@code sendmsg}, 253 at most). Otherwise it reads
-     * exactly the header's missing bytes, as {@link #receive(int, int)} does. The payload is
-     * then read with {@link #receive(int, int)}, which takes the buffered bytes first and
-     * never reads past the frame. Package-private.
+     * exactly the header's missing bytes, as {@link #receive(int, int)} does. When the header
+     * is complete (magic and length valid) and its whole payload is already in the buffer with
+     * no fd of a frame starting inside it, the returned data is the header followed by that
+     * payload (taken from the buffer: a frame that arrived whole is read in one call, with no
+     * second receive); otherwise it is the 16 header bytes, and the payload is then read with
+     * {@link #receive(int, int)}, which takes the buffered bytes first and never reads past the
+     * frame. Package-private.
      */
     ReceivedMessage receiveFrameHeader(int maxFds, boolean bounded, long deadlineNanos, boolean idleSlice)
             throws IOException {
@@ -532,7 +536,30 @@ public final class FdSocket implements Closeable {
                             + "limit (RLIMIT_NOFILE); closed the " + received.length + " that arrived",
                     data, received.length, true);
         }
+        if (frameHeader && got == length && !eos) data = withBufferedPayload(out, io, buf);
         return new ReceivedMessage(data, received, eos);
+    }
+
+    /**
+     * The frame header {@code header} (complete, its fds checked) followed by its whole
+     * payload when that is all in the frame buffer with no fd of a frame starting inside it
+     * (so taking it brings no fd: nothing to count or close); else {@code header} itself. A
+     * header with a bad magic or an impossible length is returned alone (the frame reader
+     * refuses it before any payload byte is taken). Saves the frame reader a second receive
+     * (lock, guard, arrays) for a frame that arrived whole.
+     */
+    private static byte[] withBufferedPayload(byte[] header, NativeMsg io, FrameBuffer buf) {
+        if (header.length != Protocol.HEADER_SIZE || Messages.Reader.intAt(header, 0) != Protocol.MAGIC) return header;
+        long length = Integer.toUnsignedLong(Messages.Reader.intAt(header, 12));
+        if (length > Protocol.MAX_PAYLOAD || length > buf.buffered()) return header;
+        int n = (int) length;
+        if (buf.fdsAt >= 0 && buf.fdsAt < buf.start + n) return header; // fds start in it: the exact read takes them
+        if (n == 0) return header;
+        byte[] frame = Arrays.copyOf(header, Protocol.HEADER_SIZE + n);
+        io.data.get(buf.start, frame, Protocol.HEADER_SIZE, n);
+        buf.start += n;
+        if (buf.start == buf.end) buf.start = buf.end = 0;
+        return frame;
     }
 
     private static SocketTimeoutException timedOut(int got, int length, String when) {

@@ -139,12 +139,13 @@ final class FrameIO {
                 throw new ProtocolException(ErrorCode.TRUNCATED, 0, "the stream ended after " + head.length()
                         + " of the 16 header bytes");
             }
-            ByteBuffer h = ByteBuffer.wrap(head.data());
-            int magic = h.getInt();
-            int frameVersion = Short.toUnsignedInt(h.getShort());
-            int typeCode = Short.toUnsignedInt(h.getShort());
-            int requestId = h.getInt();
-            long length = Integer.toUnsignedLong(h.getInt());
+            // Read from the array itself (no ByteBuffer per frame).
+            byte[] hd = head.data();
+            int magic = Messages.Reader.intAt(hd, 0);
+            int frameVersion = (hd[4] & 0xFF) << 8 | (hd[5] & 0xFF);
+            int typeCode = (hd[6] & 0xFF) << 8 | (hd[7] & 0xFF);
+            int requestId = Messages.Reader.intAt(hd, 8);
+            long length = Integer.toUnsignedLong(Messages.Reader.intAt(hd, 12));
             if (magic != Protocol.MAGIC) {
                 throw new ProtocolException(ErrorCode.BAD_MAGIC, 0, String.format("bad magic 0x%08X (expected: "
                         + "0x%08X, \"CVMM\"); not a cuvmm frame, closing the connection", magic, Protocol.MAGIC));
@@ -163,21 +164,26 @@ final class FrameIO {
             int typesOf = versionOk ? frameVersion : maxVersion;
             FrameType type = FrameType.of(typeCode, typesOf);
             try {
-                try {
-                    // The frame's fd limit counts the header's fds too.
-                    payload = receive(socket, (int) length, Protocol.MAX_FDS_PER_FRAME - head.fdCount(), bounded,
-                            deadline, false);
-                } catch (java.net.SocketTimeoutException e) {
-                    throw stalled(e, Protocol.HEADER_SIZE, (Protocol.HEADER_SIZE + length) + "", started);
-                } catch (FdTransferException e) {
-                    if (e.reason() == FdTransferException.Reason.TOO_MANY_FDS || !e.streamInStep()) {
-                        throw tooManyFds(requestId, e);
+                // The socket returns the header with its payload when that was whole in the
+                // read-ahead buffer (FdSocket#receiveFrameHeader): then (and for a 0-byte
+                // payload) no second receive; payload stays null.
+                if (hd.length != Protocol.HEADER_SIZE + length) {
+                    try {
+                        // The frame's fd limit counts the header's fds too.
+                        payload = receive(socket, (int) length, Protocol.MAX_FDS_PER_FRAME - head.fdCount(), bounded,
+                                deadline, false);
+                    } catch (java.net.SocketTimeoutException e) {
+                        throw stalled(e, Protocol.HEADER_SIZE, (Protocol.HEADER_SIZE + length) + "", started);
+                    } catch (FdTransferException e) {
+                        if (e.reason() == FdTransferException.Reason.TOO_MANY_FDS || !e.streamInStep()) {
+                            throw tooManyFds(requestId, e);
+                        }
+                        dropped = true;
+                        dropReason = e.getMessage();
+                        payload = new ReceivedMessage(e.data(), new int[0], e.data().length < length);
                     }
-                    dropped = true;
-                    dropReason = e.getMessage();
-                    payload = new ReceivedMessage(e.data(), new int[0], e.data().length < length);
                 }
-                if (payload.endOfStream()) {
+                if (payload != null && payload.endOfStream()) {
                     throw new ProtocolException(ErrorCode.TRUNCATED, requestId, "the stream ended after "
                             + payload.length() + " of the " + length + " payload bytes");
                 }
@@ -190,13 +196,15 @@ final class FrameIO {
                     throw new ProtocolException(ErrorCode.UNKNOWN_TYPE, requestId, "frame type " + typeCode
                             + " (expected: 1 to " + FrameType.maxCode(typesOf) + "); frame skipped");
                 }
-                return checkFrame(type, frameVersion, requestId, head, payload, dropped, dropReason);
+                Frame f = checkFrame(type, frameVersion, requestId, head, payload, dropped, dropReason);
+                if (payload == null) head = null; // the frame owns it now (checkFds)
+                return f;
             } catch (ProtocolException e) {
                 e.frameType = type;
                 throw e;
             }
         } finally {
-            head.close();
+            if (head != null) head.close();
             if (payload != null) payload.close();
         }
     }
@@ -219,13 +227,18 @@ final class FrameIO {
         return FrameType.of(Short.toUnsignedInt(h.getShort(6)));
     }
 
-    /** Payload and fd checks of a frame whose header passed (type known). */
+    /**
+     * Payload and fd checks of a frame whose header passed (type known). {@code payload} is
+     * null when {@code head} holds the whole frame (the payload after its 16 bytes, none for a
+     * 0-byte payload): the returned frame then owns {@code head} (its fds).
+     */
     private static Frame checkFrame(FrameType type, int version, int requestId, ReceivedMessage head,
                                     ReceivedMessage payload, boolean dropped, String dropReason)
             throws ProtocolException {
         Messages.Message m;
         try {
-            m = Messages.decode(type, version, payload.data());
+            m = payload == null ? Messages.decode(type, version, head.data(), Protocol.HEADER_SIZE)
+                    : Messages.decode(type, version, payload.data());
         } catch (ProtocolException e) {
             throw e.withRequestId(requestId);
         }
@@ -241,7 +254,7 @@ final class FrameIO {
     private static Frame checkFds(FrameType type, int version, int requestId, ReceivedMessage head,
                                   ReceivedMessage payload, boolean dropped, String dropReason, Messages.Message m)
             throws ProtocolException {
-        int got = head.fdCount() + payload.fdCount();
+        int got = head.fdCount() + (payload == null ? 0 : payload.fdCount());
         int expected = m.fdCount();
         long lease = m instanceof Messages.Descriptor d ? d.leaseId()
                 : m instanceof Messages.DescriptorV2 d2 ? d2.leaseId() : 0;
@@ -261,11 +274,19 @@ final class FrameIO {
                     + expected + (m instanceof Messages.DescriptorV2 ? " chunks with the FD flag" : " chunks")
                     + " but arrived with " + got + " fds; closed them");
         }
+        // Read whole, the frame takes the header's message (and its fds) as it is.
+        if (payload == null) return new Frame(type, requestId, m, head, version);
         int[] all = concat(head.takeFds(), payload.takeFds());
-        return new Frame(type, requestId, m, new ReceivedMessage(new byte[0], all, false), version);
+        return new Frame(type, requestId, m, new ReceivedMessage(NO_BYTES, all, false), version);
     }
 
+    /** The data of a frame's fd holder (never read or written). */
+    private static final byte[] NO_BYTES = new byte[0];
+
+    /** {@code a} then {@code b}: one of them as it is when the other is empty. */
     private static int[] concat(int[] a, int[] b) {
+        if (b.length == 0) return a;
+        if (a.length == 0) return b;
         int[] c = new int[a.length + b.length];
         System.arraycopy(a, 0, c, 0, a.length);
         System.arraycopy(b, 0, c, a.length, b.length);
@@ -280,7 +301,7 @@ final class FrameIO {
     /**
      * As {@link #write(FdSocket, Messages.Message, int, int[])} with header version {@code
      * version}. The frame is built in one array ({@link Frame#encode(Messages.Message, int,
-     * int)}); no fds is passed as a shared empty array (FdSocket.send makes one per call for null).
+     * int)}); no fds is passed as a shared empty array.
      */
     static void write(FdSocket socket, Messages.Message m, int requestId, int[] fds, int version) throws IOException {
         socket.send(Frame.encode(m, requestId, version), fds == null ? Frame.NO_FDS : fds);

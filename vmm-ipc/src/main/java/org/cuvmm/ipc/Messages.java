@@ -271,7 +271,15 @@ final class Messages {
      * @throws ProtocolException {@link ErrorCode#BAD_PAYLOAD} (request id 0: the caller adds it)
      */
     static Message decode(FrameType type, int version, byte[] payload) throws ProtocolException {
-        Reader r = new Reader(type, payload);
+        return decode(type, version, payload, 0);
+    }
+
+    /**
+     * As {@link #decode(FrameType, int, byte[])} of the payload {@code array[from,
+     * array.length)} (a frame read whole: header and payload in one array, no copy).
+     */
+    static Message decode(FrameType type, int version, byte[] array, int from) throws ProtocolException {
+        Reader r = new Reader(type, array, from);
         try {
             Message m = switch (type) {
                 case HELLO -> new Hello(r.string("client name", 0, Protocol.MAX_CLIENT_NAME_BYTES));
@@ -289,7 +297,7 @@ final class Messages {
             r.end();
             return m;
         } catch (BufferUnderflowException e) {
-            throw r.bad("the payload (" + payload.length + " bytes) ends before its fields do");
+            throw r.bad("the payload (" + (array.length - from) + " bytes) ends before its fields do");
         }
     }
 
@@ -519,8 +527,14 @@ final class Messages {
         private int pos;
 
         Reader(FrameType type, byte[] payload) {
+            this(type, payload, 0);
+        }
+
+        /** Over {@code array[from, array.length)}. */
+        Reader(FrameType type, byte[] array, int from) {
             this.type = type;
-            this.b = payload;
+            this.b = array;
+            this.pos = from;
         }
 
         private int take(int n) {
@@ -541,7 +555,12 @@ final class Messages {
         }
 
         private int getInt(int at) {
-            return (b[at] & 0xFF) << 24 | (b[at + 1] & 0xFF) << 16 | (b[at + 2] & 0xFF) << 8 | (b[at + 3] & 0xFF);
+            return intAt(b, at);
+        }
+
+        /** The big-endian int at {@code at} of {@code a} (frame headers are read with it too). */
+        static int intAt(byte[] a, int at) {
+            return (a[at] & 0xFF) << 24 | (a[at + 1] & 0xFF) << 16 | (a[at + 2] & 0xFF) << 8 | (a[at + 3] & 0xFF);
         }
 
         long u64() {
