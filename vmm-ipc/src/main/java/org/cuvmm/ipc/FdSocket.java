@@ -536,7 +536,14 @@ public final class FdSocket implements Closeable {
                             + "limit (RLIMIT_NOFILE); closed the " + received.length + " that arrived",
                     data, received.length, true);
         }
-        if (frameHeader && got == length && !eos) data = withBufferedPayload(out, io, buf);
+        if (frameHeader && got == length && !eos) {
+            try {
+                data = withBufferedPayload(out, io, buf); // copies before it takes: the buffer is as it was on a failure
+            } catch (RuntimeException | Error e) {
+                NativeIo.closeAll(received); // the header's fds: nothing else will close them (review of the one-pass read)
+                throw e;
+            }
+        }
         return new ReceivedMessage(data, received, eos);
     }
 

@@ -115,8 +115,10 @@ final class FrameIO {
         String dropReason = null;
         ReceivedMessage head;
         try {
-            // One recvmsg for a frame that arrives whole: the header read reads ahead, the
-            // payload read then takes the buffered bytes (FdSocket#receiveFrameHeader).
+            // One recvmsg for a frame that arrives whole: the header read reads ahead and, when
+            // the whole payload is buffered with no fd starting in it, returns it with the
+            // header (no payload read); else the payload read takes the buffered bytes first
+            // (FdSocket#receiveFrameHeader).
             head = socket.receiveFrameHeader(Protocol.MAX_FDS_PER_FRAME, bounded, deadline, idleSlice);
         } catch (java.net.SocketTimeoutException e) {
             throw stalled(e, 0, Protocol.HEADER_SIZE + " header", started);

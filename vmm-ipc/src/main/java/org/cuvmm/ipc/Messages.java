@@ -279,6 +279,7 @@ final class Messages {
      * array.length)} (a frame read whole: header and payload in one array, no copy).
      */
     static Message decode(FrameType type, int version, byte[] array, int from) throws ProtocolException {
+        java.util.Objects.checkFromToIndex(from, array.length, array.length); // 0 <= from <= length
         Reader r = new Reader(type, array, from);
         try {
             Message m = switch (type) {
