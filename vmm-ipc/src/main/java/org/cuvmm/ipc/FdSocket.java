@@ -556,9 +556,8 @@ public final class FdSocket implements Closeable {
      * (lock, guard, arrays) for a frame that arrived whole.
      */
     private static byte[] withBufferedPayload(byte[] header, NativeMsg io, FrameBuffer buf) {
-        if (header.length != Protocol.HEADER_SIZE || Messages.Reader.intAt(header, 0) != Protocol.MAGIC) return header;
-        long length = Integer.toUnsignedLong(Messages.Reader.intAt(header, 12));
-        if (length > Protocol.MAX_PAYLOAD || length > buf.buffered()) return header;
+        long length = header.length == Protocol.HEADER_SIZE ? Protocol.trustedPayloadLength(header) : -1;
+        if (length < 0 || length > buf.buffered()) return header;
         int n = (int) length;
         if (buf.fdsAt >= 0 && buf.fdsAt < buf.start + n) return header; // fds start in it: the exact read takes them
         if (n == 0) return header;

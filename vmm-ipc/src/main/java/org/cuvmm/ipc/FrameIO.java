@@ -1,7 +1,6 @@
 package org.cuvmm.ipc;
 
 import java.io.IOException;
-import java.nio.ByteBuffer;
 import java.util.concurrent.TimeUnit;
 
 /**
@@ -223,10 +222,8 @@ final class FrameIO {
 
     /** The type of a complete header whose magic and length pass (a trusted header), else null. */
     private static FrameType trustedType(byte[] header) {
-        if (header == null || header.length < Protocol.HEADER_SIZE) return null;
-        ByteBuffer h = ByteBuffer.wrap(header);
-        if (h.getInt(0) != Protocol.MAGIC || Integer.toUnsignedLong(h.getInt(12)) > Protocol.MAX_PAYLOAD) return null;
-        return FrameType.of(Short.toUnsignedInt(h.getShort(6)));
+        if (Protocol.trustedPayloadLength(header) < 0) return null;
+        return FrameType.of((header[6] & 0xFF) << 8 | (header[7] & 0xFF));
     }
 
     /**

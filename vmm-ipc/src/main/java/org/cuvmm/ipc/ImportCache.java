@@ -176,25 +176,24 @@ public final class ImportCache {
         synchronized (lock) {
             for (int i = 0; i < d.ids().length; i++) {
                 Id r = ids.get(d.ids()[i]);
-                String id = null; // built only for a message: no string per chunk per round
                 if (d.hasFd(i) && r != null) {
-                    id = Long.toUnsignedString(d.ids()[i]);
+                    String id = Long.toUnsignedString(d.ids()[i]); // built only for a message
                     throw new ProtocolException(ErrorCode.UNKNOWN_ID, 0, "DESCRIPTOR chunk " + i + " sends the fd of id "
                             + id + ", which this connection already holds (ids are never reused)");
                 }
                 if (!d.hasFd(i) && (r == null || r.gone)) {
-                    id = Long.toUnsignedString(d.ids()[i]);
+                    String id = Long.toUnsignedString(d.ids()[i]); // built only for a message
                     throw new ProtocolException(ErrorCode.UNKNOWN_ID, 0, "DESCRIPTOR chunk " + i + " names id " + id
                             + " without its fd, but this client does not hold it");
                 }
                 if (!d.hasFd(i) && r.state == State.EVICTED) {
-                    id = Long.toUnsignedString(d.ids()[i]);
+                    String id = Long.toUnsignedString(d.ids()[i]); // built only for a message
                     // The server said no later DESCRIPTOR names it (PROTOCOL.md 13.6); its fd may be closed.
                     throw new ProtocolException(ErrorCode.UNKNOWN_ID, 0, "DESCRIPTOR chunk " + i + " names id " + id
                             + " without its fd, but the server evicted it (EVICT read before this DESCRIPTOR)");
                 }
                 if (!d.hasFd(i) && r.size != d.chunkSizes()[i]) {
-                    id = Long.toUnsignedString(d.ids()[i]);
+                    String id = Long.toUnsignedString(d.ids()[i]); // built only for a message
                     throw new ProtocolException(ErrorCode.BAD_PAYLOAD, 0, "DESCRIPTOR chunk " + i + " gives id " + id
                             + " size " + d.chunkSizes()[i] + ", but it was received with size " + r.size);
                 }
@@ -374,9 +373,22 @@ public final class ImportCache {
 
     /** Under the lock: whether {@link #settle} would change anything for {@code r}. */
     private boolean settles(Id r) {
-        return (r.pins == 0 && (r.gone || r.state == State.EVICTED) && r.fd >= 0)
-                || (r.gone && r.pins == 0 && r.refs <= 0)
-                || (r.refs == 0 && r.pins == 0 && r.state != State.FORGETTING && !r.gone && !ended);
+        return fdToClose(r) || unused(r) || toForget(r);
+    }
+
+    /** Under the lock: a forgotten or evicted id's fd, no pin needing it any more. */
+    private static boolean fdToClose(Id r) {
+        return r.pins == 0 && (r.gone || r.state == State.EVICTED) && r.fd >= 0;
+    }
+
+    /** Under the lock: a gone id that nothing pins or maps: its entry can go. */
+    private static boolean unused(Id r) {
+        return r.gone && r.pins == 0 && r.refs <= 0;
+    }
+
+    /** Under the lock: a held id that nothing pins or maps, not yet being forgotten. */
+    private boolean toForget(Id r) {
+        return r.refs == 0 && r.pins == 0 && r.state != State.FORGETTING && !r.gone && !ended;
     }
 
     /**
@@ -384,12 +396,12 @@ public final class ImportCache {
      * or evicted id's fd is closed once no pin needs it.
      */
     private void settle(Id r, List<Integer> close, List<Long> forget) {
-        if (r.pins == 0 && (r.gone || r.state == State.EVICTED) && r.fd >= 0) {
+        if (fdToClose(r)) {
             close.add(r.fd);
             r.fd = -1;
         }
-        if (r.gone && r.pins == 0 && r.refs <= 0) ids.remove(r.id);
-        if (r.refs == 0 && r.pins == 0 && r.state != State.FORGETTING && !r.gone && !ended) {
+        if (unused(r)) ids.remove(r.id);
+        if (toForget(r)) {
             r.state = State.FORGETTING;
             forget.add(r.id);
             forgets++;

@@ -32,4 +32,16 @@ public final class Protocol {
     public static final int HANDLE_TYPE_POSIX_FD = 1;
 
     private Protocol() {}
+
+    /**
+     * The payload length a frame header announces when the header can be trusted (at least 16
+     * bytes, the magic right, the length at most {@link #MAX_PAYLOAD}), else -1. One rule for
+     * the frame reader's refusals ({@code FrameIO}) and the socket's one-pass read of a
+     * buffered frame ({@code FdSocket}).
+     */
+    static long trustedPayloadLength(byte[] header) {
+        if (header == null || header.length < HEADER_SIZE || Messages.Reader.intAt(header, 0) != MAGIC) return -1;
+        long length = Integer.toUnsignedLong(Messages.Reader.intAt(header, 12));
+        return length <= MAX_PAYLOAD ? length : -1;
+    }
 }
