@@ -278,6 +278,16 @@ int chunk_access(const RangeHandle& range, int chunk, int device, Status& status
     return flags;
 }
 
+long long range_new_reference(const RangeHandle& in) {
+    if (!in.range) return 0;
+    RangeHandle* copy = new (std::nothrow) RangeHandle(in);
+    return static_cast<long long>(reinterpret_cast<uintptr_t>(copy));
+}
+
+void range_delete_reference(long long handle) {
+    delete reinterpret_cast<RangeHandle*>(static_cast<uintptr_t>(handle));
+}
+
 int export_chunk_count(const RangeHandle& range) {
     return range.range ? static_cast<int>(exported_chunk_count(*range.range)) : 0;
 }

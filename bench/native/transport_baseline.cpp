@@ -24,7 +24,7 @@
 // N x int64 chunk size, little-endian (host order on x86-64 and aarch64).
 //
 // Usage: cuvmm-transport-baseline [--chunks N] [--warmup-rounds N] [--rounds N] [--round-ms N]
-//        cuvmm-transport-baseline --pingpong A,B[,C,D...] [--cpus T,P] [--warmup-rounds N] [--rounds N] [--round-ms N]
+//        cuvmm-transport-baseline --pingpong A,B[,C,D...] [--cpus T,P] [--work-ns T,P] [--warmup-rounds N] [--rounds N] [--round-ms N]
 // --pingpong is the bare Unix-socket ping-pong of bench/run-sharing-v2 (SharingV2Report): no
 // driver, no fds, nothing of ours; the two threads of a socketpair exchange messages of the
 // given sizes in turn (the timed thread sends A, the peer answers B, then C and D, ...), one
@@ -32,7 +32,11 @@
 // "result name=pingpong_A_B_... mean_ns=... cpu_ns_per_round=... rounds_ns=..." and selects no driver.
 // --cpus T,P pins the timed thread to CPU T and the peer to CPU P (sched_setaffinity), as
 // SharingV2Report --placement pins its consumer and producer threads; cpu_ns_per_round is the
-// process's CPU time (getrusage: user + system, both threads) over the measured rounds / rounds.
+// process's CPU time (getrusage: user + system, both threads) over the measured rounds / rounds,
+// and switches_per_round its context switches (getrusage: voluntary + involuntary) over them.
+// --work-ns T,P (a diagnostic, issue 11) makes each thread busy-wait T (timed thread) or P (peer)
+// ns of CPU before each of its sends, standing in for the work a real implementation does per
+// message: with T != P the scheduler's wake-up preemption changes (more switches per round).
 // Output: "driver ...", "calls name=... entry=count ..." (one counted round),
 //         "result name=transport_<N>chunk mean_ns=... rounds_ns=a,b,c", "live ..." (host driver).
 #include "cuvmm/driver.hpp"
@@ -57,6 +61,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace {
@@ -291,7 +296,35 @@ long long process_cpu_ns() {
     return ns(u.ru_utime) + ns(u.ru_stime);
 }
 
-int run_pingpong(const std::string& list, int warmup, int rounds, long round_ms, int timed_cpu, int peer_cpu) {
+// Context switches of the process (every thread): voluntary + involuntary.
+long long process_switches() {
+    rusage u{};
+    ::getrusage(RUSAGE_SELF, &u);
+    return static_cast<long long>(u.ru_nvcsw) + static_cast<long long>(u.ru_nivcsw);
+}
+
+// Busy for `ns` of wall time (0: returns at once): --work-ns's stand-in for per-message work.
+void busy_ns(long ns) {
+    if (ns <= 0) return;
+    const auto until = Clock::now() + std::chrono::nanoseconds(ns);
+    while (Clock::now() < until) {
+    }
+}
+
+// "T,P": two numbers at least `min` (--cpus, --work-ns); dies naming `option` otherwise.
+std::pair<long, long> parse_pair(const std::string& option, const std::string& v, long min, long max,
+                                 const char* expected) {
+    char* stop = nullptr;
+    const long t = std::strtol(v.c_str(), &stop, 10);
+    if (stop == v.c_str() || *stop != ',' || t < min || t > max) die(option + ": " + v + " (expected: " + expected + ")");
+    const char* second = stop + 1;
+    const long q = std::strtol(second, &stop, 10);
+    if (stop == second || *stop != '\0' || q < min || q > max) die(option + ": " + v + " (expected: " + expected + ")");
+    return {t, q};
+}
+
+int run_pingpong(const std::string& list, int warmup, int rounds, long round_ms, int timed_cpu, int peer_cpu,
+                 long timed_work_ns, long peer_work_ns) {
     std::vector<size_t> sizes;
     std::string name = "pingpong";
     size_t start = 0;
@@ -318,6 +351,7 @@ int run_pingpong(const std::string& list, int warmup, int rounds, long round_ms,
         for (;;) {
             for (size_t i = 0; i < sizes.size(); i += 2) {
                 if (!read_all(sv[1], buf.data(), sizes[i])) return;  // the timed side shut down: done
+                busy_ns(peer_work_ns);
                 write_all(sv[1], buf.data(), sizes[i + 1]);
             }
         }
@@ -326,16 +360,22 @@ int run_pingpong(const std::string& list, int warmup, int rounds, long round_ms,
     std::vector<char> buf(kMaxMessage, 2);
     auto one_round = [&] {
         for (size_t i = 0; i < sizes.size(); i += 2) {
+            busy_ns(timed_work_ns);
             write_all(sv[0], buf.data(), sizes[i]);
             if (!read_all(sv[0], buf.data(), sizes[i + 1])) die("the peer ended the stream");
         }
     };
-    std::printf("settings pingpong=%s warmup_rounds=%d rounds=%d round_ms=%ld\n", list.c_str(), warmup, rounds, round_ms);
+    std::printf("settings pingpong=%s warmup_rounds=%d rounds=%d round_ms=%ld work_ns=%ld,%ld\n", list.c_str(), warmup,
+                rounds, round_ms, timed_work_ns, peer_work_ns);
     std::vector<double> round_ns;
     long long measured_ops = 0;
     long long cpu_start = 0;
+    long long switches_start = 0;
     for (int i = 0; i < warmup + rounds; ++i) {
-        if (i == warmup) cpu_start = process_cpu_ns();
+        if (i == warmup) {
+            cpu_start = process_cpu_ns();
+            switches_start = process_switches();
+        }
         long long ops = 0;
         const auto begin = Clock::now();
         auto now = begin;
@@ -351,15 +391,17 @@ int run_pingpong(const std::string& list, int warmup, int rounds, long round_ms,
         }
     }
     const long long cpu_ns = process_cpu_ns() - cpu_start;
+    const long long switches = process_switches() - switches_start;
     ::shutdown(sv[0], SHUT_WR);
     peer.join();
     ::close(sv[0]);
     ::close(sv[1]);
     double sum = 0;
     for (double v : round_ns) sum += v;
-    std::printf("result name=%s mean_ns=%.1f cpu_ns_per_round=%.1f rounds=%zu ops=%lld rounds_ns=", name.c_str(),
-                sum / static_cast<double>(round_ns.size()),
-                static_cast<double>(cpu_ns) / static_cast<double>(measured_ops), round_ns.size(), measured_ops);
+    std::printf("result name=%s mean_ns=%.1f cpu_ns_per_round=%.1f switches_per_round=%.2f rounds=%zu ops=%lld rounds_ns=",
+                name.c_str(), sum / static_cast<double>(round_ns.size()),
+                static_cast<double>(cpu_ns) / static_cast<double>(measured_ops),
+                static_cast<double>(switches) / static_cast<double>(measured_ops), round_ns.size(), measured_ops);
     for (size_t i = 0; i < round_ns.size(); ++i) std::printf("%s%.1f", i ? "," : "", round_ns[i]);
     std::printf("\n");
     return 0;
@@ -373,6 +415,8 @@ int main(int argc, char** argv) {
     long round_ms = 1000;
     std::string pingpong;
     int timed_cpu = -1, peer_cpu = -1;
+    long timed_work_ns = 0, peer_work_ns = 0;
+    bool work_set = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--pingpong") {
@@ -380,25 +424,22 @@ int main(int argc, char** argv) {
             pingpong = argv[++i];
         } else if (a == "--cpus") {
             if (i + 1 >= argc) die("--cpus needs a value (T,P: the timed thread's CPU, the peer's CPU)");
-            const std::string v = argv[++i];
-            char* stop = nullptr;
-            const long t = std::strtol(v.c_str(), &stop, 10);
-            if (stop == v.c_str() || *stop != ',' || t < 0 || t >= CPU_SETSIZE) {
-                die("--cpus: " + v + " (expected: T,P, two CPU numbers, e.g. 1,0)");
-            }
-            const char* second = stop + 1;
-            const long q = std::strtol(second, &stop, 10);
-            if (stop == second || *stop != '\0' || q < 0 || q >= CPU_SETSIZE) {
-                die("--cpus: " + v + " (expected: T,P, two CPU numbers, e.g. 1,0)");
-            }
-            timed_cpu = static_cast<int>(t);
-            peer_cpu = static_cast<int>(q);
+            const auto cpus = parse_pair("--cpus", argv[++i], 0, CPU_SETSIZE - 1, "T,P, two CPU numbers, e.g. 1,0");
+            timed_cpu = static_cast<int>(cpus.first);
+            peer_cpu = static_cast<int>(cpus.second);
+        } else if (a == "--work-ns") {
+            if (i + 1 >= argc) die("--work-ns needs a value (T,P: ns of busy work before each send, timed thread, peer)");
+            const auto work = parse_pair("--work-ns", argv[++i], 0, 1000000000L,
+                                         "T,P, ns of busy work before each send (0 to 1e9), e.g. 1500,1000");
+            timed_work_ns = work.first;
+            peer_work_ns = work.second;
+            work_set = true;
         } else if (a == "--chunks") chunks = static_cast<int>(parse_count(argc, argv, i, 1));
         else if (a == "--warmup-rounds") warmup = static_cast<int>(parse_count(argc, argv, i, 0));
         else if (a == "--rounds") rounds = static_cast<int>(parse_count(argc, argv, i, 1));
         else if (a == "--round-ms") round_ms = parse_count(argc, argv, i, 1);
         else if (a == "--help" || a == "-h") {
-            std::printf("usage: cuvmm-transport-baseline [--chunks N | --pingpong A,B[,C,D...] [--cpus T,P]] "
+            std::printf("usage: cuvmm-transport-baseline [--chunks N | --pingpong A,B[,C,D...] [--cpus T,P] [--work-ns T,P]] "
                         "[--warmup-rounds N] [--rounds N] [--round-ms N]\n");
             return 0;
         } else {
@@ -407,7 +448,10 @@ int main(int argc, char** argv) {
     }
     if (chunks > kMaxChunks) die("--chunks: at most " + std::to_string(kMaxChunks));
     if (timed_cpu >= 0 && pingpong.empty()) die("--cpus is for --pingpong only");
-    if (!pingpong.empty()) return run_pingpong(pingpong, warmup, rounds, round_ms, timed_cpu, peer_cpu);  // no driver
+    if (work_set && pingpong.empty()) die("--work-ns is for --pingpong only");
+    if (!pingpong.empty()) {
+        return run_pingpong(pingpong, warmup, rounds, round_ms, timed_cpu, peer_cpu, timed_work_ns, peer_work_ns);  // no driver
+    }
 
     cuvmm::DriverKind kind = select_and_report_driver();
 

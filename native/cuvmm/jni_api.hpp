@@ -148,6 +148,14 @@ void device_info(int ordinal, DeviceInfo& out, Status& status);
 int can_access_peer(int device, int peer, Status& status);
 
 // ---- resources and buffers ----
+// A new RangeHandle on the heap referring to the same range as `in` (one more reference, as
+// the copy constructor makes), returned as its address; 0 when `in` is empty or memory ran
+// out. Java wraps it without JavaCPP's deallocator (NativeRangeHandle.newReference: no upcall
+// into Java and no global deallocator list per shared view, issue 11) and deletes it exactly
+// once with range_delete_reference.
+long long range_new_reference(const RangeHandle& in);
+// Deletes a handle made by range_new_reference (drops its reference); 0 is ignored.
+void range_delete_reference(long long handle);
 void build_spec(SpecHandle& out, const SpecInput& in, Status& status);
 void allocate(RangeHandle& out, const SpecHandle& spec, long long size, Status& status);
 // Returns the GrowOutcome (0 alias, 1 in place, 2 moved, 3 fresh), -1 on error.

@@ -884,7 +884,10 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             }
             NativeRangeHandle viewRange;
             try {
-                viewRange = new NativeRangeHandle(range);
+                // Not JavaCPP's copy constructor: no call back into Java and no global
+                // deallocator entry per view (the import cache makes one per attach). The
+                // view's Release deletes it, as any range (NativeRangeHandle.deallocate).
+                viewRange = NativeRangeHandle.newReference(range);
             } catch (RuntimeException | Error e) {
                 viewHold.releaseUnfired(); // drops the parent's reference too
                 throw e;

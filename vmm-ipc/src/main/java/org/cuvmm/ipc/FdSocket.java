@@ -343,7 +343,21 @@ public final class FdSocket implements Closeable {
      */
     ReceivedMessage receiveFrameHeader(int maxFds, boolean bounded, long deadlineNanos, boolean idleSlice)
             throws IOException {
-        return checkedReceive(Protocol.HEADER_SIZE, maxFds, bounded, deadlineNanos, idleSlice, true);
+        return receiveFrameHeader(maxFds, bounded, deadlineNanos, idleSlice, bounded ? System.nanoTime() : 0);
+    }
+
+    /**
+     * As {@link #receiveFrameHeader(int, boolean, long, boolean)}, with the caller's reading
+     * of {@link System#nanoTime()} taken just before ({@code nowNanos}; unused unless {@code
+     * bounded}): the first {@code recvmsg}'s choice between blocking for a slice and not is
+     * made from it instead of a fresh clock read (issue 11: the leading caller reads the
+     * clock once per request, not once per layer). Only a caller that cannot have waited
+     * meanwhile passes it: the leading caller holds the read token, so the receive lock is
+     * free for it.
+     */
+    ReceivedMessage receiveFrameHeader(int maxFds, boolean bounded, long deadlineNanos, boolean idleSlice, long nowNanos)
+            throws IOException {
+        return checkedReceive(Protocol.HEADER_SIZE, maxFds, bounded, deadlineNanos, idleSlice, true, nowNanos);
     }
 
     /** How many received bytes the frame buffer holds; 0 once closed (tests). */
@@ -360,12 +374,15 @@ public final class FdSocket implements Closeable {
 
     private ReceivedMessage checkedReceive(int length, int maxFds, boolean bounded, long deadlineNanos,
                                            boolean idleSlice) throws IOException {
-        return checkedReceive(length, maxFds, bounded, deadlineNanos, idleSlice, false);
+        return checkedReceive(length, maxFds, bounded, deadlineNanos, idleSlice, false, bounded ? System.nanoTime() : 0);
     }
 
-    /** Checks the arguments, then {@link #receiveExactly} under the receive lock. */
+    /**
+     * Checks the arguments, then {@link #receiveExactly} under the receive lock; {@code
+     * nowNanos} is the clock as the caller last read it (bounded receives only).
+     */
     private ReceivedMessage checkedReceive(int length, int maxFds, boolean bounded, long deadlineNanos,
-                                           boolean idleSlice, boolean frameHeader) throws IOException {
+                                           boolean idleSlice, boolean frameHeader, long nowNanos) throws IOException {
         if (length < 0) throw new IllegalArgumentException("length: " + length + " (expected: >= 0)");
         if (maxFds < 0 || maxFds > NativeIo.MAX_FDS_PER_MESSAGE) {
             throw new IllegalArgumentException("maxFds: " + maxFds + " (expected: 0 to " + NativeIo.MAX_FDS_PER_MESSAGE + ")");
@@ -373,7 +390,7 @@ public final class FdSocket implements Closeable {
         synchronized (receiveLock) {
             enter();
             try {
-                return receiveExactly(length, maxFds, bounded, deadlineNanos, idleSlice, frameHeader);
+                return receiveExactly(length, maxFds, bounded, deadlineNanos, idleSlice, frameHeader, nowNanos);
             } finally {
                 guard.exit();
             }
@@ -419,7 +436,7 @@ public final class FdSocket implements Closeable {
      * {@link #receiveFrameHeader}.
      */
     private ReceivedMessage receiveExactly(int length, int maxFds, boolean bounded, long deadlineNanos,
-            boolean idleSlice, boolean frameHeader) throws IOException {
+            boolean idleSlice, boolean frameHeader, long nowNanos) throws IOException {
         int slice = sliceMillis;
         long sliceNanos = slice * 1_000_000L;
         byte[] out = new byte[length];
@@ -432,6 +449,7 @@ public final class FdSocket implements Closeable {
         int closedOnArrival = 0; // fds of an excess found in the buffer: closed when they arrived
         NativeMsg io = receiveMsg();
         FrameBuffer buf = frames;
+        boolean firstRead = true; // its block decision uses nowNanos (bounded receives): no clock read
         try {
             int take = Math.min(length, buf.buffered());
             if (take > 0) {
@@ -461,7 +479,9 @@ public final class FdSocket implements Closeable {
                 // Block in recvmsg (one slice at most) when a slice is set and the deadline is
                 // at least two slices away (the kernel rounds the slice up to its tick, so the
                 // last slices are waited in poll, which keeps the deadline to the ms).
-                boolean block = !bounded || (slice > 0 && deadlineNanos - System.nanoTime() >= 2 * sliceNanos);
+                boolean block = !bounded || (slice > 0 && deadlineNanos - (firstRead ? nowNanos : System.nanoTime())
+                        >= 2 * sliceNanos);
+                firstRead = false;
                 // A signal ends a bounded blocking wait like a slice (EINTR): retried with a fresh
                 // slice, a stream of signals (a wall-clock profiler) would keep the deadline unseen.
                 int r = recvOnce(io, offset, want, maxFds - fds.size() + 1, fds, !block, bounded && block);

@@ -47,7 +47,7 @@ final class FrameIO {
      * {@link Frame#version} says which it had. Types are read as the frame's version has them.
      */
     static Frame read(FdSocket socket, int minVersion, int maxVersion) throws IOException {
-        return read(socket, minVersion, maxVersion, false, 0, false);
+        return read(socket, minVersion, maxVersion, false, 0, false, 0);
     }
 
     /**
@@ -61,7 +61,7 @@ final class FrameIO {
      *     read) the stream is out of step and the connection must be closed
      */
     static Frame readBefore(FdSocket socket, int minVersion, int maxVersion, long deadlineNanos) throws IOException {
-        return read(socket, minVersion, maxVersion, true, deadlineNanos, false);
+        return read(socket, minVersion, maxVersion, true, deadlineNanos, false, System.nanoTime());
     }
 
     /**
@@ -73,7 +73,18 @@ final class FrameIO {
      */
     static Frame readWithinSlice(FdSocket socket, int minVersion, int maxVersion, long deadlineNanos)
             throws IOException {
-        return read(socket, minVersion, maxVersion, true, deadlineNanos, true);
+        return read(socket, minVersion, maxVersion, true, deadlineNanos, true, System.nanoTime());
+    }
+
+    /**
+     * As {@link #readWithinSlice(FdSocket, int, int, long)}, with {@code nowNanos} the
+     * caller's reading of {@link System#nanoTime()} taken just before (the frame's start for
+     * a stall's message, and the first receive's slice decision: see {@link
+     * FdSocket#receiveFrameHeader(int, boolean, long, boolean, long)}).
+     */
+    static Frame readWithinSlice(FdSocket socket, int minVersion, int maxVersion, long deadlineNanos, long nowNanos)
+            throws IOException {
+        return read(socket, minVersion, maxVersion, true, deadlineNanos, true, nowNanos);
     }
 
     /**
@@ -107,9 +118,9 @@ final class FrameIO {
                 + "a half-read frame cannot be resumed", read);
     }
 
+    /** {@code started}: {@link System#nanoTime()} as the caller read it just before (bounded reads only). */
     private static Frame read(FdSocket socket, int minVersion, int maxVersion, boolean bounded, long deadline,
-            boolean idleSlice) throws IOException {
-        long started = bounded ? System.nanoTime() : 0;
+            boolean idleSlice, long started) throws IOException {
         boolean dropped = false;
         String dropReason = null;
         ReceivedMessage head;
@@ -118,7 +129,7 @@ final class FrameIO {
             // the whole payload is buffered with no fd starting in it, returns it with the
             // header (no payload read); else the payload read takes the buffered bytes first
             // (FdSocket#receiveFrameHeader).
-            head = socket.receiveFrameHeader(Protocol.MAX_FDS_PER_FRAME, bounded, deadline, idleSlice);
+            head = socket.receiveFrameHeader(Protocol.MAX_FDS_PER_FRAME, bounded, deadline, idleSlice, started);
         } catch (java.net.SocketTimeoutException e) {
             throw stalled(e, 0, Protocol.HEADER_SIZE + " header", started);
         } catch (FdTransferException e) {

@@ -57,6 +57,7 @@ final class Publication {
 
         /** Waits at most {@code millis} for {@link #run()}; true when the DESCRIPTOR has left. */
         synchronized boolean awaitSent(long millis) throws InterruptedException {
+            if (sent) return true; // the usual case (a RELEASE after its DESCRIPTOR went): no clock read
             long until = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(millis);
             while (!sent) {
                 long left = until - System.nanoTime();
@@ -89,9 +90,40 @@ final class Publication {
     private final Set<Lease> leases = new LinkedHashSet<>();
     private boolean withdrawn;
 
+    /**
+     * The published buffer's exported chunks as version 2 names them, read from the buffer at
+     * the first version-2 ATTACH (under that ATTACH's lease, so the buffer is open) and kept:
+     * a buffer's range never changes (a grown buffer is another buffer, published anew), so
+     * later ATTACHes make no native call for them (issue 11: three to five per round before).
+     */
+    private volatile ChunkLayout layout;
+
+    /** Sizes and allocation ids of a buffer's exported chunks, in address order. Never written after construction. */
+    record ChunkLayout(long[] sizes, long[] allocationIds) {}
+
     Publication(String name, VirtualMemoryBuffer buffer) {
         this.name = name;
         this.buffer = buffer;
+    }
+
+    /**
+     * The exported chunks' sizes and allocation ids (callers must not write the arrays). The
+     * caller holds a lease on the buffer (it is open). Computed once; two threads racing the
+     * first call compute the same values.
+     */
+    ChunkLayout layout() {
+        ChunkLayout l = layout;
+        if (l != null) return l;
+        // The chunks that hold the buffer's bytes, as version 1 exports them (an alias
+        // smaller than its mapping keeps more chunks mapped; those are not sent).
+        int n = buffer.exportedChunkCount();
+        long[] sizes = new long[n];
+        for (int i = 0; i < n; i++) sizes[i] = buffer.chunkSize(i);
+        long[] allocations = CoreSupport.allocationIds(buffer);
+        if (allocations.length != n) allocations = java.util.Arrays.copyOf(allocations, n);
+        l = new ChunkLayout(sizes, allocations);
+        layout = l;
+        return l;
     }
 
     synchronized boolean isWithdrawn() { return withdrawn; }

@@ -93,6 +93,16 @@ final class ReadToken {
      * @throws TimeoutException when {@code deadlineNanos} ({@link System#nanoTime()}) passed first
      */
     boolean awaitTurn(Future<?> reply, long deadlineNanos) throws InterruptedException, TimeoutException {
+        return awaitTurn(reply, deadlineNanos, clock.getAsLong());
+    }
+
+    /**
+     * As {@link #awaitTurn(Future, long)}, with {@code nowNanos} this token's clock as the
+     * caller read it just before: a lead granted at once starts then (no second clock read
+     * per request, issue 11); one granted after a wait starts when granted.
+     */
+    boolean awaitTurn(Future<?> reply, long deadlineNanos, long nowNanos) throws InterruptedException, TimeoutException {
+        boolean waited = false;
         lock.lock();
         try {
             for (;;) {
@@ -100,9 +110,10 @@ final class ReadToken {
                 if (holder == null) {
                     holder = Thread.currentThread();
                     holderIsReader = false;
-                    leadStart = clock.getAsLong();
+                    leadStart = waited ? clock.getAsLong() : nowNanos;
                     return true;
                 }
+                waited = true;
                 long left = deadlineNanos - System.nanoTime();
                 if (left <= 0) throw new TimeoutException();
                 waitingCallers++;

@@ -557,9 +557,8 @@ public final class SharingClient implements AutoCloseable {
         return request(m, expected, wireVersion());
     }
 
-    /** {@link System#nanoTime()} plus {@code nanos}, saturated (a huge timeout never wraps into the past). */
-    private static long deadlineAfter(long nanos) {
-        long now = System.nanoTime();
+    /** {@code now} ({@link System#nanoTime()}) plus {@code nanos}, saturated (a huge timeout never wraps into the past). */
+    private static long deadlineAfter(long now, long nanos) {
         long d = now + nanos;
         return d < now ? Long.MAX_VALUE : d;
     }
@@ -592,7 +591,10 @@ public final class SharingClient implements AutoCloseable {
             }
             Frame r;
             try {
-                r = awaitReply(reply, deadlineAfter(timeoutNanos));
+                // One clock read for the wait: the deadline, the lead's start and the first
+                // read's slice decision all use it (issue 11).
+                long now = System.nanoTime();
+                r = awaitReply(reply, deadlineAfter(now, timeoutNanos), now);
                 received = true;
             } catch (TimeoutException e) {
                 Consumer<CompletableFuture<Frame>> hook = afterTimeoutHook;
@@ -634,15 +636,17 @@ public final class SharingClient implements AutoCloseable {
      * holder to complete it or to give the token up. The token is released before any
      * timeout or interrupt is reported, so a late reply can still be read and disposed of.
      */
-    private Frame awaitReply(CompletableFuture<Frame> reply, long deadline)
+    private Frame awaitReply(CompletableFuture<Frame> reply, long deadline, long now)
             throws InterruptedException, TimeoutException, ExecutionException {
         boolean readOwn = false;
-        while (token.awaitTurn(reply, deadline)) {
+        boolean first = true; // `now` is fresh for the first turn only
+        while (first ? token.awaitTurn(reply, deadline, now) : token.awaitTurn(reply, deadline)) {
             try {
-                readOwn = leadUntil(reply, deadline);
+                readOwn = leadUntil(reply, deadline, first ? now : System.nanoTime());
             } finally {
                 token.release();
             }
+            first = false;
             if (reply.isDone()) break;
             // Not done: the connection is ending and its failure is on its way; wait (bounded) for it.
         }
@@ -663,17 +667,20 @@ public final class SharingClient implements AutoCloseable {
      * while dispatching a frame ends the connection too ({@link #readOne}); this thread's
      * request then fails with the IOException "the client's reader failed", as every other.
      */
-    private boolean leadUntil(CompletableFuture<Frame> reply, long deadline) throws InterruptedException,
+    private boolean leadUntil(CompletableFuture<Frame> reply, long deadline, long now) throws InterruptedException,
             TimeoutException {
+        boolean first = true; // `now` was read just before this lead: no second read for its first frame
         while (!reply.isDone()) {
             if (Thread.interrupted()) throw new InterruptedException();
-            long left = deadline - System.nanoTime();
+            if (!first) now = System.nanoTime();
+            first = false;
+            long left = deadline - now;
             if (left <= 0) throw new TimeoutException();
             // No poll first: the recvmsg itself waits, one slice at most (SO_RCVTIMEO), then
             // readOne returns true with nothing read and this loop checks again.
             boolean more;
             try {
-                more = readOne(deadline);
+                more = readOne(deadline, now);
             } catch (RuntimeException e) {
                 return false; // readOne failed every request (this one's too) with the cause: reported from reply
             }
@@ -751,6 +758,11 @@ public final class SharingClient implements AutoCloseable {
      * dispatching ends the connection ("the client's reader failed") and is rethrown.
      */
     private boolean readOne(long deadline) {
+        return readOne(deadline, deadline == NO_DEADLINE ? 0 : System.nanoTime());
+    }
+
+    /** As {@link #readOne(long)}; {@code now}: the clock as the leading caller read it just before. */
+    private boolean readOne(long deadline, long now) {
         try {
             Frame f;
             try {
@@ -758,7 +770,7 @@ public final class SharingClient implements AutoCloseable {
                 int min = v == 0 ? Protocol.VERSION : v;
                 int max = v == 0 ? helloVersion : v;
                 f = deadline == NO_DEADLINE ? FrameIO.read(socket, min, max) : FrameIO.readWithinSlice(socket, min,
-                        max, deadline);
+                        max, deadline, now);
             } catch (FrameIO.Stalled e) {
                 if (!e.midFrame()) return true; // nothing read: still in step (the caller checks its deadline)
                 fail(new IOException("connection to " + path + " ended: " + e.getMessage()

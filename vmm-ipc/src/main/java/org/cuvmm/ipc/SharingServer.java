@@ -612,14 +612,10 @@ public final class SharingServer implements AutoCloseable {
                 // Version 2: fds (and the export's driver calls) only for allocations this
                 // connection does not hold yet.
                 VirtualMemoryBuffer b = p.buffer;
-                // The chunks that hold the buffer's bytes, as version 1 exports them (an alias
-                // smaller than its mapping keeps more chunks mapped; those are not sent).
-                int n = b.exportedChunkCount();
-                long[] sizes = new long[n];
-                for (int i = 0; i < n; i++) sizes[i] = b.chunkSize(i);
-                long[] allocations = CoreSupport.allocationIds(b);
-                if (allocations.length != n) allocations = java.util.Arrays.copyOf(allocations, n);
-                assigned = ids.assign(allocations, sizes);
+                Publication.ChunkLayout layout = p.layout(); // read once per publication
+                long[] sizes = layout.sizes();
+                int n = sizes.length;
+                assigned = ids.assign(layout.allocationIds(), sizes);
                 if (assigned == null) {
                     p.endHold(held);
                     c.reply(requestId, ErrorCode.TOO_MANY_IDS, "attach '" + name + "' needs new allocation ids "

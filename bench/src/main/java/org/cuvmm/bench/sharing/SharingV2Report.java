@@ -93,10 +93,14 @@ public final class SharingV2Report {
     private record Case(String label, String name, int chunks) {}
 
     private record Result(List<Double> javaNs, List<Double> pingNs, int[] sizes, Map<String, Long> calls, double callsPerRound,
-                          double fdsSentPerRound, double fdsReceivedPerRound, String cache, double javaCpuNs, double pingCpuNs) {}
+                          double fdsSentPerRound, double fdsReceivedPerRound, String cache, double javaCpuNs, double pingCpuNs,
+                          SideCpu.Split sides, double javaSwitches, double pingSwitches) {}
 
-    /** The C++ ping-pong's measured rounds (ns each) and its process CPU per round (ns) over them. */
-    record PingPong(List<Double> roundsNs, double cpuNsPerRound) {}
+    /**
+     * The C++ ping-pong's measured rounds (ns each), its process CPU per round (ns) and its
+     * context switches per round over them.
+     */
+    record PingPong(List<Double> roundsNs, double cpuNsPerRound, double switchesPerRound) {}
 
     public static void main(String[] args) throws Exception {
         Settings s = CommandLine.parseOrExit(args, SharingV2Report::parse, USAGE);
@@ -116,7 +120,10 @@ public final class SharingV2Report {
                 + "; the C++ ping-pong's two threads the same way)"));
         out("- JVM options: " + String.join(" ", ManagementFactory.getRuntimeMXBean().getInputArguments()));
         out("- CPU / round: process CPU time (user + system, every thread) over the measured iterations / rounds; "
-                + "Java: this JVM (producer and consumer), C++: the ping-pong process");
+                + "Java: this JVM (producer and consumer), C++: the ping-pong process; split by side: the producer's "
+                + "threads (cuvmm-ipc-conn-*, cuvmm-ipc-accept) and the consumer's (the main thread, cuvmm-ipc-client-*), "
+                + "each thread's CPU time; context switches / round: voluntary + involuntary, every thread of the process "
+                + "(Java: /proc/self/task/*/status; C++: getrusage), over the same iterations");
         if (cpus != null) ThreadPlacement.pinCurrentThread(cpus[1]);
         out("");
         Path dir = Files.createTempDirectory("cuvmm-bench-v2");
@@ -156,6 +163,8 @@ public final class SharingV2Report {
                             f1(mean(r.javaNs) / 1000), f1(pm / 1000), f1(mean(r.pingNs) / 1000), f2(jm / pm), f2(mean(r.javaNs) / mean(r.pingNs)),
                             f1(min(r.javaNs) / 1000), f1(min(r.pingNs) / 1000), f2(min(r.javaNs) / min(r.pingNs)),
                             f1(r.javaCpuNs / 1000), f1(r.pingCpuNs / 1000), f2(r.javaCpuNs / r.pingCpuNs),
+                            f1(r.sides.producerNs() / 1000) + " / " + f1(r.sides.consumerNs() / 1000),
+                            f2(r.javaSwitches), f2(r.pingSwitches),
                             fmtNum(r.callsPerRound), fmtNum(r.fdsSentPerRound), fmtNum(r.fdsReceivedPerRound)});
                     countRows.add("| " + c.label + " | v" + version + " | " + sizes(r.sizes) + " | " + fmtCalls(r.calls)
                             + " | " + r.cache + " |");
@@ -181,8 +190,10 @@ public final class SharingV2Report {
         out("| buffer | protocol | Java median µs | Java mean µs | ping-pong median µs | ping-pong mean µs "
                 + "| ratio (medians) | ratio (means) | Java best µs | ping-pong best µs | ratio (bests) "
                 + "| Java CPU µs / round | ping-pong CPU µs / round | CPU ratio "
+                + "| Java CPU µs / round: producer / consumer threads "
+                + "| context switches / round: Java | context switches / round: ping-pong "
                 + "| driver calls / round (both sides) | fds sent / round (server) | fds received / round (client) |");
-        out("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        out("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for (String[] r : rows) out("| " + String.join(" | ", r) + " |");
         out("");
         for (Case c : List.of(new Case("pooled frame", "frame", 1), new Case("3-chunk buffer", "three", 3),
@@ -244,9 +255,14 @@ public final class SharingV2Report {
             List<Double> java = new ArrayList<>();
             com.sun.management.OperatingSystemMXBean os =
                     (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
-            long cpu0 = 0, measuredRounds = 0;
+            long cpu0 = 0, measuredRounds = 0, switches0 = 0;
+            SideCpu sideCpu = null;
             for (int it = 0; it < s.warmup + s.iterations; it++) {
-                if (it == s.warmup) cpu0 = os.getProcessCpuTime();
+                if (it == s.warmup) {
+                    cpu0 = os.getProcessCpuTime();
+                    switches0 = SideCpu.processContextSwitches();
+                    sideCpu = SideCpu.start();
+                }
                 long n = 0;
                 long t0 = System.nanoTime(), t;
                 do {
@@ -260,11 +276,14 @@ public final class SharingV2Report {
                 }
             }
             double javaCpu = (double) (os.getProcessCpuTime() - cpu0) / measuredRounds;
+            double switches = (double) (SideCpu.processContextSwitches() - switches0) / measuredRounds;
+            SideCpu.Split sides = sideCpu.perRound(measuredRounds);
             String cache = version == 1 ? "none (version 1)"
                     : "hits " + cs.hits() + ", misses " + cs.misses() + ", entries " + cs.entries() + ", ids held "
                     + cs.idsHeld() + ", fds kept " + cs.fdsKept();
             return new Result(java, ping.roundsNs(), sizes, calls, (double) total / s.countRounds,
-                    (double) sent / s.countRounds, (double) received / s.countRounds, cache, javaCpu, ping.cpuNsPerRound());
+                    (double) sent / s.countRounds, (double) received / s.countRounds, cache, javaCpu, ping.cpuNsPerRound(),
+                    sides, switches, ping.switchesPerRound());
         }
     }
 
@@ -290,6 +309,7 @@ public final class SharingV2Report {
         Process p = pb.start();
         List<Double> rounds = new ArrayList<>();
         double cpu = Double.NaN;
+        double switches = Double.NaN;
         StringBuilder all = new StringBuilder();
         try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
             for (String line; (line = r.readLine()) != null; ) {
@@ -297,6 +317,8 @@ public final class SharingV2Report {
                 if (line.startsWith("result ")) {
                     java.util.regex.Matcher m = java.util.regex.Pattern.compile("cpu_ns_per_round=([0-9.]+)").matcher(line);
                     if (m.find()) cpu = Double.parseDouble(m.group(1));
+                    m = java.util.regex.Pattern.compile("switches_per_round=([0-9.]+)").matcher(line);
+                    if (m.find()) switches = Double.parseDouble(m.group(1));
                     for (String x : line.substring(line.indexOf("rounds_ns=") + "rounds_ns=".length()).split(",")) {
                         rounds.add(Double.parseDouble(x));
                     }
@@ -305,7 +327,7 @@ public final class SharingV2Report {
         }
         int rc = p.waitFor();
         if (rc != 0 || rounds.isEmpty()) throw new IllegalStateException("ping-pong baseline failed (exit " + rc + "):\n" + all);
-        return new PingPong(rounds, cpu);
+        return new PingPong(rounds, cpu, switches);
     }
 
     private static String sizes(int[] v) {

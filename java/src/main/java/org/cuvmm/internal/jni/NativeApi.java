@@ -43,6 +43,10 @@ public final class NativeApi {
     public static native int chunk_access(@Const @ByRef NativeRangeHandle range, int chunk, int device,
                                           @ByRef NativeStatus status);
 
+    /** See jni_api.hpp: a heap RangeHandle (its address) referring to {@code in}'s range; 0 when {@code in} is empty or out of memory. */
+    public static native @Cast("long long") long range_new_reference(@Const @ByRef NativeRangeHandle in);
+    /** Deletes a handle made by {@link #range_new_reference}; 0 is ignored. */
+    public static native void range_delete_reference(@Cast("long long") long handle);
     public static native int export_chunk_count(@Const @ByRef NativeRangeHandle range);
     public static native int export_fds(@Const @ByRef NativeRangeHandle range, int[] outFds,
                                         @Cast("long long*") long[] outSizes, int capacity, @ByRef NativeStatus status);

@@ -1,0 +1,80 @@
+package org.cuvmm.bench.sharing;
+
+import java.io.IOException;
+import java.io.UncheckedIOException;
+import java.lang.management.ManagementFactory;
+import java.lang.management.ThreadInfo;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.HashMap;
+import java.util.Map;
+import java.util.stream.Stream;
+
+/**
+ * CPU time per side of a sharing round, and the process's context switches: what the
+ * steady-state report (SharingV2Report) counts beside its timings. On one CPU the kernel's
+ * wake-up preemption depends on how evenly the two sides use the CPU between messages
+ * (issue 11: an uneven split adds context switches per round; the C++ ping-pong's
+ * {@code --work-ns} reproduces it), so the report shows the split, not only the sum.
+ *
+ * <p>Producer threads: the server's ({@code cuvmm-ipc-conn-*}: a connection's reader and
+ * writer; {@code cuvmm-ipc-accept}). Consumer threads: the thread that calls {@link #start}
+ * (the report's main thread, which makes the rounds) and the client's ({@code
+ * cuvmm-ipc-client-*}). Other threads (GC, JIT, cleaners) count in neither. A thread that
+ * ends between start and {@link #perRound} loses its time (none does in the report's loop).
+ */
+final class SideCpu {
+    /** CPU ns per round of each side. */
+    record Split(double producerNs, double consumerNs) {}
+
+    private final com.sun.management.ThreadMXBean threads =
+            (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
+    private final long caller = Thread.currentThread().getId();
+    private final Map<Long, Long> startNs = new HashMap<>();
+
+    private SideCpu() {}
+
+    /** Reads every thread's CPU time now. */
+    static SideCpu start() {
+        SideCpu s = new SideCpu();
+        for (long id : s.threads.getAllThreadIds()) s.startNs.put(id, s.threads.getThreadCpuTime(id));
+        return s;
+    }
+
+    /** Each side's CPU time since {@link #start}, divided by {@code rounds}. */
+    Split perRound(long rounds) {
+        long producer = 0, consumer = 0;
+        for (ThreadInfo t : threads.getThreadInfo(threads.getAllThreadIds())) {
+            if (t == null) continue; // ended meanwhile
+            long id = t.getThreadId();
+            long now = threads.getThreadCpuTime(id);
+            if (now < 0) continue;
+            long used = now - startNs.getOrDefault(id, 0L);
+            String name = t.getThreadName();
+            if (name.startsWith("cuvmm-ipc-conn-") || name.startsWith("cuvmm-ipc-accep")) producer += used;
+            else if (id == caller || name.startsWith("cuvmm-ipc-clien")) consumer += used;
+        }
+        return new Split((double) producer / rounds, (double) consumer / rounds);
+    }
+
+    /** Context switches (voluntary + involuntary) of every live thread of this process (Linux). */
+    static long processContextSwitches() {
+        long total = 0;
+        try (Stream<Path> tasks = Files.list(Path.of("/proc/self/task"))) {
+            for (Path task : (Iterable<Path>) tasks::iterator) {
+                try {
+                    for (String line : Files.readAllLines(task.resolve("status"))) {
+                        if (line.startsWith("voluntary_ctxt_switches:") || line.startsWith("nonvoluntary_ctxt_switches:")) {
+                            total += Long.parseLong(line.substring(line.indexOf(':') + 1).trim());
+                        }
+                    }
+                } catch (java.nio.file.NoSuchFileException ended) {
+                    // the thread ended while listed: its switches are gone with it
+                }
+            }
+        } catch (IOException e) {
+            throw new UncheckedIOException("reading /proc/self/task for context switches: " + e.getMessage(), e);
+        }
+        return total;
+    }
+}
