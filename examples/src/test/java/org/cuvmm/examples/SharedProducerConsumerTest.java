@@ -186,7 +186,9 @@ class SharedProducerConsumerTest {
     }
 
     private static void awaitServing(Leaks.Output out) throws InterruptedException {
-        await("the producer serves", () -> out.text().startsWith("serving"), out::text);
+        // The whole first line: printf writes it to the stream in pieces, and a check made
+        // between two pieces saw "serving 'example': " alone (a CI run, 2026-12-01).
+        await("the producer serves", () -> out.text().startsWith("serving") && out.text().contains("\n"), out::text);
     }
 
     /** SharedConsumer in a second JVM: this JVM's java, class path and cuvmm.* properties. */
