@@ -51,16 +51,19 @@ final class NativeMsg {
     private static final int EIO = 5;
 
     /**
-     * libc's {@code sendmsg}/{@code recvmsg} taking the msghdr by address. Public only because
-     * jnr-ffi implements it in a class of its own (the enclosing class is package-private).
-     * Not API.
+     * libc's {@code sendmsg}/{@code recvmsg} taking the msghdr's address as a plain 64-bit
+     * integer (this class runs on 64-bit Linux only: see {@link Bound}): jnr-ffi then passes
+     * every argument as a primitive, with no {@code Pointer} to check and unwrap per call
+     * (issue 11: about 0.1 µs less per send and receive pair, measured on the host driver's
+     * machine). Public only because jnr-ffi implements it in a class of its own (the
+     * enclosing class is package-private). Not API.
      */
     public interface Libc {
         @SaveError
-        int sendmsg(int fd, Pointer msg, int flags);
+        int sendmsg(int fd, long msg, int flags);
 
         @SaveError
-        int recvmsg(int fd, Pointer msg, int flags);
+        int recvmsg(int fd, long msg, int flags);
     }
 
     /** Loaded once, at the first socket's first call. */
@@ -84,8 +87,6 @@ final class NativeMsg {
     final ByteBuffer data;
     /** The msghdr, the iovec and the control area, in native order. */
     private final ByteBuffer meta;
-    /** {@link #meta}'s address as jnr-ffi passes it (made once). */
-    private final Pointer msgPointer;
     private final long metaAddress;
     private final long dataAddress;
 
@@ -96,7 +97,6 @@ final class NativeMsg {
         this.dataAddress = Pointer.wrap(rt, data).address();
         this.metaAddress = Pointer.wrap(rt, meta).address();
         if (dataAddress == 0 || metaAddress == 0) throw new IllegalStateException("no address for a direct buffer");
-        this.msgPointer = rt.getMemoryManager().newPointer(metaAddress);
         // Fixed for life: no name, one iovec (ours), pointing at the data buffer.
         meta.putLong(0, 0L);
         meta.putLong(8, 0L);
@@ -127,7 +127,7 @@ final class NativeMsg {
      */
     int sendmsg(int fd, int length, int controlLength, int flags) {
         prepare(0, length, controlLength);
-        int r = Bound.LIBC.sendmsg(fd, msgPointer, flags);
+        int r = Bound.LIBC.sendmsg(fd, metaAddress, flags);
         int result = r >= 0 ? r : -errno();
         Reference.reachabilityFence(this); // the kernel read our buffers: they must outlive the call
         return result;
@@ -147,7 +147,7 @@ final class NativeMsg {
      */
     int recvmsg(int fd, int offset, int length, int controlLength, int flags) {
         prepare(offset, length, controlLength);
-        int r = Bound.LIBC.recvmsg(fd, msgPointer, flags);
+        int r = Bound.LIBC.recvmsg(fd, metaAddress, flags);
         int result = r >= 0 ? r : -errno();
         Reference.reachabilityFence(this);
         return result;
