@@ -97,9 +97,11 @@ final class ReadToken {
     }
 
     /**
-     * As {@link #awaitTurn(Future, long)}, with {@code nowNanos} this token's clock as the
+     * As {@link #awaitTurn(Future, long)}, with {@code nowNanos} this token's clock (the
+     * caller's {@link System#nanoTime()} for a token made with the default clock) as the
      * caller read it just before: a lead granted at once starts then (no second clock read
-     * per request, issue 11); one granted after a wait starts when granted.
+     * per request, issue 11); one granted after a wait starts when granted. Either way
+     * {@link #leadStart()} then says when, for the holder's own deadline checks.
      */
     boolean awaitTurn(Future<?> reply, long deadlineNanos, long nowNanos) throws InterruptedException, TimeoutException {
         boolean waited = false;
@@ -140,6 +142,14 @@ final class ReadToken {
      * period old. Untimed only during a long lead (one caller holding the token a whole
      * period, whatever requests other callers make meanwhile), until that lead's release.
      */
+    /**
+     * When the calling thread's lead began (this token's clock): the {@code nowNanos} it
+     * passed to {@link #awaitTurn(Future, long, long)} when granted at once, else the clock
+     * when granted after a wait. Only the holder calls it, after its {@code awaitTurn}
+     * returned true: it reads its own write (no other thread writes it until the release).
+     */
+    long leadStart() { return leadStart; }
+
     boolean readerTurn() throws InterruptedException {
         lock.lock();
         try {

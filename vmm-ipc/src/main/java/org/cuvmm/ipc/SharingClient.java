@@ -642,7 +642,10 @@ public final class SharingClient implements AutoCloseable {
         boolean first = true; // `now` is fresh for the first turn only
         while (first ? token.awaitTurn(reply, deadline, now) : token.awaitTurn(reply, deadline)) {
             try {
-                readOwn = leadUntil(reply, deadline, first ? now : System.nanoTime());
+                // The lead's start: `now` when granted at once, else the clock when granted
+                // (a caller that waited as a follower must check its deadline afresh: its
+                // first read must not block a whole slice past it; review of issue 11).
+                readOwn = leadUntil(reply, deadline, token.leadStart());
             } finally {
                 token.release();
             }

@@ -239,4 +239,41 @@ class ReadTokenTest {
         token.end();
         assertNull(took.get(10, TimeUnit.SECONDS));
     }
+
+    /**
+     * The lead's start the client checks its deadline from (issue 11's single clock read per
+     * request): the caller's own reading when the token was free, the clock at the grant when
+     * the caller waited as a follower (a stale reading would skip that caller's deadline check
+     * and let its first read block a whole slice past it).
+     */
+    @Test
+    void aLeadStartsAtTheCallersReadingOrWhenAWaitingCallerIsGranted() throws Exception {
+        ReadToken.readerIdleNanos = 60 * SECOND; // no reader thread here
+        ReadToken token = new ReadToken(clock::get);
+        CompletableFuture<Void> never = new CompletableFuture<>();
+        clock.set(5 * SECOND);
+        assertTrue(token.awaitTurn(never, System.nanoTime() + 10 * SECOND, 3 * SECOND), "the free token is taken");
+        assertEquals(3 * SECOND, token.leadStart(), "granted at once: the caller's own reading");
+        CompletableFuture<Long> follower = new CompletableFuture<>();
+        Thread waiting = new Thread(() -> {
+            try {
+                if (token.awaitTurn(new CompletableFuture<Void>(), System.nanoTime() + 10 * SECOND, 4 * SECOND)) {
+                    follower.complete(token.leadStart());
+                    token.release();
+                } else {
+                    follower.complete(null);
+                }
+            } catch (Exception e) {
+                follower.completeExceptionally(e);
+            }
+        }, "read-token-test-follower");
+        waiting.start();
+        await("the second caller waits as a follower", 10, () -> token.waitingCallers() == 1);
+        clock.set(70 * SECOND);
+        token.release();
+        assertEquals(70 * SECOND, follower.get(10, TimeUnit.SECONDS), "granted after a wait: the clock at the grant, "
+                + "not the reading it passed before waiting");
+        waiting.join(TimeUnit.SECONDS.toMillis(10));
+        token.end();
+    }
 }

@@ -53,7 +53,12 @@ public final class NativeRangeHandle extends Pointer {
             throw new IllegalStateException(other.empty() ? "the range handle is empty (its buffer was released)"
                     : "out of native memory for a range reference");
         }
-        return new NativeRangeHandle(a);
+        try {
+            return new NativeRangeHandle(a);
+        } catch (Throwable t) { // OutOfMemoryError: nothing owns the copy yet
+            NativeApi.range_delete_reference(a);
+            throw t;
+        }
     }
 
     /**
