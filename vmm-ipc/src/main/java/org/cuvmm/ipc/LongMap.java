@@ -8,7 +8,11 @@ import java.util.List;
  * the sharing path (a client's pending requests and leases, a connection's leases, the import
  * cache's ids) are keyed by ids, and a boxed key plus a hash node per entry was a good part of
  * a cached round's allocation (issue 11). Open addressing with linear probing and
- * backward-shift deletion: a put of a new key allocates nothing until the table grows.
+ * backward-shift deletion: a put of a new key allocates nothing until the table grows. The
+ * table grows at half full and shrinks (halves, never below its initial size) when a removal
+ * leaves it less than an eighth full, so a burst (thousands of requests in flight) does not
+ * keep its memory for the life of the connection; the gap between the two thresholds keeps a
+ * size that hovers near one from resizing back and forth.
  *
  * <p>Thread-safe: every method holds this object's monitor for a few array operations, never
  * across anything else. Key 0 is reserved (the protocol's ids and request ids are never 0).
@@ -18,6 +22,8 @@ final class LongMap<V> {
     private long[] keys;
     private Object[] values;
     private int size;
+    /** The capacity made at construction: the table never shrinks below it. */
+    private final int minCapacity;
 
     LongMap() {
         this(16);
@@ -29,6 +35,7 @@ final class LongMap<V> {
         while (cap < expected * 2) cap <<= 1;
         keys = new long[cap];
         values = new Object[cap];
+        minCapacity = cap;
     }
 
     private static int hash(long key, int mask) {
@@ -65,7 +72,7 @@ final class LongMap<V> {
     synchronized V put(long key, V value) {
         checkKey(key);
         if (value == null) throw new NullPointerException("value");
-        if ((size + 1) * 2 > keys.length) grow();
+        if ((size + 1) * 2 > keys.length) resize(keys.length * 2);
         int mask = keys.length - 1;
         for (int i = hash(key, mask); ; i = (i + 1) & mask) {
             long k = keys[i];
@@ -106,6 +113,7 @@ final class LongMap<V> {
         keys[hole] = 0;
         values[hole] = null;
         size--;
+        if (keys.length > minCapacity && size * 8 < keys.length) resize(keys.length / 2);
         return old;
     }
 
@@ -130,16 +138,20 @@ final class LongMap<V> {
     }
 
     synchronized void clear() {
-        java.util.Arrays.fill(keys, 0);
-        java.util.Arrays.fill(values, null);
+        keys = new long[minCapacity];
+        values = new Object[minCapacity];
         size = 0;
     }
 
-    private void grow() {
+    /** The table's length now (tests: it grows and shrinks back). */
+    synchronized int capacity() { return keys.length; }
+
+    /** Rehashes every entry into a table of {@code capacity} slots (a power of two, above twice the size). */
+    private void resize(int capacity) {
         long[] oldKeys = keys;
         Object[] oldValues = values;
-        keys = new long[oldKeys.length * 2];
-        values = new Object[oldKeys.length * 2];
+        keys = new long[capacity];
+        values = new Object[capacity];
         int mask = keys.length - 1;
         for (int i = 0; i < oldKeys.length; i++) {
             long k = oldKeys[i];

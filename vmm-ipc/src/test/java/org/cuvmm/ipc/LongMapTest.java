@@ -2,6 +2,7 @@ package org.cuvmm.ipc;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.util.HashMap;
 import java.util.Map;
@@ -37,5 +38,30 @@ class LongMapTest {
         assertThrows(IllegalArgumentException.class, () -> m.put(0, "x"));
         assertEquals(null, m.get(0));
         assertEquals(null, m.remove(0));
+    }
+
+    /** A burst does not keep its table: removals shrink it back (never below the initial size), entries intact. */
+    @Test
+    void theTableShrinksBackAfterABurst() {
+        LongMap<Long> m = new LongMap<>(16);
+        int initial = m.capacity();
+        for (long k = 1; k <= 10_000; k++) m.put(k, k);
+        int burst = m.capacity();
+        assertTrue(burst >= 20_000, "capacity after 10,000 entries: " + burst);
+        for (long k = 1; k <= 9_990; k++) {
+            assertEquals(k, m.remove(k));
+            if (k % 1000 == 0) {
+                for (long j = k + 1; j <= 10_000; j += 97) assertEquals(j, m.get(j), "entry " + j + " after removing " + k);
+            }
+        }
+        assertTrue(m.capacity() <= 128, "capacity with 10 entries left: " + m.capacity() + " (was " + burst + ")");
+        for (long k = 9_991; k <= 10_000; k++) assertEquals(k, m.get(k));
+        for (long k = 9_991; k <= 10_000; k++) m.remove(k);
+        assertEquals(initial, m.capacity(), "an empty map is back to its initial size");
+        for (long k = 1; k <= 1000; k++) m.put(k, k);
+        m.clear();
+        assertEquals(initial, m.capacity(), "clear() drops the grown table");
+        assertEquals(0, m.size());
+        assertEquals(null, m.get(5));
     }
 }
