@@ -332,16 +332,25 @@ final class SendQueue {
         }
     }
 
-    /** Waits (bounded) until the queue has room for {@code n} more items, or the writer died. */
+    /**
+     * Waits (30 s at most) until the queue has room for {@code n} more items, or the writer
+     * died. Woken by each take ({@code room}, signalled by the sender thread and by a direct
+     * write) and by the writer's death; no polling (it slept 5 ms at a time before). Only the
+     * connection's reader calls it, as {@link #put}, the other waiter on {@code room}.
+     */
     void awaitRoom(int n) {
         long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
-        while (!dead && remainingCapacity() < n && System.nanoTime() < until) {
-            try {
-                Thread.sleep(5);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-                return;
+        lock.lock();
+        try {
+            while (!dead && capacity - queue.size() < n) {
+                long left = until - System.nanoTime();
+                if (left <= 0) return;
+                room.awaitNanos(left);
             }
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+        } finally {
+            lock.unlock();
         }
     }
 
