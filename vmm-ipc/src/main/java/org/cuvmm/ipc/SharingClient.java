@@ -621,7 +621,8 @@ public final class SharingClient implements AutoCloseable {
             Thread.currentThread().interrupt();
             throw new IOException("interrupted while waiting for the reply to " + m.type(), e);
         } finally {
-            pending.remove(id);
+            // A received reply was removed by the dispatch that completed it (before completing).
+            if (!received) pending.remove(id);
             // Claim the future; if the reader completed it meanwhile, its frame is ours to dispose of.
             if (!received && !reply.completeExceptionally(new IOException("the request gave up its reply"))
                     && !reply.isCompletedExceptionally()) {
