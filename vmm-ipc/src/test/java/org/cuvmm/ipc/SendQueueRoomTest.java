@@ -7,6 +7,8 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
 
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -39,6 +41,19 @@ class SendQueueRoomTest {
         }
     }
 
+    /**
+     * Starts {@code q}'s sender thread, fills the socket and the queue, starts a thread in
+     * {@code awaitRoom(2)} and checks (after {@code settleMillis}) that it still waits.
+     */
+    private static CompletableFuture<Void> fullQueueWithAWaiter(SendQueue q, long settleMillis) throws Exception {
+        q.start();
+        fill(q);
+        CompletableFuture<Void> done = awaitRoomOnAThread(q);
+        Thread.sleep(settleMillis);
+        assertFalse(done.isDone(), "awaitRoom returned with the queue full");
+        return done;
+    }
+
     private static CompletableFuture<Void> awaitRoomOnAThread(SendQueue q) {
         CompletableFuture<Void> done = new CompletableFuture<>();
         Thread t = new Thread(() -> {
@@ -50,59 +65,52 @@ class SendQueueRoomTest {
         return done;
     }
 
+    private FdSocket[] p;
+    private SendQueue q;
+
+    @BeforeEach
+    void setUp() throws Exception {
+        p = FdSocket.pair();
+        q = new SendQueue(p[0], CAPACITY, "room-test-write");
+    }
+
+    @AfterEach
+    void tearDown() {
+        p[0].close();
+        p[1].close();
+    }
+
     @Test
     void waitsWhileFullAndReturnsOnceThePeerReads() throws Exception {
-        FdSocket[] p = FdSocket.pair();
-        try {
-            SendQueue q = new SendQueue(p[0], CAPACITY, "room-test-write");
-            q.start();
-            fill(q);
-            CompletableFuture<Void> done = awaitRoomOnAThread(q);
-            Thread.sleep(300);
-            assertFalse(done.isDone(), "awaitRoom returned with the queue full");
-            assertEquals(0, q.remainingCapacity());
-            // Waiting in the queue's condition (woken by a take), not sleeping in a poll loop.
-            Thread waiter = Thread.getAllStackTraces().keySet().stream()
-                    .filter(t -> t.getName().equals("room-test-reader")).findFirst().orElseThrow();
-            String stack = java.util.Arrays.toString(waiter.getStackTrace());
-            assertTrue(stack.contains("awaitNanos") && !stack.contains("Thread.sleep"), stack);
-            // The peer reads: the sender thread sends, takes the next items, and signals room.
-            Thread drain = new Thread(() -> {
-                try {
-                    for (;;) {
-                        if (p[1].receive(65_536, 0).endOfStream()) return;
-                    }
-                } catch (java.io.IOException e) {
-                    // closed by the test's end
+        CompletableFuture<Void> done = fullQueueWithAWaiter(q, 300);
+        assertEquals(0, q.remainingCapacity());
+        // Waiting in the queue's condition (woken by a take), not sleeping in a poll loop.
+        Thread waiter = Thread.getAllStackTraces().keySet().stream()
+                .filter(t -> t.getName().equals("room-test-reader")).findFirst().orElseThrow();
+        String stack = java.util.Arrays.toString(waiter.getStackTrace());
+        assertTrue(stack.contains("awaitNanos") && !stack.contains("Thread.sleep"), stack);
+        // The peer reads: the sender thread sends, takes the next items, and signals room.
+        Thread drain = new Thread(() -> {
+            try {
+                for (;;) {
+                    if (p[1].receive(65_536, 0).endOfStream()) return;
                 }
-            }, "room-test-peer");
-            drain.setDaemon(true);
-            drain.start();
-            done.get(10, TimeUnit.SECONDS);
-            q.finish();
-        } finally {
-            p[0].close();
-            p[1].close();
-        }
+            } catch (java.io.IOException e) {
+                // closed by the test's end
+            }
+        }, "room-test-peer");
+        drain.setDaemon(true);
+        drain.start();
+        done.get(10, TimeUnit.SECONDS);
+        q.finish();
     }
 
     @Test
     void returnsWhenTheWriterDies() throws Exception {
-        FdSocket[] p = FdSocket.pair();
-        try {
-            SendQueue q = new SendQueue(p[0], CAPACITY, "room-test-write");
-            q.start();
-            fill(q);
-            CompletableFuture<Void> done = awaitRoomOnAThread(q);
-            Thread.sleep(200);
-            assertFalse(done.isDone(), "awaitRoom returned with the queue full");
-            p[1].close(); // the peer is gone: the blocked send fails, the writer dies
-            done.get(10, TimeUnit.SECONDS);
-            IpcTestSupport.await("the writer to die", 10, q::isDead);
-            assertTrue(q.isDead());
-        } finally {
-            p[0].close();
-            p[1].close();
-        }
+        CompletableFuture<Void> done = fullQueueWithAWaiter(q, 200);
+        p[1].close(); // the peer is gone: the blocked send fails, the writer dies
+        done.get(10, TimeUnit.SECONDS);
+        IpcTestSupport.await("the writer to die", 10, q::isDead);
+        assertTrue(q.isDead());
     }
 }
