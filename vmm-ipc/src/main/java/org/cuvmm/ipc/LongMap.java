@@ -138,8 +138,10 @@ final class LongMap<V> {
     }
 
     synchronized void clear() {
-        keys = new long[minCapacity];
-        values = new Object[minCapacity];
+        long[] k = new long[minCapacity];
+        Object[] v = new Object[minCapacity]; // both made before either is installed: an OutOfMemoryError leaves the map as it was
+        keys = k;
+        values = v;
         size = 0;
     }
 
@@ -150,8 +152,10 @@ final class LongMap<V> {
     private void resize(int capacity) {
         long[] oldKeys = keys;
         Object[] oldValues = values;
-        keys = new long[capacity];
-        values = new Object[capacity];
+        long[] newKeys = new long[capacity];
+        Object[] newValues = new Object[capacity]; // both made first: an OutOfMemoryError leaves the map as it was
+        keys = newKeys;
+        values = newValues;
         int mask = keys.length - 1;
         for (int i = 0; i < oldKeys.length; i++) {
             long k = oldKeys[i];

@@ -24,18 +24,14 @@ import org.junit.jupiter.api.Test;
  * profiler's {@code SIGPROF} does this hundreds of times a second). The bytes must still
  * arrive whole and in order, the deadline must still hold, and a sharing round must not fail.
  * The signal is {@code SIGURG} (its default action is to ignore it), sent with {@code
- * pthread_kill} or {@code tgkill} to the threads blocked in the calls, with a handler
+ * tgkill} to the threads blocked in the calls, with a handler
  * installed through {@code sun.misc.Signal} so that it is delivered (an ignored signal
  * interrupts nothing). The first test counts the receive calls that returned nothing, so it
  * fails if the signals interrupted nothing (50 signals: 50 such calls when written).
  */
 class SignalInterruptTest {
     /** libc's thread calls, for the test only. Public: jnr-ffi implements it in a class of its own. */
-    public interface Pthreads {
-        long pthread_self();
-
-        int pthread_kill(long thread, int signal);
-
+    public interface ThreadCalls {
         int getpid();
 
         int gettid();
@@ -43,14 +39,14 @@ class SignalInterruptTest {
         int tgkill(int tgid, int tid, int signal);
     }
 
-    private static final int SIGURG = 23; // x86-64 and aarch64 (Linux's generic numbering)
+    private static final int SIGURG = new sun.misc.Signal("URG").getNumber();
     private static final AtomicInteger HANDLED = new AtomicInteger();
-    private static Pthreads pthreads;
+    private static ThreadCalls threadCalls;
     private static sun.misc.SignalHandler previous;
 
     @BeforeAll
     static void installHandler() {
-        pthreads = jnr.ffi.LibraryLoader.create(Pthreads.class)
+        threadCalls = jnr.ffi.LibraryLoader.create(ThreadCalls.class)
                 .load(jnr.ffi.Platform.getNativePlatform().getStandardCLibraryName());
         previous = sun.misc.Signal.handle(new sun.misc.Signal("URG"), s -> HANDLED.incrementAndGet());
     }
@@ -60,10 +56,18 @@ class SignalInterruptTest {
         if (previous != null) sun.misc.Signal.handle(new sun.misc.Signal("URG"), previous);
     }
 
-    /** Sends SIGURG to {@code thread} (a pthread_t) {@code count} times, {@code gapMillis} apart. */
-    private static void signal(long thread, int count, long gapMillis) throws InterruptedException {
+    /**
+     * Sends SIGURG to thread {@code tid} of this process (tgkill: a thread id that has ended
+     * gets ESRCH, never another thread's signal, unlike a stale pthread_t).
+     */
+    private static int signal(long tid) {
+        return threadCalls.tgkill(threadCalls.getpid(), (int) tid, SIGURG);
+    }
+
+    /** {@link #signal(long)} {@code count} times, {@code gapMillis} apart, to a thread that must be alive. */
+    private static void signal(long tid, int count, long gapMillis) throws InterruptedException {
         for (int i = 0; i < count; i++) {
-            assertEquals(0, pthreads.pthread_kill(thread, SIGURG), "pthread_kill");
+            assertEquals(0, signal(tid), "tgkill");
             Thread.sleep(gapMillis);
         }
     }
@@ -74,13 +78,13 @@ class SignalInterruptTest {
     }
 
     /**
-     * Starts a thread that records its pthread_t in {@code self}, then runs {@code body};
-     * the future completes with its result or what it threw.
+     * Starts a thread that records its thread id (gettid) in {@code self}, then runs {@code
+     * body}; the future completes with its result or what it threw.
      */
     private static <T> CompletableFuture<T> startThread(String name, AtomicLong self, Body<T> body) {
         CompletableFuture<T> result = new CompletableFuture<>();
         Thread t = new Thread(() -> {
-            self.set(pthreads.pthread_self());
+            self.set(threadCalls.gettid());
             try {
                 result.complete(body.run());
             } catch (Throwable x) {
@@ -143,7 +147,7 @@ class SignalInterruptTest {
             Thread sender = new Thread(() -> {
                 try {
                     while (!took.isDone()) {
-                        pthreads.pthread_kill(self.get(), SIGURG);
+                        signal(self.get()); // ESRCH once the reader has ended: harmless
                         Thread.sleep(2);
                     }
                 } catch (InterruptedException e) {
@@ -160,6 +164,25 @@ class SignalInterruptTest {
         }
     }
 
+    /** Thread ids of this process's threads named cuvmm-ipc-conn-* now (a thread that ends while listed is skipped). */
+    private static java.util.Set<Integer> connectionThreads() {
+        java.util.Set<Integer> out = new java.util.HashSet<>();
+        try (java.util.stream.Stream<Path> tasks = Files.list(Path.of("/proc/self/task"))) {
+            for (Path t : (Iterable<Path>) tasks::iterator) {
+                try {
+                    if (Files.readString(t.resolve("comm")).startsWith("cuvmm-ipc-conn-")) {
+                        out.add(Integer.parseInt(t.getFileName().toString()));
+                    }
+                } catch (java.nio.file.NoSuchFileException ended) {
+                    // ended while listed
+                }
+            }
+        } catch (java.io.IOException e) {
+            throw new java.io.UncheckedIOException("listing /proc/self/task", e);
+        }
+        return out;
+    }
+
     @Test
     void cachedSharingRoundsSurviveSignalsOnBothSides(@org.junit.jupiter.api.io.TempDir Path dir) throws Exception {
         Path sock = dir.resolve("s");
@@ -168,26 +191,26 @@ class SignalInterruptTest {
              SharingServer server = SharingServer.builder(sock).build()) {
             VirtualMemoryBuffer b = producer.allocate(producer.granularity());
             server.publish("b", b);
+            java.util.Set<Integer> before = connectionThreads();
             try (SharingClient client = SharingClient.builder(sock).build()) {
-                // The consumer's thread (this one) and the server's connection threads (its
-                // reader, which answers, and its writer).
+                // The consumer's thread (this one) and this connection's threads on the server
+                // (its reader, which answers, and its writer): not those of other test classes.
                 java.util.List<Integer> tids = new java.util.ArrayList<>();
-                tids.add(pthreads.gettid());
-                try (java.util.stream.Stream<Path> tasks = Files.list(Path.of("/proc/self/task"))) {
-                    for (Path t : (Iterable<Path>) tasks::iterator) {
-                        if (Files.readString(t.resolve("comm")).startsWith("cuvmm-ipc-conn-")) {
-                            tids.add(Integer.parseInt(t.getFileName().toString()));
-                        }
-                    }
-                }
-                assertTrue(tids.size() > 1, "the server's connection threads: " + tids);
-                int pid = pthreads.getpid();
+                tids.add(threadCalls.gettid());
+                IpcTestSupport.await("the connection's threads", 10, () -> {
+                    java.util.Set<Integer> now = connectionThreads();
+                    now.removeAll(before);
+                    return !now.isEmpty();
+                });
+                java.util.Set<Integer> mine = connectionThreads();
+                mine.removeAll(before);
+                tids.addAll(mine);
                 AtomicInteger rounds = new AtomicInteger();
                 AtomicInteger sent = new AtomicInteger();
                 Thread sender = new Thread(() -> {
                     try {
                         while (rounds.get() < 2_000) {
-                            for (int tid : tids) if (pthreads.tgkill(pid, tid, SIGURG) == 0) sent.incrementAndGet();
+                            for (int tid : tids) if (signal(tid) == 0) sent.incrementAndGet();
                             Thread.sleep(1);
                         }
                     } catch (InterruptedException e) {
