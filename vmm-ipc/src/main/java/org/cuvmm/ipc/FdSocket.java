@@ -340,20 +340,13 @@ public final class FdSocket implements Closeable {
      * second receive); otherwise it is the 16 header bytes, and the payload is then read with
      * {@link #receive(int, int)}, which takes the buffered bytes first and never reads past the
      * frame. Package-private.
-     */
-    ReceivedMessage receiveFrameHeader(int maxFds, boolean bounded, long deadlineNanos, boolean idleSlice)
-            throws IOException {
-        return receiveFrameHeader(maxFds, bounded, deadlineNanos, idleSlice, bounded ? System.nanoTime() : 0);
-    }
-
-    /**
-     * As {@link #receiveFrameHeader(int, boolean, long, boolean)}, with the caller's reading
-     * of {@link System#nanoTime()} taken just before ({@code nowNanos}; unused unless {@code
-     * bounded}): the first {@code recvmsg}'s choice between blocking for a slice and not is
-     * made from it instead of a fresh clock read (issue 11: the leading caller reads the
-     * clock once per request, not once per layer). Only a caller that cannot have waited
-     * meanwhile passes it: the leading caller holds the read token, so the receive lock is
-     * free for it.
+     *
+     * <p>{@code nowNanos} is the caller's reading of {@link System#nanoTime()} taken just
+     * before (unused unless {@code bounded}): the first {@code recvmsg}'s choice between
+     * blocking for a slice and not is made from it instead of a fresh clock read (issue 11:
+     * the leading caller reads the clock once per request, not once per layer). Only a
+     * caller that cannot have waited meanwhile passes a reading it took earlier: the leading
+     * caller holds the read token, so the receive lock is free for it.
      */
     ReceivedMessage receiveFrameHeader(int maxFds, boolean bounded, long deadlineNanos, boolean idleSlice, long nowNanos)
             throws IOException {

@@ -69,18 +69,9 @@ final class FrameIO {
      * ({@link FdSocket#receive(int, int, long, boolean)}): when none came, {@link Stalled}
      * with {@link Stalled#midFrame()} false (nothing consumed). For a leading caller, which
      * waits for its reply in the {@code recvmsg} itself, re-checking its deadline, an
-     * interrupt and the connection after each slice.
-     */
-    static Frame readWithinSlice(FdSocket socket, int minVersion, int maxVersion, long deadlineNanos)
-            throws IOException {
-        return read(socket, minVersion, maxVersion, true, deadlineNanos, true, System.nanoTime());
-    }
-
-    /**
-     * As {@link #readWithinSlice(FdSocket, int, int, long)}, with {@code nowNanos} the
-     * caller's reading of {@link System#nanoTime()} taken just before (the frame's start for
-     * a stall's message, and the first receive's slice decision: see {@link
-     * FdSocket#receiveFrameHeader(int, boolean, long, boolean, long)}).
+     * interrupt and the connection after each slice. {@code nowNanos}: the caller's reading
+     * of {@link System#nanoTime()} taken just before (the frame's start for a stall's message,
+     * and the first receive's slice decision: {@link FdSocket#receiveFrameHeader}).
      */
     static Frame readWithinSlice(FdSocket socket, int minVersion, int maxVersion, long deadlineNanos, long nowNanos)
             throws IOException {

@@ -135,14 +135,6 @@ final class ReadToken {
     }
 
     /**
-     * The reader thread waits for its turn: the token free and a whole period since the last
-     * caller activity (or a drain asked for). True: the reader holds the token; false: the
-     * connection has ended. Waits timed (no caller has to wake it): while the token is free,
-     * until the last activity plus one period; while a caller holds it, until its lead is a
-     * period old. Untimed only during a long lead (one caller holding the token a whole
-     * period, whatever requests other callers make meanwhile), until that lead's release.
-     */
-    /**
      * When the calling thread's lead began (this token's clock): the {@code nowNanos} it
      * passed to {@link #awaitTurn(Future, long, long)} when granted at once, else the clock
      * when granted after a wait. Only the holder calls it, after its {@code awaitTurn}
@@ -150,6 +142,14 @@ final class ReadToken {
      */
     long leadStart() { return leadStart; }
 
+    /**
+     * The reader thread waits for its turn: the token free and a whole period since the last
+     * caller activity (or a drain asked for). True: the reader holds the token; false: the
+     * connection has ended. Waits timed (no caller has to wake it): while the token is free,
+     * until the last activity plus one period; while a caller holds it, until its lead is a
+     * period old. Untimed only during a long lead (one caller holding the token a whole
+     * period, whatever requests other callers make meanwhile), until that lead's release.
+     */
     boolean readerTurn() throws InterruptedException {
         lock.lock();
         try {

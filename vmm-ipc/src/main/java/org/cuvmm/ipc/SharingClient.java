@@ -640,8 +640,7 @@ public final class SharingClient implements AutoCloseable {
     private Frame awaitReply(CompletableFuture<Frame> reply, long deadline, long now)
             throws InterruptedException, TimeoutException, ExecutionException {
         boolean readOwn = false;
-        boolean first = true; // `now` is fresh for the first turn only
-        while (first ? token.awaitTurn(reply, deadline, now) : token.awaitTurn(reply, deadline)) {
+        while (token.awaitTurn(reply, deadline, now)) {
             try {
                 // The lead's start: `now` when granted at once, else the clock when granted
                 // (a caller that waited as a follower must check its deadline afresh: its
@@ -650,8 +649,8 @@ public final class SharingClient implements AutoCloseable {
             } finally {
                 token.release();
             }
-            first = false;
             if (reply.isDone()) break;
+            now = System.nanoTime(); // the next turn's reading
             // Not done: the connection is ending and its failure is on its way; wait (bounded) for it.
         }
         Frame r = reply.get(); // done: completed, or failed with the connection
@@ -673,11 +672,9 @@ public final class SharingClient implements AutoCloseable {
      */
     private boolean leadUntil(CompletableFuture<Frame> reply, long deadline, long now) throws InterruptedException,
             TimeoutException {
-        boolean first = true; // `now` was read just before this lead: no second read for its first frame
+        // `now` was read just before this lead (its first frame reads no clock), then after each frame.
         while (!reply.isDone()) {
             if (Thread.interrupted()) throw new InterruptedException();
-            if (!first) now = System.nanoTime();
-            first = false;
             long left = deadline - now;
             if (left <= 0) throw new TimeoutException();
             // No poll first: the recvmsg itself waits, one slice at most (SO_RCVTIMEO), then
@@ -689,6 +686,7 @@ public final class SharingClient implements AutoCloseable {
                 return false; // readOne failed every request (this one's too) with the cause: reported from reply
             }
             if (!more) return reply.isDone() && !reply.isCompletedExceptionally();
+            now = System.nanoTime();
         }
         return true;
     }
@@ -734,7 +732,7 @@ public final class SharingClient implements AutoCloseable {
                         drain();
                         return;
                     }
-                    more = readOne(NO_DEADLINE);
+                    more = readOne(NO_DEADLINE, 0);
                 } finally {
                     token.release();
                 }
@@ -759,13 +757,9 @@ public final class SharingClient implements AutoCloseable {
      * leading caller). False when the connection has ended (every waiting request failed).
      * A leading caller passes its request's deadline: a frame not complete by then ends the
      * connection ({@link FrameIO#readWithinSlice}). A RuntimeException or Error from reading or
-     * dispatching ends the connection ("the client's reader failed") and is rethrown.
+     * dispatching ends the connection ("the client's reader failed") and is rethrown. {@code
+     * now}: the clock as the leading caller read it just before (unused with {@link #NO_DEADLINE}).
      */
-    private boolean readOne(long deadline) {
-        return readOne(deadline, deadline == NO_DEADLINE ? 0 : System.nanoTime());
-    }
-
-    /** As {@link #readOne(long)}; {@code now}: the clock as the leading caller read it just before. */
     private boolean readOne(long deadline, long now) {
         try {
             Frame f;
