@@ -57,6 +57,10 @@ import org.cuvmm.pool.VirtualMemoryPool;
  * ping-pong round; "best" is the fastest measured iteration of each (the least disturbed by
  * other load on a shared machine). Each case runs its ping-pong right before its Java rounds, so the load of
  * the moment weighs on both.
+ *
+ * <p>Between the two, a Java ping-pong of the same sizes over cuvmm's socket layer and no
+ * protocol ({@link SocketPingPong}, a diagnostic): the round's gap to the C++ ping-pong then
+ * splits into the part Java and the socket layer cost and the part the protocol costs.
  */
 public final class SharingV2Report {
     private SharingV2Report() {}
@@ -94,7 +98,7 @@ public final class SharingV2Report {
 
     private record Result(List<Double> javaNs, List<Double> pingNs, int[] sizes, Map<String, Long> calls, double callsPerRound,
                           double fdsSentPerRound, double fdsReceivedPerRound, String cache, double javaCpuNs, double pingCpuNs,
-                          SideCpu.Split sides, double javaSwitches, double pingSwitches) {}
+                          SideCpu.Split sides, double javaSwitches, double pingSwitches, List<Double> socketNs) {}
 
     /**
      * The C++ ping-pong's measured rounds (ns each), its process CPU per round (ns) and its
@@ -124,6 +128,10 @@ public final class SharingV2Report {
                 + "threads (cuvmm-ipc-conn-*, cuvmm-ipc-accept) and the consumer's (the main thread, cuvmm-ipc-client-*), "
                 + "each thread's CPU time; context switches / round: voluntary + involuntary, every thread of the process "
                 + "(Java: /proc/self/task/*/status; C++: getrusage), over the same iterations");
+        out("- Java socket ping-pong (a diagnostic): the same message sizes over cuvmm's FdSocket (jnr-ffi sendmsg/recvmsg, "
+                + "its locks and fd guard, a byte[] per message) between this thread and an echo thread placed as the "
+                + "producer's, with no protocol; run between the C++ ping-pong and the Java rounds. Its ratio to the C++ "
+                + "ping-pong is what Java and the socket layer cost; the round's ratio to it is what the protocol costs");
         if (cpus != null) ThreadPlacement.pinCurrentThread(cpus[1]);
         out("");
         Path dir = Files.createTempDirectory("cuvmm-bench-v2");
@@ -165,6 +173,7 @@ public final class SharingV2Report {
                             f1(r.javaCpuNs / 1000), f1(r.pingCpuNs / 1000), f2(r.javaCpuNs / r.pingCpuNs),
                             f1(r.sides.producerNs() / 1000) + " / " + f1(r.sides.consumerNs() / 1000),
                             f2(r.javaSwitches), f2(r.pingSwitches),
+                            f1(median(r.socketNs) / 1000), f2(median(r.socketNs) / pm), f2(jm / median(r.socketNs)),
                             fmtNum(r.callsPerRound), fmtNum(r.fdsSentPerRound), fmtNum(r.fdsReceivedPerRound)});
                     countRows.add("| " + c.label + " | v" + version + " | " + sizes(r.sizes) + " | " + fmtCalls(r.calls)
                             + " | " + r.cache + " |");
@@ -192,8 +201,9 @@ public final class SharingV2Report {
                 + "| Java CPU µs / round | ping-pong CPU µs / round | CPU ratio "
                 + "| Java CPU µs / round: producer / consumer threads "
                 + "| context switches / round: Java | context switches / round: ping-pong "
+                + "| Java socket ping-pong median µs | socket ping-pong / C++ ping-pong | Java round / socket ping-pong "
                 + "| driver calls / round (both sides) | fds sent / round (server) | fds received / round (client) |");
-        out("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        out("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for (String[] r : rows) out("| " + String.join(" | ", r) + " |");
         out("");
         for (Case c : List.of(new Case("pooled frame", "frame", 1), new Case("3-chunk buffer", "three", 3),
@@ -223,6 +233,7 @@ public final class SharingV2Report {
                               Case c, int version) throws Exception {
         int[] sizes = messageSizes(c.name, version, c.chunks);
         PingPong ping = pingPong(binary, sizes, s, cpus);
+        List<Double> socket = SocketPingPong.run(sizes, s.warmup, s.iterations, s.timeMs, cpus == null ? -1 : cpus[0]);
         DriverCounters counters = Driver.get().counters();
         try (SharingClient client = SharingClient.builder(sock).clientName("bench v" + version).protocolVersion(version)
                 .build()) {
@@ -283,7 +294,7 @@ public final class SharingV2Report {
                     + cs.idsHeld() + ", fds kept " + cs.fdsKept();
             return new Result(java, ping.roundsNs(), sizes, calls, (double) total / s.countRounds,
                     (double) sent / s.countRounds, (double) received / s.countRounds, cache, javaCpu, ping.cpuNsPerRound(),
-                    sides, switches, ping.switchesPerRound());
+                    sides, switches, ping.switchesPerRound(), socket);
         }
     }
 
