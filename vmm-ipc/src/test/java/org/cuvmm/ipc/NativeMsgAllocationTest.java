@@ -48,8 +48,9 @@ class NativeMsgAllocationTest {
             assertTrue(sendBytes < 16, "bytes allocated per sendmsg: " + sendBytes + " (expected: none, loosely < 16)");
             // What a receive returns: the bytes (32), a ReceivedMessage (~24), the fd list and
             // its array (~56), the empty fd array (16), a flag (16): about 150 bytes.
-            assertTrue(receiveBytes < 200, "bytes allocated per receive of 16 bytes: " + receiveBytes
-                    + " (expected: about 150, what it returns; loosely < 200)");
+            long bound = ThreadAllocation.bound(200); // wider on a wide object layout
+            assertTrue(receiveBytes < bound, "bytes allocated per receive of 16 bytes: " + receiveBytes
+                    + " (expected: about 150, what it returns; loosely < " + bound + ThreadAllocation.layoutNote() + ")");
         }
     }
 

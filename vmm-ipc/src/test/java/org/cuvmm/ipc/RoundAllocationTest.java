@@ -5,11 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.lang.management.ManagementFactory;
 import java.nio.file.Path;
-
-import javax.management.ObjectName;
-import javax.management.openmbean.CompositeData;
 
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
@@ -34,19 +30,13 @@ import org.junit.jupiter.api.Test;
  * FrameReadAllocationTest) left 1,088 (server) and 1,279 (client), from 1,322 and 1,512: the
  * bound is now 1,450 (seen failing before on the client side, at 1,512). Later cuts left
  * about 950 (server) and 1,080 (client).
- *
- * <p>The bytes depend on the JVM's object layout: without compressed oops (a maximum heap of
- * 32 GB or more, the default on a machine with 128 GB of memory) or without compressed class
- * pointers, references and headers are wider: measured without both, 1,241 (server) and
- * 1,472 (client), which failed the bound on layout alone. The bound is then scaled by {@link
- * #WIDE_LAYOUT}.
+ * On a JVM with a wide object layout the bound is scaled ({@link ThreadAllocation#bound}):
+ * measured there, 1,241 (server) and 1,472 (client), which failed 1,450 on layout alone.
  */
 class RoundAllocationTest {
     private static final int WARM = 3000;
     private static final int ROUNDS = 2000;
     private static final long BOUND = 1450;
-    /** The bound's factor for a JVM with wide references or class pointers (see the class comment). */
-    static final double WIDE_LAYOUT = 1.4;
 
     @Test
     void aCachedRoundAllocatesLittleOnEitherSide() throws Exception {
@@ -73,9 +63,8 @@ class RoundAllocationTest {
                 }
                 assertEquals(0, client.importCache().stats().misses() - 1, "every round after the first hit the cache");
                 long c = clientBytes, s = serverBytes;
-                boolean compact = compactLayout();
-                String layout = compact ? "" : ", this JVM's wide object layout";
-                long bound = compact ? BOUND : Math.round(BOUND * WIDE_LAYOUT);
+                long bound = ThreadAllocation.bound(BOUND);
+                String layout = ThreadAllocation.layoutNote();
                 assertAll( // both sides judged (and reported) in every run
                         () -> assertTrue(c < bound, "client bytes allocated per cached round: " + c
                                 + " (expected: about 1,080; < " + bound + layout + ")"),
@@ -87,22 +76,6 @@ class RoundAllocationTest {
         } finally {
             IpcTestSupport.deleteTree(sock.getParent());
         }
-    }
-
-    /** Compressed oops and compressed class pointers both on (the layout the bound was measured with). */
-    static boolean compactLayout() throws Exception {
-        return vmFlag("UseCompressedOops") && vmFlag("UseCompressedClassPointers");
-    }
-
-    /**
-     * A boolean HotSpot flag, read through the platform MBean server (the module does not
-     * read jdk.management, so no {@code HotSpotDiagnosticMXBean} type here).
-     */
-    private static boolean vmFlag(String name) throws Exception {
-        CompositeData option = (CompositeData) ManagementFactory.getPlatformMBeanServer().invoke(
-                new ObjectName("com.sun.management:type=HotSpotDiagnostic"), "getVMOption", new Object[] {name},
-                new String[] {String.class.getName()});
-        return Boolean.parseBoolean((String) option.get("value"));
     }
 
     private static void round(SharingClient client, VirtualMemoryResource consumer) throws Exception {
