@@ -140,6 +140,10 @@ public final class PooledProducer {
             } catch (InterruptedException ignored) {
                 // halting anyway
             }
+            if (main.isAlive()) {
+                System.err.println("PooledProducer: the cleanup did not finish within " + (GRACE_MILLIS + 5_000)
+                        + " ms of the stop; halting anyway (the socket file may be left behind)");
+            }
         }, "PooledProducer shutdown");
         Runtime.getRuntime().addShutdownHook(hook);
 
@@ -147,7 +151,10 @@ public final class PooledProducer {
         try {
             Runtime.getRuntime().removeShutdownHook(hook);
         } catch (IllegalStateException shuttingDown) {
-            // Ctrl-C: the hook is what woke us.
+            // Ctrl-C: the hook is what woke us; it is waiting for this thread to end. Return:
+            // System.exit while shutdown hooks run blocks for good (the hook's join would then
+            // time out, and the JVM would halt only after it, seconds later).
+            return;
         }
         if (!ok) System.exit(1);
     }

@@ -17,7 +17,10 @@ import org.junit.jupiter.params.provider.ValueSource;
  * The producer examples in a child JVM, stopped with SIGTERM (what Ctrl-C and {@code kill}
  * do) while serving: the socket file is gone every time. The JVM halts once its shutdown
  * hooks return, so the hook must wait (bounded) for the producer's cleanup; one that only
- * signals the producer lets the JVM exit mid-close and leaves the socket file behind.
+ * signals the producer lets the JVM exit mid-close and leaves the socket file behind. And the
+ * main thread must return once it is done, never call {@code System.exit}: that blocks while
+ * the hooks run, so the hook waited out its whole timeout (10 s per stop, seen in
+ * PooledProducer, which exits 1 when stopped early) and said so.
  */
 class ProducerStopTest {
     private static final int TRIES = 3;
@@ -47,6 +50,10 @@ class ProducerStopTest {
                     assertTrue(p.waitFor(60, TimeUnit.SECONDS), example + " did not exit within 60 s of SIGTERM");
                     assertFalse(Files.exists(socket), "try " + (i + 1) + ": the socket file is left behind:\n"
                             + ChildJvm.read(log));
+                    // The hook waited for the main thread, not for its own timeout (a main thread
+                    // that calls System.exit while the hooks run blocks until the JVM halts).
+                    assertFalse(ChildJvm.read(log).contains("halting anyway"), "try " + (i + 1)
+                            + ": the shutdown hook gave up waiting for the producer's cleanup:\n" + ChildJvm.read(log));
                 } finally {
                     p.destroyForcibly();
                     Files.deleteIfExists(socket);
