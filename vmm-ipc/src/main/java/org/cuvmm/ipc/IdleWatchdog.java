@@ -34,10 +34,16 @@ final class IdleWatchdog implements AutoCloseable {
         timer.setExecuteExistingDelayedTasksAfterShutdownPolicy(false);
     }
 
-    /** Starts watching a connection that was just accepted. */
+    /**
+     * Starts watching a connection that was just accepted: its first check is at the earlier
+     * of the two timeouts that are on. Both clocks start at {@code accept} (a connection that
+     * has sent nothing yet holds no lease, so it is idle too): with an idle timeout shorter
+     * than the handshake timeout, the idle rule is the one that is due first.
+     */
     void watch(ServerConnection c) {
-        if (handshakeNanos > 0) schedule(c, handshakeNanos);
-        else if (idleNanos > 0) schedule(c, idleNanos);
+        long first = Math.min(handshakeNanos > 0 ? handshakeNanos : Long.MAX_VALUE,
+                idleNanos > 0 ? idleNanos : Long.MAX_VALUE);
+        if (first != Long.MAX_VALUE) schedule(c, first);
     }
 
     private void schedule(ServerConnection c, long delayNanos) {
@@ -70,41 +76,47 @@ final class IdleWatchdog implements AutoCloseable {
      */
     static volatile Consumer<ServerConnection> beforeTimeOut = c -> {};
 
+    /**
+     * Times the connection out under the first rule that is due (the handshake, then the idle
+     * rule), else schedules the next check at the earliest moment one could be due. A
+     * connection that holds a lease is not idle: it is looked at again one idle timeout later
+     * (its {@code RELEASE} restarts the idle clock, so that check is never late).
+     */
     private void check(ServerConnection c) {
         checks.incrementAndGet();
         if (c.isEnding()) return;
         long seen = c.lastFrameNanos(); // read first: a frame arriving after this makes timeOut decline
         long now = System.nanoTime();
-        if (!c.helloDone()) {
+        long next = Long.MAX_VALUE; // nanos to the next check; MAX_VALUE: none
+        if (handshakeNanos > 0 && !c.helloDone()) {
             long late = now - (c.startNanos + handshakeNanos);
-            if (handshakeNanos > 0 && late >= 0) {
-                beforeTimeOut.accept(c);
-                if (!c.timeOut("no HELLO within " + text(handshakeNanos) + " of connecting (the server's handshake "
-                        + "timeout); closing the connection", seen)) {
-                    schedule(c, 1); // a frame or a lease arrived meanwhile: decide again
+            if (late >= 0) {
+                timeOut(c, "no HELLO within " + text(handshakeNanos) + " of connecting (the server's handshake "
+                        + "timeout); closing the connection", seen);
+                return;
+            }
+            next = -late;
+        }
+        if (idleNanos > 0) {
+            if (c.holdsLeases()) {
+                next = Math.min(next, idleNanos); // not idle while it holds a lease; look again later
+            } else {
+                long late = now - (seen + idleNanos);
+                if (late >= 0) {
+                    timeOut(c, "no frame for " + text(idleNanos) + " while holding no lease (the server's idle "
+                            + "timeout); closing the connection", seen);
+                    return;
                 }
-                return;
-            }
-            if (handshakeNanos > 0) {
-                schedule(c, -late);
-                return;
+                next = Math.min(next, -late);
             }
         }
-        if (idleNanos == 0) return;
-        if (c.holdsLeases()) {
-            schedule(c, idleNanos); // not idle while it holds a lease; look again later
-            return;
-        }
-        long late = now - (seen + idleNanos);
-        if (late >= 0) {
-            beforeTimeOut.accept(c);
-            if (!c.timeOut("no frame for " + text(idleNanos) + " while holding no lease (the server's idle timeout); "
-                    + "closing the connection", seen)) {
-                schedule(c, 1); // a frame or a lease arrived meanwhile: decide again
-            }
-        } else {
-            schedule(c, -late);
-        }
+        if (next != Long.MAX_VALUE) schedule(c, next);
+    }
+
+    /** Asks the connection to end with {@code reason}; looks again at once when a frame or a lease came meanwhile. */
+    private void timeOut(ServerConnection c, String reason, long seen) {
+        beforeTimeOut.accept(c);
+        if (!c.timeOut(reason, seen)) schedule(c, 1); // a frame or a lease arrived meanwhile: decide again
     }
 
     private static String text(long nanos) {

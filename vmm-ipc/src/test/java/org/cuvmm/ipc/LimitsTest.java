@@ -188,9 +188,11 @@ class LimitsTest {
      */
     @Test
     void anIdleConnectionIsClosedButNotOneThatHoldsALease() throws Exception {
-        // The handshake timeout leaves room for HELLO then ATTACH on a loaded machine; the idle
-        // timeout must still pass between HELLO_OK and ATTACH (300 ms), else ATTACH gets TIMEOUT.
-        try (SharingServer server = builder().handshakeTimeout(Duration.ofSeconds(1)).idleTimeout(Duration.ofMillis(300))
+        // The idle timeout must not pass between HELLO_OK and ATTACH (500 ms), else ATTACH gets
+        // TIMEOUT. The handshake timeout is far longer: the idle cut after the release must not
+        // wait for it (it did, when the first check came at the handshake timeout: found by an
+        // independent probe, seen failing here with the handshake timeout at an hour).
+        try (SharingServer server = builder().handshakeTimeout(Duration.ofHours(1)).idleTimeout(Duration.ofMillis(500))
                 .build()) {
             server.publish("b", buffer);
             try (FdSocket s = helloed()) {
@@ -200,10 +202,32 @@ class LimitsTest {
                         () -> server.watchdogChecks() >= before + 5 || server.connectionCount() == 0);
                 assertEquals(1, server.connectionCount(), "still connected while holding a lease");
                 release(s, 3, lease); // works: the connection is alive
-                expectError(s, ErrorCode.TIMEOUT, 0, "no frame for 300 ms while holding no lease");
+                expectError(s, ErrorCode.TIMEOUT, 0, "no frame for 500 ms while holding no lease");
                 expectEnd(s);
             }
             await("connection gone", 10, () -> server.connectionCount() == 0);
+        }
+    }
+
+    /**
+     * Both clocks run from accept, and the first rule due ends the connection: with an idle
+     * timeout shorter than the handshake timeout, a connection that said HELLO and then
+     * nothing, and one that never said anything (it holds no lease: idle too), are both cut
+     * by the idle timeout, not an hour later by the handshake timeout.
+     */
+    @Test
+    void anIdleTimeoutShorterThanTheHandshakeTimeoutIsNotDelayedByIt() throws Exception {
+        try (SharingServer server = builder().handshakeTimeout(Duration.ofHours(1)).idleTimeout(Duration.ofMillis(300))
+                .build()) {
+            try (FdSocket s = helloed()) {
+                expectError(s, ErrorCode.TIMEOUT, 0, "no frame for 300 ms while holding no lease");
+                expectEnd(s);
+            }
+            try (FdSocket s = FdSocket.connect(sock)) { // never sends HELLO
+                expectError(s, ErrorCode.TIMEOUT, 0, "no frame for 300 ms while holding no lease");
+                expectEnd(s);
+            }
+            await("connections gone", 10, () -> server.connectionCount() == 0);
         }
     }
 
