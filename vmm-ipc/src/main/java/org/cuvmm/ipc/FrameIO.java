@@ -127,8 +127,13 @@ final class FrameIO {
             // Passing the limit in the header is fatal even on its last byte: the payload
             // must not get a fresh allowance.
             if (e.reason() == FdTransferException.Reason.TOO_MANY_FDS || !e.streamInStep()) {
-                ProtocolException x = tooManyFds(0, e);
-                x.frameType = trustedType(e.data()); // on the header's last byte: an ERROR stays unanswered
+                // On the header's last byte the header is whole: when it is trusted (magic and
+                // length valid) the refusal carries its request id (PROTOCOL.md section 2), and an
+                // ERROR stays unanswered; before that, request id 0 and the type is unknown.
+                byte[] got = e.data();
+                int requestId = Protocol.trustedPayloadLength(got) >= 0 ? Messages.Reader.intAt(got, 8) : 0;
+                ProtocolException x = tooManyFds(requestId, 0, e);
+                x.frameType = trustedType(got);
                 throw x;
             }
             dropped = true;
@@ -179,7 +184,7 @@ final class FrameIO {
                         throw stalled(e, Protocol.HEADER_SIZE, (Protocol.HEADER_SIZE + length) + "", started);
                     } catch (FdTransferException e) {
                         if (e.reason() == FdTransferException.Reason.TOO_MANY_FDS || !e.streamInStep()) {
-                            throw tooManyFds(requestId, e);
+                            throw tooManyFds(requestId, head.fdCount(), e);
                         }
                         dropped = true;
                         dropReason = e.getMessage();
@@ -217,9 +222,14 @@ final class FrameIO {
      * at once. Fatal wherever it happened: before the frame's last byte the stream is out of
      * step, and on it the rule stays the same (docs/PROTOCOL.md section 1).
      */
-    private static ProtocolException tooManyFds(int requestId, FdTransferException e) {
+    private static ProtocolException tooManyFds(int requestId, int withHeader, FdTransferException e) {
+        // Counted for the whole frame: the socket's own message counts only its last receive
+        // (the payload's allowance is what the header left).
+        int count = withHeader + e.fdsClosed();
         return new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, true, requestId, 0, "more than "
-                + Protocol.MAX_FDS_PER_FRAME + " fds arrived within one frame: " + e.getMessage());
+                + Protocol.MAX_FDS_PER_FRAME + " fds arrived within one frame (" + (withHeader > 0 ? withHeader
+                + " with its header, then " + e.fdsClosed() + " more: " : "") + "at least " + count
+                + "); closed them all" + (e.streamInStep() ? "" : "; the stream is out of step"));
     }
 
     /** The type of a complete header whose magic and length pass (a trusted header), else null. */
