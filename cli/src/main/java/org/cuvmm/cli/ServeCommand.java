@@ -24,14 +24,18 @@ import org.cuvmm.ipc.SharingServer;
  * interrupted, printing each attach and release with the lease count at that moment.
  *
  * <p>Stopped by SIGTERM or Ctrl-C (SIGINT), it closes the server before the JVM exits: the
- * shutdown hook closes the server itself (whatever the serving thread is doing, even before
- * it serves), wakes the serving thread and waits (at most 30 s) until it has finished.
+ * shutdown hook wakes the serving thread, which withdraws the buffer (each lease holder gets
+ * a DROP) and closes the server; when that has not happened within 2 s (the thread still
+ * filling a large buffer, or not yet serving), the hook closes the server itself. Either
+ * way it waits (at most 30 s more) until serving has finished.
  */
 final class ServeCommand implements Command {
     private static final Set<String> OPTIONS = Set.of("socket", "name", "size", "seed", "socket-mode", "socket-group",
             "backlog", "max-connections", "max-leases", "max-ids", "max-protocol", "handshake-timeout", "idle-timeout");
     /** How long the shutdown hook waits for serving to finish (the server's own close takes at most about 10 s). */
     private static final long STOP_WAIT_SECONDS = 30;
+    /** How long a stop waits for the serving thread's own orderly close before closing the server itself. */
+    private static final long HANDOVER_SECONDS = 2;
 
     /** Released by tests (and by the shutdown hook) to stop serving. */
     private final CountDownLatch stop;
@@ -93,15 +97,21 @@ final class ServeCommand implements Command {
         }
         // Counted down once the server is closed (socket file removed): the shutdown hook waits for it.
         CountDownLatch closed = new CountDownLatch(1);
-        // The server, once built: the hook closes it itself (close is idempotent), so the socket
-        // file goes even when the serving thread is slow or not yet serving (filling a large buffer).
+        // The server, once built. On a stop the serving thread withdraws the buffer (each client
+        // holding a lease gets its DROP) and closes the server; the hook gives it HANDOVER_SECONDS
+        // for that, then closes the server itself (close is idempotent), so the socket file goes
+        // even when the serving thread is slow or not yet serving (filling a large buffer). A hook
+        // that closed at once could win the race with the withdrawal: clients then read the end
+        // of the stream with no DROP (seen once by an independent client; ServeStopTest).
         AtomicReference<SharingServer> running = new AtomicReference<>();
         Thread hook = new Thread(() -> {
             stop.countDown();
-            SharingServer s = running.get();
-            if (s != null) s.close();
             try {
-                closed.await(STOP_WAIT_SECONDS, TimeUnit.SECONDS);
+                if (!closed.await(HANDOVER_SECONDS, TimeUnit.SECONDS)) {
+                    SharingServer s = running.get();
+                    if (s != null) s.close();
+                    closed.await(STOP_WAIT_SECONDS, TimeUnit.SECONDS);
+                }
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             }

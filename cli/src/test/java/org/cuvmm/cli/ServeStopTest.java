@@ -7,6 +7,7 @@ import java.io.File;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.List;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
 import org.cuvmm.VirtualMemoryResource;
@@ -17,7 +18,8 @@ import org.junit.jupiter.api.Test;
 
 /**
  * {@code cuvmm serve} in a child JVM, stopped with SIGTERM: its socket file is gone every
- * time, and it stops in order ("stopped") even while a client holds a lease.
+ * time, and it stops in order ("stopped") while a client holds a lease, which gets its DROP
+ * before the end of the stream.
  */
 class ServeStopTest {
     private static final int TRIES = 5;
@@ -42,19 +44,23 @@ class ServeStopTest {
                         Thread.sleep(20); // another process: its log is all there is to watch
                     }
                     assertTrue(Files.exists(socket), "serving, so the socket file exists");
-                    if (i == TRIES - 1) {
-                        // The last try: a client holds a lease when SIGTERM arrives. The hook's
-                        // close and the serving thread's close must not race (the buffer's close
-                        // would refuse while the lease is still held).
-                        holder = SharingClient.connect(socket, "holder");
-                        holderResource = VirtualMemoryResource.create(0);
-                        held = holder.attach("t", holderResource);
-                    }
+                    // A client holds a lease when SIGTERM arrives. The hook's close and the
+                    // serving thread's close must not race (the buffer's close would refuse
+                    // while the lease is still held), and the buffer is withdrawn before the
+                    // server closes: the holder gets its DROP before the end of the stream (a
+                    // hook that closed the server at once sometimes won that race).
+                    holder = SharingClient.connect(socket, "holder");
+                    CountDownLatch dropped = new CountDownLatch(1);
+                    holder.addDropListener(notice -> dropped.countDown());
+                    holderResource = VirtualMemoryResource.create(0);
+                    held = holder.attach("t", holderResource);
                     p.destroy(); // SIGTERM
                     assertTrue(p.waitFor(60, TimeUnit.SECONDS), "cuvmm serve did not exit within 60 s of SIGTERM");
                     String out = ChildJvm.read(log);
                     assertFalse(Files.exists(socket), "try " + (i + 1) + ": the socket file is left behind:\n" + out);
                     assertTrue(out.contains("stopped"), "try " + (i + 1) + ": closed in order:\n" + out);
+                    assertTrue(dropped.await(10, TimeUnit.SECONDS), "try " + (i + 1) + ": the lease holder got no DROP "
+                            + "before the server went:\n" + out);
                 } finally {
                     p.destroyForcibly();
                     Files.deleteIfExists(socket);
