@@ -266,7 +266,15 @@ final class FrameIO {
                                   ReceivedMessage payload, boolean dropped, String dropReason, Messages.Message m)
             throws ProtocolException {
         int got = head.fdCount() + (payload == null ? 0 : payload.fdCount());
-        int expected = m.fdCount();
+        // Only a DESCRIPTOR carries fds: no call through the Message interface for the other
+        // types (on every frame read, that call site sees every message type: an itable call).
+        int expected = type == FrameType.DESCRIPTOR ? m.fdCount() : 0;
+        if (!dropped && got == expected) {
+            // Read whole, the frame takes the header's message (and its fds) as it is.
+            if (payload == null) return new Frame(type, requestId, m, head, version);
+            int[] all = concat(head.takeFds(), payload.takeFds());
+            return new Frame(type, requestId, m, new ReceivedMessage(NO_BYTES, all, false), version);
+        }
         long lease = m instanceof Messages.Descriptor d ? d.leaseId()
                 : m instanceof Messages.DescriptorV2 d2 ? d2.leaseId() : 0;
         if (dropped) {
@@ -280,15 +288,9 @@ final class FrameIO {
             throw new ProtocolException(ErrorCode.UNEXPECTED_FDS, requestId, type + " arrived with " + got
                     + " fds (expected: none; only DESCRIPTOR carries fds); closed them");
         }
-        if (got != expected) {
-            throw new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, false, requestId, lease, type + " says "
-                    + expected + (m instanceof Messages.DescriptorV2 ? " chunks with the FD flag" : " chunks")
-                    + " but arrived with " + got + " fds; closed them");
-        }
-        // Read whole, the frame takes the header's message (and its fds) as it is.
-        if (payload == null) return new Frame(type, requestId, m, head, version);
-        int[] all = concat(head.takeFds(), payload.takeFds());
-        return new Frame(type, requestId, m, new ReceivedMessage(NO_BYTES, all, false), version);
+        throw new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, false, requestId, lease, type + " says "
+                + expected + (m instanceof Messages.DescriptorV2 ? " chunks with the FD flag" : " chunks")
+                + " but arrived with " + got + " fds; closed them");
     }
 
     /** The data of a frame's fd holder (never read or written). */
