@@ -119,6 +119,15 @@ public final class Attachment implements AutoCloseable {
      */
     @Override
     public void close() {
+        close(true);
+    }
+
+    /**
+     * {@link #close()}; with {@code waitForReply} false the RELEASE is handed to the client's
+     * event thread and not waited for (for {@link SharingClient#close()} once the server has
+     * let one release time out: the others would each wait a whole timeout too).
+     */
+    void close(boolean waitForReply) {
         if (closed || !CLOSE_CLAIMED.compareAndSet(this, false, true)) return;
         closing = Thread.currentThread();
         try {
@@ -134,6 +143,10 @@ public final class Attachment implements AutoCloseable {
         // Outside the monitor: a blocking request. Released here only if this close unmapped
         // the last mapping; if an alias or view lives on, unmapped() releases later.
         if (!unmappedByClose || !RELEASE_CLAIMED.compareAndSet(this, false, true)) return;
+        if (!waitForReply) {
+            client.releaseLater(leaseId);
+            return;
+        }
         try {
             client.release(leaseId);
         } catch (SharingException e) {

@@ -1,6 +1,7 @@
 package org.cuvmm.ipc;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.Objects;
@@ -1040,18 +1041,35 @@ public final class SharingClient implements AutoCloseable {
      * never collected, or an alias never closed, that is unbounded. The deferral is logged at
      * DEBUG. {@link #closeNow()} ends the connection at once instead.
      *
+     * <p>Each open attachment's release waits for its RELEASED, as {@link Attachment#close()}
+     * does, until one is not answered within the client's timeout: the RELEASEs of the rest
+     * are then sent without waiting for replies, so a server that stopped answering costs one
+     * timeout, not one per attachment.
+     *
      * @throws IllegalStateException when an attachment's buffer is in use on another thread:
      *     that attachment stays open and keeps its lease (and so the connection); close it,
      *     or this client, again later. No new request is accepted meanwhile
+     * @throws UncheckedIOException when the server did not answer a release in time (the
+     *     attachments are closed all the same; their leases end with the connection at the
+     *     latest)
      */
     @Override
     public void close() {
         // First: no new request from here on, and an attach() finishing now closes what it made.
         closed = true;
         RuntimeException refused = null;
+        // Each release waits for its RELEASED until one is not answered in time: the server
+        // is not answering, and N attachments would take N timeouts. From there on the
+        // RELEASEs are sent without waiting (the event thread), and the connection ends once
+        // they are out.
+        boolean waitForReplies = true;
         for (Attachment a : attachments.values()) {
             try {
-                a.close();
+                a.close(waitForReplies);
+            } catch (UncheckedIOException e) {
+                waitForReplies = false;
+                if (refused == null) refused = e;
+                else refused.addSuppressed(e);
             } catch (RuntimeException e) {
                 if (refused == null) refused = e;
                 else refused.addSuppressed(e);
