@@ -65,19 +65,28 @@ class SendQueueRoomTest {
         return done;
     }
 
+    private java.util.Map<String, Integer> fds;
     private FdSocket[] p;
     private SendQueue q;
 
     @BeforeEach
     void setUp() throws Exception {
+        fds = IpcTestSupport.fdSnapshot();
         p = FdSocket.pair();
         q = new SendQueue(p[0], CAPACITY, "room-test-write");
     }
 
+    /**
+     * Closes the pair and waits until both fds are really closed: a thread still inside a call
+     * on a socket (the sender blocked in send, the peer's reader in receive) closes it as it
+     * leaves, after close() returned. Without the wait a later test's fd baseline counted
+     * them and then saw them go (FdSocketTest in CI: {socket=2 -> 1}).
+     */
     @AfterEach
-    void tearDown() {
+    void tearDown() throws InterruptedException {
         p[0].close();
         p[1].close();
+        IpcTestSupport.assertFdsBack(fds, "after the test's socket pair was closed");
     }
 
     @Test
