@@ -152,10 +152,21 @@ public final class BufferDescriptor implements AutoCloseable {
      * it is abandoned), by then possibly another file under the same number. Take them out
      * with {@link #takeFds()} first.
      *
-     * @throws IllegalArgumentException as {@link #fromFds}
+     * @throws IllegalArgumentException as {@link #fromFds}, and for an int given twice (the
+     *     descriptor closes each of its ints once: closing one number twice would close
+     *     whatever file another thread opened under it in between)
      */
     public static BufferDescriptor adoptFds(int[] fds, long[] sizes, HandleType handleType, long size) {
         checkArguments(fds, sizes, handleType, size);
+        int[] sorted = fds.clone();
+        Arrays.sort(sorted);
+        for (int i = 1; i < sorted.length; i++) {
+            if (sorted[i] == sorted[i - 1]) {
+                throw new IllegalArgumentException("fds: " + Arrays.toString(fds) + " (expected: distinct fds; fd "
+                        + sorted[i] + " is given twice, and an adopted fd is closed once per entry: pass each fd once, "
+                        + "or use fromFds, which duplicates them)");
+            }
+        }
         return new BufferDescriptor(fds.clone(), sizes.clone(), size, handleType);
     }
 

@@ -168,6 +168,28 @@ class DescriptorFdsTest {
     }
 
     /**
+     * adoptFds refuses an int given twice: the descriptor closes each entry once, so one
+     * number adopted twice would be closed twice, the second time whatever file another
+     * thread had opened under it (found by an independent probe: a FileChannel's fd closed
+     * from under it). Refused before anything is owned: the caller still owns its fd.
+     */
+    @Test
+    void adoptFdsRefusesTheSameFdTwice() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer b = r.allocate(SIZE)) {
+            Map<String, Integer> baseline = OpenFds.byKind();
+            int[] taken = b.exportDescriptor().takeFds();
+            long g = r.granularity();
+            IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> BufferDescriptor.adoptFds(
+                    new int[] {taken[0], taken[0]}, new long[] {g, g}, HandleType.POSIX_FD, 2 * g));
+            assertTrue(e.getMessage().startsWith("fds: [" + taken[0] + ", " + taken[0] + "] (expected: distinct fds"),
+                    e.getMessage());
+            assertTrue(org.cuvmm.testing.OpenFds.isOpen(taken[0]), "refused: the caller still owns its fd");
+            BufferDescriptor.adoptFds(taken, new long[] {g}, HandleType.POSIX_FD, g).close();
+            OpenFds.assertBack(baseline, "after a refused adoption and a good one");
+        }
+    }
+
+    /**
      * A use refused because a takeFds won names takeFds, even when it lands between takeFds
      * closing the state word and recording the take (it said "is closed; its fds are gone").
      * The test hook runs useFds, fds() and toString-free checks exactly in that window.
