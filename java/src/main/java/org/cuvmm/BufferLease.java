@@ -45,7 +45,9 @@ public final class BufferLease implements AutoCloseable {
         String text;
         try {
             text = ((java.util.function.Supplier<String>) holder).get();
-        } catch (RuntimeException e) {
+        } catch (RuntimeException | Error e) {
+            // An Error too (an assertion, a stack overflow in the caller's description): it is
+            // a diagnostic text, and a refused close must still refuse with its own message.
             return "(holder description unavailable: " + e + ")";
         }
         return text == null ? "(no holder description)" : text;

@@ -84,7 +84,8 @@ class LifecycleTest {
 
     /**
      * leaseDescribedBy: the holder's text is made when a refused close or holder() needs it; a
-     * supplier that throws or returns null never turns the refusal into another exception; and
+     * supplier that throws (an Error too) or returns null never turns the refusal into another
+     * exception; and
      * lease(null) still compiles and is refused naming the argument (no overload ambiguity).
      */
     @Test
@@ -105,6 +106,16 @@ class LifecycleTest {
                     && refused.getMessage().contains("no name yet"), refused.getMessage());
             assertTrue(throwing.toString().contains("holder description unavailable"), throwing.toString());
             throwing.close();
+            // An Error from the supplier neither (it escaped as the close's exception before:
+            // found by an independent probe).
+            BufferLease erring = b.leaseDescribedBy(() -> {
+                throw new AssertionError("description failed");
+            });
+            IllegalStateException refusedByError = assertThrows(IllegalStateException.class, b::close);
+            assertTrue(refusedByError.getMessage().contains("holder description unavailable")
+                    && refusedByError.getMessage().contains("description failed"), refusedByError.getMessage());
+            assertTrue(erring.toString().contains("holder description unavailable"), erring.toString());
+            erring.close();
             BufferLease nothing = b.leaseDescribedBy(() -> null);
             assertEquals("(no holder description)", nothing.holder());
             nothing.close();
