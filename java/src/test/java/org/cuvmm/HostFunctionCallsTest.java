@@ -82,6 +82,34 @@ class HostFunctionCallsTest {
         }
     }
 
+    /**
+     * VirtualMemoryPool.close() in a host function: "never throws", as the pool says and as
+     * Stream.launchHostFunction's exception for close() promises. The pool is closed at once
+     * and its idle memory released by a thread of its own, with no driver call in the host
+     * function (it threw and stayed open before: found by an independent probe).
+     */
+    @Test
+    void poolCloseInAHostFunctionClosesAtOnceAndReleasesElsewhere() throws Exception {
+        DriverCounters k = TestSupport.counters();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             Stream s = Stream.create(0)) {
+            VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(r).build();
+            pool.allocate(MiB).close(); // one idle buffer for the close to release
+            assertEquals(1, pool.stats(org.cuvmm.pool.PoolLifetime.LOCAL).retainedCount());
+            long released = k.calls("cuMemRelease");
+            Throwable e = inHostFunction(s, pool::close);
+            assertNull(e, "pool.close() in a host function does not throw");
+            assertTrue(pool.isClosed(), "closed at once");
+            long until = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
+            while (pool.stats(org.cuvmm.pool.PoolLifetime.LOCAL).retainedCount() != 0) {
+                assertTrue(System.nanoTime() < until, "the idle buffer was never released after the close");
+                Thread.sleep(5);
+            }
+            assertEquals(1, k.calls("cuMemRelease") - released, "its allocation released, off the host function");
+            pool.close(); // idempotent
+        }
+    }
+
     @Test
     void driverCallsInAHostFunctionThrowNamingTheCall() {
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0);

@@ -64,8 +64,8 @@ public final class NativeCalls {
         return new IllegalStateException(call + ": called from a host function (expected: no CUDA call inside a host "
                 + "function: cuda.h, cuLaunchHostFunc, says host functions must not make CUDA API calls, and a wait "
                 + "for work queued behind the host function would never end; close() of buffers, pinned buffers, "
-                + "events and streams is allowed there and hands the release to cuvmm's reaper thread. Hand other "
-                + "work to another thread)");
+                + "events, streams and pools is allowed there and hands the release to another thread of cuvmm's. "
+                + "Hand other work to another thread)");
     }
 
     /**

@@ -452,16 +452,32 @@ public final class VirtualMemoryPool implements AutoCloseable {
     /**
      * Stops allocation, releases every idle buffer and unregisters the beans. Buffers still
      * live stay valid; their memory is released, not kept, when they are closed. Idempotent;
-     * never throws (failures are logged).
+     * never throws (failures are logged). Called from a host function (where no CUDA call may
+     * be made), the pool is closed at once and a thread of its own ("cuvmm-pool-close")
+     * releases the idle memory and unregisters the beans.
      */
     @Override
     public void close() {
-        NativeCalls.refuseInsideHostFunction("VirtualMemoryPool.close");
         synchronized (registered) {
             if (closed) return;
             closed = true;
         }
-        trim(); // takes back the leaks found so far first
+        if (NativeCalls.insideHostFunction()) {
+            Thread t = new Thread(this::releaseAfterClose, "cuvmm-pool-close " + name);
+            t.setDaemon(true);
+            t.start();
+            return;
+        }
+        releaseAfterClose();
+    }
+
+    /** The release work of {@link #close()}: takes back the leaks found so far, then everything idle. */
+    private void releaseAfterClose() {
+        try {
+            trim();
+        } catch (RuntimeException e) {
+            LOG.log(System.Logger.Level.WARNING, "pool " + name + ": releasing its idle memory at close failed", e);
+        }
         unregisterMBeans();
     }
 
