@@ -24,7 +24,9 @@ import org.cuvmm.internal.jni.NativeStatus;
  *
  * <p>Thread-safe: any number of threads may allocate and modify concurrently; no lock is
  * held across a driver call. Closing the resource only stops new allocations: buffers it
- * made stay valid until they are closed.
+ * made stay valid until they are closed. A close while another thread is inside a call on
+ * the resource (an allocate, grow or import in progress) refuses, as a buffer's does: see
+ * {@link #close()}.
  */
 public final class VirtualMemoryResource implements AutoCloseable {
     private final Driver driver;
@@ -352,7 +354,13 @@ public final class VirtualMemoryResource implements AutoCloseable {
     /** True when the CPU can read and write its buffers directly (a host location). */
     public boolean isHostAccessible() { return options.locationType().isHost(); }
 
-    /** Stops new allocations. Buffers already made stay valid. Idempotent. */
+    /**
+     * Stops new allocations. Buffers already made stay valid. Idempotent.
+     *
+     * @throws IllegalStateException when another thread is inside a call on this resource
+     *     (an allocate, grow or import in progress): the resource stays open and usable;
+     *     close it again once those calls have returned (the message says how many)
+     */
     @Override
     public void close() {
         if (state.tryClose(this, "") == AcquireState.CloseResult.CLOSED_NOW) spec.close();
