@@ -8,6 +8,7 @@
 #include "cuvmm/sharing.hpp"
 #include "cuvmm/transfer.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -690,6 +691,36 @@ int allocation_ids(const RangeHandle& range, long long* out, int capacity) {
         out[i] = static_cast<long long>(mappings[i]->allocation()->id());
     }
     return count;
+}
+
+namespace {
+// Calls fn(allocation id, first byte, end) for each chunk of `r` that holds part of the window
+// [offset, offset + bytes), with the part's bounds inside that chunk's allocation.
+template <typename Fn>
+void for_each_chunk_in(const Range& r, size_t offset, size_t bytes, Fn&& fn) {
+    size_t start = 0;
+    for (const auto& m : r.mappings()) {
+        const size_t end = start + m->size();
+        if (start >= offset + bytes) break;
+        if (end > offset) fn(m->allocation()->id(), std::max(offset, start) - start, std::min(offset + bytes, end) - start);
+        start = end;
+    }
+}
+}  // namespace
+
+int windows_overlap(const RangeHandle& a, long long a_offset, const RangeHandle& b, long long b_offset,
+                    long long bytes) {
+    if (!a.range || !b.range || a_offset < 0 || b_offset < 0 || bytes <= 0) return 0;
+    bool overlap = false;
+    for_each_chunk_in(*a.range, static_cast<size_t>(a_offset), static_cast<size_t>(bytes),
+                      [&](uint64_t id, size_t lo, size_t hi) {
+        if (overlap) return;
+        for_each_chunk_in(*b.range, static_cast<size_t>(b_offset), static_cast<size_t>(bytes),
+                          [&](uint64_t other, size_t lo2, size_t hi2) {
+            if (id == other && lo < hi2 && lo2 < hi) overlap = true;
+        });
+    });
+    return overlap ? 1 : 0;
 }
 
 int export_chunk_fds(const RangeHandle& range, const int* chunks, int count, int* out_fds, long long* out_sizes,

@@ -276,6 +276,12 @@ long long cleanup_failures();
 // returns the chunk count (which may exceed capacity: then only capacity are written).
 // No driver call.
 int allocation_ids(const RangeHandle& range, long long* out, int capacity);
+// 1 when the window [a_offset, a_offset + bytes) of a and [b_offset, b_offset + bytes) of b
+// share memory (one allocation, the same Allocation::id, at overlapping offsets within it),
+// else 0: a copy between them would be undefined on the driver. The windows are checked by
+// the caller. No driver call.
+int windows_overlap(const RangeHandle& a, long long a_offset, const RangeHandle& b, long long b_offset,
+                    long long bytes);
 // Exports the `count` chunks named by `chunks` (sharing.hpp, export_chunk_fds) into out_fds
 // and their sizes into out_sizes; returns count, or -1 on error (no fd left open).
 int export_chunk_fds(const RangeHandle& range, const int* chunks, int count, int* out_fds, long long* out_sizes,

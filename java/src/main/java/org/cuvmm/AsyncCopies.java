@@ -84,10 +84,12 @@ final class AsyncCopies {
         Checks.window("copyFromAsync", offset, length, dst.size());
         Checks.window("src", srcOffset, length, src.size());
         HostFunctions.refuseInsideHostFunction("copyFromAsync");
-        holding(stream, dst, src::acquireUse, src::endUse, () -> queueRecorded(stream,
-                StreamUses.eventsToRecord(stream, dst.streamUses(), src.streamUses()),
-                (e1, e2, st) -> NativeApi.copy_range_async(dst.nativeRange(), offset, src.nativeRange(), srcOffset,
-                        length, stream.nativeHandle(), e1, e2, st)));
+        holding(stream, dst, src::acquireUse, src::endUse, () -> {
+            dst.checkApart("copyFromAsync", offset, src, srcOffset, length);
+            queueRecorded(stream, StreamUses.eventsToRecord(stream, dst.streamUses(), src.streamUses()),
+                    (e1, e2, st) -> NativeApi.copy_range_async(dst.nativeRange(), offset, src.nativeRange(), srcOffset,
+                            length, stream.nativeHandle(), e1, e2, st));
+        });
     }
 
     static void fill(VirtualMemoryBuffer dst, long offset, long length, byte value, Stream stream) {

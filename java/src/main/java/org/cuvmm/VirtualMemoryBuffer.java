@@ -429,16 +429,40 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         }
     }
 
-    /** Copies {@code length} bytes from {@code src} at {@code srcOffset} into this buffer at {@code offset}. */
+    /**
+     * Copies {@code length} bytes from {@code src} at {@code srcOffset} into this buffer at
+     * {@code offset}.
+     *
+     * @throws IllegalArgumentException for a window outside either buffer, or windows that
+     *     share memory (the same buffer, an alias or a view of it, at overlapping offsets: an
+     *     overlapping copy is undefined on the driver)
+     */
     public void copyFrom(long offset, VirtualMemoryBuffer src, long srcOffset, long length) {
         Checks.notNull("src", src);
         Checks.window("copyFrom", offset, length, size);
         Checks.window("src", srcOffset, length, src.size);
         src.acquire();
         try {
-            onOwnStream(src, length, s -> check(st -> NativeApi.copy_range_on(range, offset, src.range, srcOffset, length, s, st)));
+            onOwnStream(src, length, s -> {
+                checkApart("copyFrom", offset, src, srcOffset, length);
+                check(st -> NativeApi.copy_range_on(range, offset, src.range, srcOffset, length, s, st));
+            });
         } finally {
             src.releaseUse();
+        }
+    }
+
+    /**
+     * Refuses a copy between windows of this buffer and {@code src} that share memory (the
+     * same buffer, an alias or a view: one allocation at overlapping offsets): the driver's
+     * copies leave that undefined. Both buffers are held by the caller. No driver call.
+     */
+    void checkApart(String call, long offset, VirtualMemoryBuffer src, long srcOffset, long length) {
+        if (length > 0 && NativeApi.windows_overlap(range, offset, src.range, srcOffset, length) != 0) {
+            throw new IllegalArgumentException(call + ": offset " + offset + " and srcOffset " + srcOffset + ", length "
+                    + length + ": the destination and source windows share memory (" + (src == this ? "the same buffer"
+                    : "src maps the same allocation") + " at overlapping offsets), and an overlapping copy is undefined "
+                    + "on the driver (expected: windows apart; copy through a temporary buffer)");
         }
     }
 
@@ -484,8 +508,10 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * Queues a copy of {@code length} bytes of buffer {@code src} at {@code srcOffset} into this
      * buffer at {@code offset} on {@code stream} ({@code cuMemcpyDtoDAsync}) and returns. The
      * stream's device needs read access to {@code src} and write access to this buffer; the
-     * windows may not overlap within one memory. Records {@code stream} on both buffers. Throws
-     * as {@link #copyFromAsync(long, PinnedHostBuffer, long, long, Stream)}.
+     * windows may not overlap within one memory (refused with {@link IllegalArgumentException}
+     * when they share an allocation at overlapping offsets, as {@link
+     * #copyFrom(long, VirtualMemoryBuffer, long, long)} does). Records {@code stream} on both
+     * buffers. Throws as {@link #copyFromAsync(long, PinnedHostBuffer, long, long, Stream)}.
      */
     public void copyFromAsync(long offset, VirtualMemoryBuffer src, long srcOffset, long length, Stream stream) {
         AsyncCopies.fromBuffer(this, offset, Checks.notNull("src", src), srcOffset, length, Checks.notNull("stream", stream));

@@ -158,6 +158,10 @@ public final class NativeApi {
     /** Ids of the range's chunks into {@code out}; returns the chunk count. No driver call. */
     public static native int allocation_ids(@Const @ByRef NativeRangeHandle range, @Cast("long long*") long[] out,
                                             int capacity);
+    /** 1 when the two windows share memory (one allocation at overlapping offsets), else 0. No driver call. */
+    public static native int windows_overlap(@Const @ByRef NativeRangeHandle a, @Cast("long long") long aOffset,
+                                             @Const @ByRef NativeRangeHandle b, @Cast("long long") long bOffset,
+                                             @Cast("long long") long bytes);
     public static native int export_chunk_fds(@Const @ByRef NativeRangeHandle range, @Cast("const int*") int[] chunks,
                                               int count, int[] outFds, @Cast("long long*") long[] outSizes,
                                               @ByRef NativeStatus status);
