@@ -94,7 +94,8 @@ import org.cuvmm.internal.NativeCalls;
  * instead (a consumer whose lease was lost with it may still map it). This happens after a
  * garbage collection found the buffer unreachable, at the pool's next miss, {@link #trim},
  * {@link #setRetentionCap}, {@link #stats} call, bean read or {@link #close}, on the thread
- * making that call (the pool starts no thread). The pool holds every range it made until it
+ * making that call (an open pool starts no thread; a pool closed while buffers are live starts
+ * one, which takes back their leaks and ends when none is live). The pool holds every range it made until it
  * releases it, so a leaked buffer's memory is never freed behind its back while the pool is
  * reachable. A pool dropped without {@link #close()} is the exception: once the pool itself
  * is unreachable, so are its slots and watches; its leaked (and idle) memory is then freed by
@@ -463,12 +464,28 @@ public final class VirtualMemoryPool implements AutoCloseable {
             closed = true;
         }
         if (NativeCalls.insideHostFunction()) {
-            Thread t = new Thread(this::releaseAfterClose, "cuvmm-pool-close " + name);
-            t.setDaemon(true);
-            t.start();
+            startDaemon("cuvmm-pool-close " + name, this::releaseAfterClose);
             return;
         }
         releaseAfterClose();
+    }
+
+    /**
+     * Starts a daemon thread that inherits neither the caller's thread-locals nor its context
+     * class loader (so it pins no application's loader; see the design's leak tracking). A
+     * thread that cannot start is logged: the work then waits for a later call on the pool
+     * ({@link #trim}, {@link #stats}).
+     */
+    private void startDaemon(String threadName, Runnable work) {
+        try {
+            Thread t = new Thread(null, work, threadName, 0, false);
+            t.setDaemon(true);
+            t.setContextClassLoader(null);
+            t.start();
+        } catch (OutOfMemoryError | RuntimeException e) {
+            LOG.log(System.Logger.Level.WARNING, "pool " + name + ": cannot start " + threadName + " (" + e
+                    + "); its work waits for a later trim() or stats()", e);
+        }
     }
 
     /** The release work of {@link #close()}: takes back the leaks found so far, then everything idle. */
@@ -479,6 +496,36 @@ public final class VirtualMemoryPool implements AutoCloseable {
             LOG.log(System.Logger.Level.WARNING, "pool " + name + ": releasing its idle memory at close failed", e);
         }
         unregisterMBeans();
+        if (liveBuffers() > 0) watchLeaksAfterClose();
+    }
+
+    private long liveBuffers() {
+        return stats(PoolLifetime.LOCAL).liveCount() + stats(PoolLifetime.EXPORTED).liveCount();
+    }
+
+    /**
+     * Buffers still live at close are released when they are closed; one leaked instead would
+     * be taken back only by a later call on the pool ({@link #stats}), which a closed pool may
+     * never get. So a pool closed with live buffers starts one daemon thread that waits for
+     * their leaks and takes them back (warned, counted, released), and ends once none is live.
+     */
+    private void watchLeaksAfterClose() {
+        startDaemon("cuvmm-pool-leaks " + name, () -> {
+            try {
+                while (liveBuffers() > 0) {
+                    Reference<? extends VirtualMemoryBuffer> r = leakQueue.remove(1000);
+                    if (r == null) continue;
+                    LeakWatch w = (LeakWatch) r;
+                    w.slot.home.leaked(w.slot, w);
+                    drainLeaks();
+                }
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            } catch (RuntimeException e) {
+                LOG.log(System.Logger.Level.WARNING, "pool " + name + ": taking back a leaked buffer after close failed",
+                        e);
+            }
+        });
     }
 
     @Override

@@ -16,6 +16,7 @@ import org.cuvmm.LeakDetection;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.testing.LiveObjects;
+import org.junit.jupiter.api.Test;
 import org.junit.jupiter.params.ParameterizedTest;
 import org.junit.jupiter.params.provider.ValueSource;
 
@@ -156,6 +157,40 @@ class PoolLeakTest {
         LeakWatch w = live.get(0).watch();
         assertTrue(w.refersTo(b));
         return w;
+    }
+
+    /**
+     * A buffer still live when its pool closes, then leaked: its memory is released with no
+     * call on the pool after the close (it waited for a stats() call before: found by an
+     * independent probe). The closed pool's leak thread takes it back and ends.
+     */
+    @Test
+    void aBufferLeakedAfterItsPoolClosedIsReleasedWithNoFurtherPoolCall() throws Exception {
+        Map<String, Long> liveBefore = LiveObjects.now();
+        long reports = LeakDetection.reportedLeaks();
+        try (VirtualMemoryResource resource = VirtualMemoryResource.create(0)) {
+            VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(resource).build();
+            VirtualMemoryBuffer local = leak(pool, false);
+            VirtualMemoryBuffer exported = leak(pool, true);
+            pool.close(); // both still live: released when closed, or when found leaked
+            Reference.reachabilityFence(local);
+            Reference.reachabilityFence(exported);
+            local = null;
+            exported = null;
+            long deadline = System.nanoTime() + 20_000_000_000L;
+            while (!LiveObjects.now().equals(liveBefore) && System.nanoTime() < deadline) {
+                System.gc();
+                Thread.sleep(20);
+            }
+            LiveObjects.assertBack(liveBefore, "two buffers leaked after their pool closed, no pool call since");
+            assertTrue(LeakDetection.reportedLeaks() >= reports + 2, "both reported with the core's warning");
+            long until = System.nanoTime() + 10_000_000_000L;
+            while (Thread.getAllStackTraces().keySet().stream().anyMatch(t -> t.getName().startsWith("cuvmm-pool-leaks"))) {
+                assertTrue(System.nanoTime() < until, "the closed pool's leak thread ended once nothing was live");
+                Thread.sleep(20);
+            }
+            assertEquals(2, pool.stats(PoolLifetime.LOCAL).leaks() + pool.stats(PoolLifetime.EXPORTED).leaks());
+        }
     }
 
     /** A buffer, written to and never closed; the caller drops it. */
