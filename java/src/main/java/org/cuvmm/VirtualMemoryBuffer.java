@@ -443,10 +443,15 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         Checks.window("src", srcOffset, length, src.size);
         src.acquire();
         try {
-            onOwnStream(src, length, s -> {
+            // Before any stream work (borrowing a stream, waiting for recorded uses): a refusal
+            // makes no driver call.
+            acquire();
+            try {
                 checkApart("copyFrom", offset, src, srcOffset, length);
-                check(st -> NativeApi.copy_range_on(range, offset, src.range, srcOffset, length, s, st));
-            });
+            } finally {
+                releaseUse();
+            }
+            onOwnStream(src, length, s -> check(st -> NativeApi.copy_range_on(range, offset, src.range, srcOffset, length, s, st)));
         } finally {
             src.releaseUse();
         }

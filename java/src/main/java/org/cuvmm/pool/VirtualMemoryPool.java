@@ -464,7 +464,8 @@ public final class VirtualMemoryPool implements AutoCloseable {
             closed = true;
         }
         if (NativeCalls.insideHostFunction()) {
-            startDaemon("cuvmm-pool-close " + name, this::releaseAfterClose);
+            startDaemon("cuvmm-pool-close " + name, this::releaseAfterClose,
+                    "its idle memory stays until trim() is called, and its beans stay registered");
             return;
         }
         releaseAfterClose();
@@ -473,18 +474,17 @@ public final class VirtualMemoryPool implements AutoCloseable {
     /**
      * Starts a daemon thread that inherits neither the caller's thread-locals nor its context
      * class loader (so it pins no application's loader; see the design's leak tracking). A
-     * thread that cannot start is logged: the work then waits for a later call on the pool
-     * ({@link #trim}, {@link #stats}).
+     * thread that cannot start is logged with {@code otherwise}, what then happens instead.
      */
-    private void startDaemon(String threadName, Runnable work) {
+    private void startDaemon(String threadName, Runnable work, String otherwise) {
         try {
             Thread t = new Thread(null, work, threadName, 0, false);
             t.setDaemon(true);
             t.setContextClassLoader(null);
             t.start();
         } catch (OutOfMemoryError | RuntimeException e) {
-            LOG.log(System.Logger.Level.WARNING, "pool " + name + ": cannot start " + threadName + " (" + e
-                    + "); its work waits for a later trim() or stats()", e);
+            LOG.log(System.Logger.Level.WARNING, "pool " + name + ": cannot start " + threadName + " (" + e + "); "
+                    + otherwise, e);
         }
     }
 
@@ -525,7 +525,7 @@ public final class VirtualMemoryPool implements AutoCloseable {
                 LOG.log(System.Logger.Level.WARNING, "pool " + name + ": taking back a leaked buffer after close failed",
                         e);
             }
-        });
+        }, "a buffer leaked after the close is taken back only at a later stats() call");
     }
 
     @Override

@@ -169,7 +169,7 @@ class PoolLeakTest {
         Map<String, Long> liveBefore = LiveObjects.now();
         long reports = LeakDetection.reportedLeaks();
         try (VirtualMemoryResource resource = VirtualMemoryResource.create(0)) {
-            VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(resource).build();
+            VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(resource).name("leaked-after-close").build();
             VirtualMemoryBuffer local = leak(pool, false);
             VirtualMemoryBuffer exported = leak(pool, true);
             pool.close(); // both still live: released when closed, or when found leaked
@@ -185,7 +185,8 @@ class PoolLeakTest {
             LiveObjects.assertBack(liveBefore, "two buffers leaked after their pool closed, no pool call since");
             assertTrue(LeakDetection.reportedLeaks() >= reports + 2, "both reported with the core's warning");
             long until = System.nanoTime() + 10_000_000_000L;
-            while (Thread.getAllStackTraces().keySet().stream().anyMatch(t -> t.getName().startsWith("cuvmm-pool-leaks"))) {
+            while (Thread.getAllStackTraces().keySet().stream()
+                    .anyMatch(t -> t.getName().equals("cuvmm-pool-leaks leaked-after-close"))) {
                 assertTrue(System.nanoTime() < until, "the closed pool's leak thread ended once nothing was live");
                 Thread.sleep(20);
             }

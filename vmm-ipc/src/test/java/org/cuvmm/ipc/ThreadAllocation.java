@@ -80,7 +80,7 @@ final class ThreadAllocation {
                     new ObjectName("com.sun.management:type=HotSpotDiagnostic"), "getVMOption", new Object[] {name},
                     new String[] {String.class.getName()});
             return Boolean.parseBoolean((String) option.get("value"));
-        } catch (JMException e) {
+        } catch (JMException | RuntimeException e) { // RuntimeMBeanException for an unknown flag
             throw new AssertionError("cannot read the JVM flag " + name + ": " + e, e);
         }
     }
