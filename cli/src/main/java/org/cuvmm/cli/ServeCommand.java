@@ -25,7 +25,7 @@ import org.cuvmm.ipc.SharingServer;
  *
  * <p>Stopped by SIGTERM or Ctrl-C (SIGINT), it closes the server before the JVM exits: the
  * shutdown hook wakes the serving thread, which withdraws the buffer (each lease holder gets
- * a DROP) and closes the server; when that has not happened within 2 s (the thread still
+ * a DROP) and closes the server; when that has not happened within 5 s (the thread still
  * filling a large buffer, or not yet serving), the hook closes the server itself. Either
  * way it waits (at most 30 s more) until serving has finished.
  */
@@ -35,7 +35,7 @@ final class ServeCommand implements Command {
     /** How long the shutdown hook waits for serving to finish (the server's own close takes at most about 10 s). */
     private static final long STOP_WAIT_SECONDS = 30;
     /** How long a stop waits for the serving thread's own orderly close before closing the server itself. */
-    private static final long HANDOVER_SECONDS = 2;
+    private static final long HANDOVER_SECONDS = 5;
 
     /** Released by tests (and by the shutdown hook) to stop serving. */
     private final CountDownLatch stop;
