@@ -278,7 +278,10 @@ final class FrameIO {
         long lease = m instanceof Messages.Descriptor d ? d.leaseId()
                 : m instanceof Messages.DescriptorV2 d2 ? d2.leaseId() : 0;
         if (dropped) {
-            throw new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, false, requestId, lease, type + ": " + dropReason);
+            ProtocolException x = new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, false, requestId, lease, type + ": "
+                    + dropReason);
+            x.fdsDroppedHere = true;
+            throw x;
         }
         if (got > Protocol.MAX_FDS_PER_FRAME) { // the socket stops first; kept as a guard, fatal like it
             throw new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, true, requestId, lease, type + " arrived with "

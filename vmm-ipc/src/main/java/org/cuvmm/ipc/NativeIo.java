@@ -30,8 +30,23 @@ final class NativeIo {
     static final int MAX_FDS_PER_MESSAGE = 253;
 
     private static volatile POSIX posix;
+    private static final int RLIMIT_NOFILE = 7;
 
     private NativeIo() {}
+
+    /**
+     * "RLIMIT_NOFILE soft limit N" for messages about fds the kernel dropped, or just
+     * "RLIMIT_NOFILE" when the limit cannot be read (never throws: it builds an error message).
+     */
+    static String openFileLimitText() {
+        // (RLIMIT_NOFILE: 7 on Linux, x86-64 and aarch64 alike, the only platforms this module runs on.)
+        try {
+            jnr.posix.RLimit l = posix().getrlimit(RLIMIT_NOFILE);
+            return l == null ? "RLIMIT_NOFILE" : "RLIMIT_NOFILE soft limit " + l.rlimCur();
+        } catch (RuntimeException | LinkageError e) {
+            return "RLIMIT_NOFILE";
+        }
+    }
 
     static POSIX posix() {
         POSIX p = posix;

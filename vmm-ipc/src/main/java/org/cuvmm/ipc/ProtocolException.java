@@ -21,6 +21,11 @@ public final class ProtocolException extends IOException {
      * which the server counts as held from the moment it sent them.
      */
     Messages.DescriptorV2 descriptor;
+    /**
+     * The frame's fds were dropped by this process's kernel ({@code MSG_CTRUNC}: at its
+     * open-file limit): the fault is here, not the peer's (set by FrameIO).
+     */
+    boolean fdsDroppedHere;
 
     ProtocolException(ErrorCode code, int requestId, String message) {
         this(code, code.fatal(), requestId, 0, message);
@@ -47,6 +52,7 @@ public final class ProtocolException extends IOException {
     ProtocolException withRequestId(int id) {
         ProtocolException e = new ProtocolException(code, fatal, id, leaseId, getMessage());
         e.descriptor = descriptor;
+        e.fdsDroppedHere = fdsDroppedHere;
         e.setStackTrace(getStackTrace());
         return e;
     }
@@ -54,6 +60,7 @@ public final class ProtocolException extends IOException {
     ProtocolException withLeaseId(long lease) {
         ProtocolException e = new ProtocolException(code, fatal, requestId, lease, getMessage());
         e.descriptor = descriptor;
+        e.fdsDroppedHere = fdsDroppedHere;
         e.setStackTrace(getStackTrace());
         return e;
     }

@@ -876,8 +876,17 @@ public final class SharingClient implements AutoCloseable {
         if (e.descriptor != null) cache.rejected(e.descriptor);
         CompletableFuture<Frame> p = e.requestId() == 0 ? null : pending.remove(e.requestId());
         if (p != null) {
-            p.completeExceptionally(new SharingException(e.code(), "the server sent a bad frame: " + e.getMessage(), e));
-            token.delivered();
+            SharingException failure = new SharingException(e.code(), (e.fdsDroppedHere
+                    ? "the fds of the server's reply could not be received here: " : "the server sent a bad frame: ")
+                    + e.getMessage(), e);
+            // Failed from the event thread, after the ERROR, RELEASE and FORGET queued above are
+            // written: a caller that attaches again at once must not have its ATTACH overtake the
+            // FORGET, or the server would name those ids without their fds (an independent
+            // probe saw that in about 30% of retries at the fd limit).
+            runLater(() -> {
+                p.completeExceptionally(failure);
+                token.delivered();
+            });
         }
     }
 

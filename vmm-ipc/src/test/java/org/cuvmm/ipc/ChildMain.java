@@ -64,6 +64,7 @@ public final class ChildMain {
                 } catch (FdTransferException e) {
                     reason = e.reason();
                     closed = e.fdsClosed();
+                    System.out.println("message: " + e.getMessage());
                 }
             } finally {
                 NativeIo.posix().setrlimit(RLIMIT_NOFILE, old[0], old[1]);

@@ -283,6 +283,8 @@ class FdSocketTest {
             String out = IpcTestSupport.read(log);
             assertEquals(0, child.exitValue(), out);
             assertTrue(out.contains("CONTROL_TRUNCATED"), out);
+            // The message names the limit and the remedy (it said only "RLIMIT_NOFILE" before).
+            assertTrue(out.contains("RLIMIT_NOFILE soft limit ") && out.contains("ulimit -n"), out);
             assertTrue(out.contains("fds back to baseline"), out);
         } finally {
             NativeIo.closeAll(pipe);
