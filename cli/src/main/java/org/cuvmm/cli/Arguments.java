@@ -28,10 +28,15 @@ final class Arguments {
             if (!arg.startsWith("--")) throw new IllegalArgumentException("unexpected argument '" + arg + "'");
             String key = arg.substring(2);
             if (switches.contains(key)) {
-                a.flags.add(key);
+                if (!a.flags.add(key)) throw new IllegalArgumentException("--" + key + " is given twice (give it once)");
             } else if (valued.contains(key)) {
                 if (i + 1 >= args.size()) throw new IllegalArgumentException("--" + key + " needs a value");
-                a.values.put(key, args.get(++i));
+                String earlier = a.values.put(key, args.get(++i));
+                if (earlier != null) {
+                    // The last one silently winning hid typos ("--seed 3 ... --seed 4" verified seed 4).
+                    throw new IllegalArgumentException("--" + key + " is given twice ('" + earlier + "', then '"
+                            + args.get(i) + "'): give it once");
+                }
             } else {
                 throw new IllegalArgumentException("unknown option '" + arg + "' (expected: "
                         + String.join(", ", valued.stream().map(k -> "--" + k + " VALUE").toList())
@@ -103,6 +108,32 @@ final class Arguments {
 
     /** The value, or null when the option is absent. */
     String optional(String key) { return values.get(key); }
+
+    /** A buffer name of the sharing protocol: 1 to 255 bytes of UTF-8 (checked here, before any connection). */
+    String bufferName(String key) {
+        String v = required(key);
+        int bytes = v.getBytes(java.nio.charset.StandardCharsets.UTF_8).length;
+        if (bytes < 1 || bytes > org.cuvmm.ipc.Protocol.MAX_NAME_BYTES) {
+            throw new IllegalArgumentException("--" + key + ": \"" + v + "\" is " + bytes + " bytes (expected: 1 to "
+                    + org.cuvmm.ipc.Protocol.MAX_NAME_BYTES + " bytes of UTF-8, the protocol's limit on a buffer name)");
+        }
+        return v;
+    }
+
+    /** A Unix socket path: 1 to 107 bytes (checked here, before any connection or bind). */
+    java.nio.file.Path socketPath(String key) {
+        String v = required(key);
+        int bytes = v.getBytes(java.nio.charset.StandardCharsets.UTF_8).length;
+        if (bytes < 1 || bytes > MAX_SOCKET_PATH_BYTES) {
+            throw new IllegalArgumentException("--" + key + ": \"" + v + "\" is " + bytes + " bytes (expected: 1 to "
+                    + MAX_SOCKET_PATH_BYTES + " bytes, the limit of a Unix socket path" + (bytes == 0 ? ""
+                    : "; use a shorter directory") + ")");
+        }
+        return java.nio.file.Path.of(v);
+    }
+
+    /** sun_path holds 108 bytes with its terminating NUL. */
+    private static final int MAX_SOCKET_PATH_BYTES = 107;
 
     /** A size in bytes, with an optional K/M/G suffix (powers of 1024). */
     long bytes(String key) {

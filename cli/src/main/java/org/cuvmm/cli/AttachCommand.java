@@ -31,24 +31,32 @@ final class AttachCommand implements Command {
     @Override
     public int run(List<String> args, PrintStream out, PrintStream err) {
         Arguments a;
+        Path socket;
+        String name;
+        long seed;
+        long writeSeed;
         try {
+            // Every value is checked before connecting: a usage error takes no lease (exit 2).
             a = Arguments.parse(args, Set.of("socket", "name", "seed", "write-seed"), Set.of("verify"));
-            a.required("socket");
-            a.required("name");
+            socket = a.socketPath("socket");
+            name = a.bufferName("name");
             if (a.has("verify") && !a.has("seed")) throw new IllegalArgumentException("--verify needs --seed N");
+            if (a.has("seed") && !a.has("verify")) {
+                throw new IllegalArgumentException("--seed only matters with --verify (add --verify, or drop --seed)");
+            }
+            seed = a.longValue("seed", 0);
+            writeSeed = a.longValue("write-seed", 0);
         } catch (IllegalArgumentException e) {
             err.println("cuvmm attach: " + e.getMessage());
             return USAGE;
         }
-        String name = a.required("name");
         try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
-             SharingClient client = SharingClient.connect(Path.of(a.required("socket")), "cuvmm attach");
+             SharingClient client = SharingClient.connect(socket, "cuvmm attach");
              Attachment attachment = client.attach(name, resource)) {
             VirtualMemoryBuffer buffer = attachment.buffer();
             out.println("attached '" + name + "': " + ByteSize.format(buffer.size()) + ", " + buffer.chunkCount()
                     + " chunk(s) at 0x" + Long.toHexString(buffer.address()) + " (lease " + attachment.leaseId() + ")");
             if (a.has("verify")) {
-                long seed = a.longValue("seed", 0);
                 long mismatch = BytePattern.firstMismatch(buffer, seed);
                 if (mismatch >= 0) {
                     out.println("verify: FAILED at byte " + mismatch + " (pattern seed " + seed + ")");
@@ -57,7 +65,6 @@ final class AttachCommand implements Command {
                 out.println("verify: OK, every byte matches pattern seed " + seed);
             }
             if (a.has("write-seed")) {
-                long writeSeed = a.longValue("write-seed", 0);
                 BytePattern.fill(buffer, writeSeed);
                 out.println("wrote pattern seed " + writeSeed + " over the whole buffer");
             }

@@ -79,8 +79,8 @@ final class ServeCommand implements Command {
             a = Arguments.parse(args, OPTIONS, Set.of());
             size = a.bytes("size");
             seed = a.longValue("seed", 1);
-            name = a.required("name");
-            socket = Path.of(a.required("socket"));
+            name = a.bufferName("name");
+            socket = a.socketPath("socket");
             builder = SharingServer.builder(socket)
                     .socketFileMode(a.octalMode("socket-mode", FdServerSocket.DEFAULT_FILE_MODE))
                     .backlog(a.intValue("backlog", FdServerSocket.DEFAULT_BACKLOG, 1))

@@ -182,6 +182,31 @@ class MainTest {
         Result unknown = cuvmm("attach", "--socket", "/tmp/x.sock", "--name", "x", "--frob");
         assertEquals(2, unknown.status());
         assertTrue(unknown.err().contains("unknown option '--frob'"), unknown.err());
+        // Usage errors found by an independent probe, each refused before any connection
+        // (exit 2, naming the option): an option given twice (the last silently won), a seed
+        // that is no number (checked only after attaching), --seed without --verify (ignored),
+        // a name or socket path outside the protocol's and the kernel's limits (exit 1 before,
+        // the message named "name", not "--name").
+        String[][] bad = {
+            {"attach", "--socket", "/tmp/x.sock", "--name", "x", "--verify", "--seed", "3", "--seed", "4"},
+            {"serve", "--socket", "/tmp/x.sock", "--name", "x", "--name", "y", "--size", "1M"},
+            {"attach", "--socket", "/tmp/x.sock", "--name", "x", "--verify", "--verify", "--seed", "3"},
+            {"attach", "--socket", "/tmp/x.sock", "--name", "x", "--verify", "--seed", "abc"},
+            {"attach", "--socket", "/tmp/x.sock", "--name", "x", "--write-seed", "x"},
+            {"attach", "--socket", "/tmp/x.sock", "--name", "x", "--seed", "3"},
+            {"attach", "--socket", "/tmp/x.sock", "--name", ""},
+            {"serve", "--socket", "/tmp/x.sock", "--name", "n".repeat(256), "--size", "1M"},
+            {"attach", "--socket", "/tmp/" + "p".repeat(120), "--name", "x"},
+            {"serve", "--socket", "", "--name", "x", "--size", "1M"},
+        };
+        String[] names = {"--seed", "--name", "--verify", "--seed: abc", "--write-seed: x", "--seed only matters with --verify",
+            "--name: \"\" is 0 bytes", "--name: ", "--socket: ", "--socket: \"\" is 0 bytes"};
+        for (int i = 0; i < bad.length; i++) {
+            Result r = cuvmm(bad[i]);
+            assertEquals(2, r.status(), String.join(" ", bad[i]) + ": " + r.out() + r.err());
+            assertTrue(r.err().contains(names[i]) && !r.out().contains("attached"), String.join(" ", bad[i]) + ": "
+                    + r.err());
+        }
     }
 
     @Test
