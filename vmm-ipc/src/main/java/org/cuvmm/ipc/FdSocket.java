@@ -111,7 +111,9 @@ public final class FdSocket implements Closeable {
             ch.connect(new UnixSocketAddress(file));
         } catch (IOException e) {
             ch.close();
-            throw new IOException("cannot connect to " + path + ": " + e.getMessage(), e);
+            throw new IOException("cannot connect to " + path + ": " + e.getMessage() + " (expected: the socket file of "
+                    + "a running cuvmm server: check the path, and that its server is up; a file left by a server that "
+                    + "stopped, or one that is no socket, refuses connections)", e);
         }
         return new FdSocket(ch);
     }
