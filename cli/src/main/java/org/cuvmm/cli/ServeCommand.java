@@ -133,7 +133,7 @@ final class ServeCommand implements Command {
                       PrintStream err, AtomicReference<SharingServer> running) {
         try (LeasePrinter printer = new LeasePrinter(out);
              VirtualMemoryResource resource = VirtualMemoryResource.create(0);
-             VirtualMemoryBuffer buffer = resource.allocate(size);
+             VirtualMemoryBuffer buffer = allocate(resource, size);
              SharingServer server = builder.listener(printer).build()) {
             printer.countFrom(server::totalLeaseCount);
             // Published before the stop check: a hook that ran before this sees the stop, one
@@ -162,6 +162,24 @@ final class ServeCommand implements Command {
             return FAILED;
         }
         return stopped(out);
+    }
+
+    /**
+     * The served buffer: every byte is filled with the pattern, so it must fit in the device's
+     * memory (on the host driver, this machine's): a larger --size is refused before any
+     * driver call, and a driver refusal names --size too.
+     */
+    private static VirtualMemoryBuffer allocate(VirtualMemoryResource resource, long size) {
+        long total = resource.driver().device(resource.device()).totalMemory();
+        if (total > 0 && size > total) {
+            throw new IllegalArgumentException("--size: " + size + " bytes (expected: at most the device's memory, "
+                    + total + " bytes: every byte is filled with the pattern)");
+        }
+        try {
+            return resource.allocate(size);
+        } catch (CudaException e) {
+            throw new IllegalStateException("--size: " + size + " bytes: the allocation failed: " + e.getMessage(), e);
+        }
     }
 
     private static int stopped(PrintStream out) {
