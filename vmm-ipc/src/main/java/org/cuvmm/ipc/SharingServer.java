@@ -501,7 +501,13 @@ public final class SharingServer implements AutoCloseable {
 
     // ---------------------------------------------------------------- connections
 
+    /** How often one repeated accept failure is logged (see {@link #acceptLoop}). */
+    private static final long ACCEPT_FAILURE_LOG_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
+
     private void acceptLoop() {
+        String lastFailure = null; // the failure last logged, its time, and the repeats not logged since
+        long lastLogged = 0;
+        int repeats = 0;
         while (!closed.get()) {
             FdSocket s;
             try {
@@ -510,11 +516,25 @@ public final class SharingServer implements AutoCloseable {
                 break;
             } catch (IOException e) {
                 if (closed.get()) break;
-                // EMFILE and friends: do not spin.
-                log(System.Logger.Level.WARNING, "accept on " + listenSocket.path() + " failed: " + e.getMessage(), null);
+                // EMFILE and friends: do not spin, and do not flood the log either (a server at
+                // its fd limit failed every 50 ms: about 1,200 lines a minute). The same failure
+                // is logged again at most every 10 s, with how often it repeated meanwhile.
+                String what = String.valueOf(e.getMessage());
+                long now = System.nanoTime();
+                if (!what.equals(lastFailure) || now - lastLogged >= ACCEPT_FAILURE_LOG_NANOS) {
+                    log(System.Logger.Level.WARNING, "accept on " + listenSocket.path() + " failed: " + what
+                            + (repeats > 0 && what.equals(lastFailure) ? " (and " + repeats + " more times since the "
+                            + "last report)" : ""), null);
+                    lastFailure = what;
+                    lastLogged = now;
+                    repeats = 0;
+                } else {
+                    repeats++;
+                }
                 sleepQuietly(50);
                 continue;
             }
+            lastFailure = null;
             try {
                 admit(s);
             } catch (Throwable t) {
