@@ -114,7 +114,8 @@ final class Arguments {
         String v = required(key);
         int bytes = v.getBytes(java.nio.charset.StandardCharsets.UTF_8).length;
         if (bytes < 1 || bytes > org.cuvmm.ipc.Protocol.MAX_NAME_BYTES) {
-            throw new IllegalArgumentException("--" + key + ": \"" + v + "\" is " + bytes + " bytes (expected: 1 to "
+            String shown = v.length() > 64 ? v.substring(0, 64) + "..." : v;
+            throw new IllegalArgumentException("--" + key + ": \"" + shown + "\" is " + bytes + " bytes (expected: 1 to "
                     + org.cuvmm.ipc.Protocol.MAX_NAME_BYTES + " bytes of UTF-8, the protocol's limit on a buffer name)");
         }
         return v;

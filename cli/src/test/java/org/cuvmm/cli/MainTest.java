@@ -199,7 +199,8 @@ class MainTest {
             {"attach", "--socket", "/tmp/" + "p".repeat(120), "--name", "x"},
             {"serve", "--socket", "", "--name", "x", "--size", "1M"},
         };
-        String[] names = {"--seed", "--name", "--verify", "--seed: abc", "--write-seed: x", "--seed only matters with --verify",
+        String[] names = {"--seed is given twice ('3', then '4')", "--name is given twice", "--verify is given twice",
+            "--seed: abc", "--write-seed: x", "--seed only matters with --verify",
             "--name: \"\" is 0 bytes", "--name: ", "--socket: ", "--socket: \"\" is 0 bytes"};
         // A size beyond the device's memory (every byte gets the pattern): refused before any
         // driver call, naming --size (it printed only the driver's CUDA_ERROR_OUT_OF_MEMORY).

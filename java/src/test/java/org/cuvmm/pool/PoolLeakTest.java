@@ -121,7 +121,8 @@ class PoolLeakTest {
     void leakComesBackAtTheNextMissWithNoThreadOfItsOwn() throws Exception {
         Set<Thread> threadsBefore = Thread.getAllStackTraces().keySet();
         try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
-             VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(resource).leakSampleRate(0).build()) {
+             VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(resource).name("next-miss").leakSampleRate(0)
+                     .build()) {
             LifetimePool local = pool.of(PoolLifetime.LOCAL);
             LeakWatch watch = leakAndWatch(pool);
             long deadline = System.nanoTime() + 20_000_000_000L;
@@ -138,10 +139,12 @@ class PoolLeakTest {
                 assertEquals(1, local.liveCount());
             }
         }
-        // Whichever test ran first, no pool thread (such as the former "cuvmm-pool-leaks") may exist.
+        // An open pool starts no thread, and this one closed with nothing live, so it started
+        // none either. (Another test's pool closed while its buffers were live may run its own
+        // "cuvmm-pool-leaks <name>" thread meanwhile: not this pool's.)
         Set<String> poolThreads = Thread.getAllStackTraces().keySet().stream()
-                .filter(t -> t.getName().startsWith("cuvmm-pool") || !threadsBefore.contains(t)
-                        && t.getName().startsWith("cuvmm"))
+                .filter(t -> t.getName().endsWith(" next-miss") || !threadsBefore.contains(t)
+                        && t.getName().startsWith("cuvmm") && !t.getName().startsWith("cuvmm-pool-leaks "))
                 .map(Thread::getName).collect(Collectors.toSet());
         assertEquals(Set.of(), poolThreads, "threads the pool started");
     }

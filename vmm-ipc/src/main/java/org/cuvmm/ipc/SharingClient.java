@@ -147,12 +147,30 @@ public final class SharingClient implements AutoCloseable {
         String eventThreadName = "cuvmm-ipc-client-events " + path;
         this.events = new ThreadPoolExecutor(1, 1, EVENT_THREAD_IDLE_S, TimeUnit.SECONDS, new LinkedBlockingQueue<>(),
                 r -> {
-                    Thread t = new Thread(r, eventThreadName);
+                    Thread t = new EventThread(r, eventThreadName, this);
                     t.setDaemon(true);
                     return t;
                 });
         events.allowCoreThreadTimeOut(true);
     }
+
+    /** The client's event thread (listeners, deferred sends), known by its owner. */
+    private static final class EventThread extends Thread {
+        final SharingClient owner;
+
+        EventThread(Runnable r, String name, SharingClient owner) {
+            super(r, name);
+            this.owner = owner;
+        }
+    }
+
+    /** True on this client's own event thread (a drop listener, a deferred send). */
+    private boolean onEventThread() {
+        return Thread.currentThread() instanceof EventThread t && t.owner == this;
+    }
+
+    /** A reply future of a request made on this client's event thread ({@link #rejected}). */
+    private static final class EventThreadReply extends CompletableFuture<Frame> {}
 
     /** {@link #connect(Path, String)} with the client name {@code "java pid N"}. */
     public static SharingClient connect(Path socketPath) throws IOException {
@@ -569,7 +587,7 @@ public final class SharingClient implements AutoCloseable {
         do {
             id = nextRequestId.getAndIncrement();
         } while (id == 0);
-        CompletableFuture<Frame> reply = new CompletableFuture<>();
+        CompletableFuture<Frame> reply = onEventThread() ? new EventThreadReply() : new CompletableFuture<>();
         pending.put(id, reply);
         boolean received = false;
         try {
@@ -882,11 +900,19 @@ public final class SharingClient implements AutoCloseable {
             // Failed from the event thread, after the ERROR, RELEASE and FORGET queued above are
             // written: a caller that attaches again at once must not have its ATTACH overtake the
             // FORGET, or the server would name those ids without their fds (an independent
-            // probe saw that in about 30% of retries at the fd limit).
-            runLater(() -> {
+            // probe saw that in about 30% of retries at the fd limit). At once instead for a
+            // request made on the event thread itself (a drop listener's: it would wait behind
+            // itself for its whole timeout; its sends queue behind it anyway) and for a fatal
+            // error (no request follows it; its caller must stop leading the broken stream).
+            if (e.fatal() || p instanceof EventThreadReply) {
                 p.completeExceptionally(failure);
                 token.delivered();
-            });
+            } else {
+                runLater(() -> {
+                    p.completeExceptionally(failure);
+                    token.delivered();
+                });
+            }
         }
     }
 

@@ -534,7 +534,8 @@ public final class SharingServer implements AutoCloseable {
                 sleepQuietly(50);
                 continue;
             }
-            lastFailure = null;
+            // (lastFailure is kept across successes: at the fd limit accepts can alternate
+            // with EMFILE, and each would otherwise be logged again at once.)
             try {
                 admit(s);
             } catch (Throwable t) {

@@ -99,4 +99,73 @@ class RejectThenAttachTest {
         }
         assertFdsBack(fds, "after rejected DESCRIPTORs and their retries");
     }
+
+    /**
+     * A request made on the client's event thread (here a drop listener's attach) whose reply
+     * is rejected fails at once with the rejection: its failure cannot wait behind its own
+     * thread's queue (found by a reviewer of the deferral above: it waited out its whole
+     * timeout and reported "no reply ... within"). A fake version-2 server grants one good
+     * lease of a real buffer, drops it, and answers the listener's ATTACH with a DESCRIPTOR
+     * whose FD chunk comes with no fd.
+     */
+    @Test
+    void aDropListenersAttachFailsWithTheRejectionNotATimeout() throws Exception {
+        Map<String, Integer> fds = fdSnapshot();
+        Path sock = IpcTestSupport.socketPath();
+        try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
+             org.cuvmm.VirtualMemoryBuffer buffer = resource.allocate(resource.granularity());
+             FdServerSocket server = FdServerSocket.bind(sock)) {
+            long g = resource.granularity();
+            CompletableFuture<Void> fake = CompletableFuture.runAsync(() -> {
+                try (FdSocket s = server.accept()) {
+                    try (Frame hello = FrameIO.read(s)) {
+                        FrameIO.write(s, new Messages.HelloOk(2, Protocol.MAX_FDS_PER_FRAME), hello.requestId, null, 2);
+                    }
+                    try (Frame attach = FrameIO.read(s, 2, 2); org.cuvmm.BufferDescriptor d = buffer.exportDescriptor()) {
+                        Messages.DescriptorV2 good = new Messages.DescriptorV2(1, Protocol.HANDLE_TYPE_POSIX_FD, g,
+                                new long[] {g}, new long[] {1}, new int[] {Protocol.CHUNK_FLAG_FD});
+                        d.useFds(f -> FrameIO.write(s, good, attach.requestId, f, 2));
+                    }
+                    FrameIO.write(s, new Messages.Drop(1, "b"), 0, null, 2);
+                    while (true) {
+                        try (Frame f = FrameIO.read(s, 2, 2)) {
+                            if (f == null) return;
+                            switch (f.type) {
+                                case ATTACH -> FrameIO.write(s, new Messages.DescriptorV2(2, Protocol.HANDLE_TYPE_POSIX_FD,
+                                        g, new long[] {g}, new long[] {2}, new int[] {Protocol.CHUNK_FLAG_FD}),
+                                        f.requestId, null, 2); // no fd: rejected
+                                case FORGET -> FrameIO.write(s, new Messages.Forgotten(((Messages.Forget) f.message)
+                                        .ids().length), f.requestId, null, 2);
+                                case RELEASE -> FrameIO.write(s, new Messages.Released(((Messages.Release) f.message)
+                                        .leaseId()), f.requestId, null, 2);
+                                default -> { }
+                            }
+                        }
+                    }
+                } catch (IOException e) {
+                    throw new UncheckedIOException(e);
+                }
+            });
+            try (SharingClient client = SharingClient.builder(sock).protocolVersion(2)
+                    .timeout(java.time.Duration.ofSeconds(20)).build()) {
+                CompletableFuture<Throwable> listenerAttach = new CompletableFuture<>();
+                client.addDropListener(notice -> {
+                    try (Attachment again = client.attach("b", resource)) {
+                        listenerAttach.complete(null);
+                    } catch (Throwable t) {
+                        listenerAttach.complete(t);
+                    }
+                });
+                try (Attachment first = client.attach("b", resource)) {
+                    Throwable t = listenerAttach.get(30, TimeUnit.SECONDS);
+                    assertTrue(t instanceof SharingException se && se.code() == ErrorCode.FD_COUNT_MISMATCH,
+                            "the listener's attach failed with the rejection, not a timeout: " + t);
+                }
+            }
+            fake.get(30, TimeUnit.SECONDS);
+        } finally {
+            IpcTestSupport.deleteTree(sock.getParent());
+        }
+        assertFdsBack(fds, "after a drop listener's rejected attach");
+    }
 }
