@@ -513,7 +513,10 @@ public final class VirtualMemoryPool implements AutoCloseable {
         startDaemon("cuvmm-pool-leaks " + name, () -> {
             try {
                 while (liveBuffers() > 0) {
-                    Reference<? extends VirtualMemoryBuffer> r = leakQueue.remove(1000);
+                    // Looks again every 100 ms: the thread ends soon after the last live buffer is
+                    // closed (nothing wakes it then), so a check of the process's threads right
+                    // after that sees it gone.
+                    Reference<? extends VirtualMemoryBuffer> r = leakQueue.remove(100);
                     if (r == null) continue;
                     LeakWatch w = (LeakWatch) r;
                     w.slot.home.leaked(w.slot, w);

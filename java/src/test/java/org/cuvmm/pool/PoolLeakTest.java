@@ -197,6 +197,29 @@ class PoolLeakTest {
         }
     }
 
+    /**
+     * A pool closed while a buffer is live runs its leak thread only until that buffer is
+     * closed: a check of the process's threads soon after sees it gone.
+     */
+    @Test
+    void aClosedPoolsLeakThreadEndsOnceItsLastBufferIsClosed() throws Exception {
+        String thread = "cuvmm-pool-leaks closed-then-freed";
+        try (VirtualMemoryResource resource = VirtualMemoryResource.create(0)) {
+            VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(resource).name("closed-then-freed").build();
+            VirtualMemoryBuffer live = pool.allocate(1);
+            pool.close();
+            assertTrue(Thread.getAllStackTraces().keySet().stream().anyMatch(t -> t.getName().equals(thread)),
+                    "closed with a live buffer: the pool watches it");
+            live.close();
+            long until = System.nanoTime() + 10_000_000_000L;
+            while (Thread.getAllStackTraces().keySet().stream().anyMatch(t -> t.getName().equals(thread))) {
+                assertTrue(System.nanoTime() < until, "the leak thread ended after the last live buffer closed");
+                Thread.sleep(10);
+            }
+            assertEquals(0, pool.stats(PoolLifetime.LOCAL).liveCount());
+        }
+    }
+
     /** A buffer, written to and never closed; the caller drops it. */
     private static VirtualMemoryBuffer leak(VirtualMemoryPool pool, boolean exported) {
         VirtualMemoryBuffer b = exported ? pool.allocateExported(1) : pool.allocate(1);
