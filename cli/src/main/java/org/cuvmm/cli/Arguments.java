@@ -111,26 +111,24 @@ final class Arguments {
 
     /** A buffer name of the sharing protocol: 1 to 255 bytes of UTF-8 (checked here, before any connection). */
     String bufferName(String key) {
-        String v = required(key);
-        int bytes = v.getBytes(java.nio.charset.StandardCharsets.UTF_8).length;
-        if (bytes < 1 || bytes > org.cuvmm.ipc.Protocol.MAX_NAME_BYTES) {
-            String shown = v.length() > 64 ? v.substring(0, 64) + "..." : v;
-            throw new IllegalArgumentException("--" + key + ": \"" + shown + "\" is " + bytes + " bytes (expected: 1 to "
-                    + org.cuvmm.ipc.Protocol.MAX_NAME_BYTES + " bytes of UTF-8, the protocol's limit on a buffer name)");
-        }
-        return v;
+        return withinBytes(key, org.cuvmm.ipc.Protocol.MAX_NAME_BYTES, "bytes of UTF-8, the protocol's limit on a buffer name");
     }
 
     /** A Unix socket path: 1 to 107 bytes (checked here, before any connection or bind). */
     java.nio.file.Path socketPath(String key) {
+        return java.nio.file.Path.of(withinBytes(key, MAX_SOCKET_PATH_BYTES, "bytes, the limit of a Unix socket path"));
+    }
+
+    /** The required value of {@code key}, refused unless it is 1 to {@code max} bytes of UTF-8 ({@code what} says whose limit). */
+    private String withinBytes(String key, int max, String what) {
         String v = required(key);
         int bytes = v.getBytes(java.nio.charset.StandardCharsets.UTF_8).length;
-        if (bytes < 1 || bytes > MAX_SOCKET_PATH_BYTES) {
-            throw new IllegalArgumentException("--" + key + ": \"" + v + "\" is " + bytes + " bytes (expected: 1 to "
-                    + MAX_SOCKET_PATH_BYTES + " bytes, the limit of a Unix socket path" + (bytes == 0 ? ""
-                    : "; use a shorter directory") + ")");
+        if (bytes < 1 || bytes > max) {
+            String shown = v.length() > 64 ? v.substring(0, 64) + "..." : v;
+            throw new IllegalArgumentException("--" + key + ": \"" + shown + "\" is " + bytes + " bytes (expected: 1 to "
+                    + max + " " + what + (bytes == 0 ? "" : "; use a shorter one") + ")");
         }
-        return java.nio.file.Path.of(v);
+        return v;
     }
 
     /** sun_path holds 108 bytes with its terminating NUL. */

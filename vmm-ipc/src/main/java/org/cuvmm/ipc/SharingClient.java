@@ -904,15 +904,12 @@ public final class SharingClient implements AutoCloseable {
             // request made on the event thread itself (a drop listener's: it would wait behind
             // itself for its whole timeout; its sends queue behind it anyway) and for a fatal
             // error (no request follows it; its caller must stop leading the broken stream).
-            if (e.fatal() || p instanceof EventThreadReply) {
+            Runnable fail = () -> {
                 p.completeExceptionally(failure);
                 token.delivered();
-            } else {
-                runLater(() -> {
-                    p.completeExceptionally(failure);
-                    token.delivered();
-                });
-            }
+            };
+            if (e.fatal() || p instanceof EventThreadReply) fail.run();
+            else runLater(fail);
         }
     }
 
