@@ -68,6 +68,12 @@ final class LifetimePool {
     private static final BufferAccess.Bridge BRIDGE = BufferAccess.get();
     /** CUresult CUDA_ERROR_OUT_OF_MEMORY: the one failure after which a trim and one retry can help. */
     private static final int CUDA_ERROR_OUT_OF_MEMORY = 2;
+    /**
+     * Test seam: run by {@link #allocate} once it has its memory, right before the buffer is
+     * counted live (tests close the pool there, the window a close racing an allocation
+     * hits). Null: nothing.
+     */
+    static volatile Runnable beforeCountedLive;
     /** Stripes per class: the CPU count rounded up to a power of two, at most this many. */
     private static final int MAX_STRIPES = 64;
     private static final AtomicInteger NEXT_PROBE = new AtomicInteger();
@@ -159,6 +165,8 @@ final class LifetimePool {
             }
         }
         if (hit && !FreeListStripe.readyFor(slot, key)) orderAfterFree(slot, stream, key, probe);
+        Runnable seam = beforeCountedLive;
+        if (seam != null) seam.run();
         cells[probe & stripeMask].allocated(slot.classSize, reqSize, hit, largerClass);
         // live <= footprint, so no new peak is possible while the footprint is at most the peak.
         if (footprintBytes.get() > peakLiveBytes.get()) raisePeak(sumLiveBytes());

@@ -187,6 +187,8 @@ public final class VirtualMemoryPool implements AutoCloseable {
     /** Watches ({@link LeakWatch}) of this pool's buffers found unreachable; see {@link #drainLeaks()}. */
     private final ReferenceQueue<VirtualMemoryBuffer> leakQueue = new ReferenceQueue<>();
     private volatile boolean closed;
+    /** True while this closed pool's leak thread runs ({@link #watchLeaksAfterClose}): at most one. */
+    private final java.util.concurrent.atomic.AtomicBoolean leakWatcher = new java.util.concurrent.atomic.AtomicBoolean();
 
     private VirtualMemoryPool(Builder b) {
         this.name = b.name != null ? b.name : "pool-" + POOL_NUMBER.incrementAndGet();
@@ -310,7 +312,13 @@ public final class VirtualMemoryPool implements AutoCloseable {
                     + "resource directly");
         }
         if (reqSize == 0) return resource.allocate(0);
-        return lifetimePool.allocate(reqSize, stream, sampleForAllocationSite());
+        VirtualMemoryBuffer b = lifetimePool.allocate(reqSize, stream, sampleForAllocationSite());
+        // A close() that ran while this allocation was inside the driver counted no live
+        // buffer, so it started no leak thread; this one is counted live now (the counter
+        // written, then `closed` read: the close wrote `closed`, then read the counters, so
+        // one of the two sees the other). Found by an independent probe.
+        if (closed) watchLeaksAfterClose();
+        return b;
     }
 
     /** One allocation in leakSampleRate records its site (when sites are captured at all). */
@@ -476,15 +484,17 @@ public final class VirtualMemoryPool implements AutoCloseable {
      * class loader (so it pins no application's loader; see the design's leak tracking). A
      * thread that cannot start is logged with {@code otherwise}, what then happens instead.
      */
-    private void startDaemon(String threadName, Runnable work, String otherwise) {
+    private boolean startDaemon(String threadName, Runnable work, String otherwise) {
         try {
             Thread t = new Thread(null, work, threadName, 0, false);
             t.setDaemon(true);
             t.setContextClassLoader(null);
             t.start();
+            return true;
         } catch (OutOfMemoryError | RuntimeException e) {
             LOG.log(System.Logger.Level.WARNING, "pool " + name + ": cannot start " + threadName + " (" + e + "); "
                     + otherwise, e);
+            return false;
         }
     }
 
@@ -496,7 +506,7 @@ public final class VirtualMemoryPool implements AutoCloseable {
             LOG.log(System.Logger.Level.WARNING, "pool " + name + ": releasing its idle memory at close failed", e);
         }
         unregisterMBeans();
-        if (liveBuffers() > 0) watchLeaksAfterClose();
+        watchLeaksAfterClose();
     }
 
     private long liveBuffers() {
@@ -510,25 +520,37 @@ public final class VirtualMemoryPool implements AutoCloseable {
      * their leaks and takes them back (warned, counted, released), and ends once none is live.
      */
     private void watchLeaksAfterClose() {
-        startDaemon("cuvmm-pool-leaks " + name, () -> {
+        // At most one such thread: the close and any allocation that raced it may both ask.
+        if (liveBuffers() == 0 || !leakWatcher.compareAndSet(false, true)) return;
+        boolean started = startDaemon("cuvmm-pool-leaks " + name, () -> {
             try {
-                while (liveBuffers() > 0) {
-                    // Looks again every 100 ms: the thread ends soon after the last live buffer is
-                    // closed (nothing wakes it then), so a check of the process's threads right
-                    // after that sees it gone.
-                    Reference<? extends VirtualMemoryBuffer> r = leakQueue.remove(100);
-                    if (r == null) continue;
-                    LeakWatch w = (LeakWatch) r;
-                    w.slot.home.leaked(w.slot, w);
-                    drainLeaks();
+                boolean watching = true;
+                while (watching) {
+                    while (liveBuffers() > 0) {
+                        // Looks again every 100 ms: the thread ends soon after the last live buffer
+                        // is closed (nothing wakes it then), so a check of the process's threads
+                        // right after that sees it gone.
+                        Reference<? extends VirtualMemoryBuffer> r = leakQueue.remove(100);
+                        if (r == null) continue;
+                        LeakWatch w = (LeakWatch) r;
+                        w.slot.home.leaked(w.slot, w);
+                        drainLeaks();
+                    }
+                    // Off, then one more look: an allocation that raced the close and went live
+                    // after the look above found this thread still on and started none.
+                    leakWatcher.set(false);
+                    watching = liveBuffers() > 0 && leakWatcher.compareAndSet(false, true);
                 }
             } catch (InterruptedException e) {
+                leakWatcher.set(false);
                 Thread.currentThread().interrupt();
             } catch (RuntimeException e) {
+                leakWatcher.set(false);
                 LOG.log(System.Logger.Level.WARNING, "pool " + name + ": taking back a leaked buffer after close failed",
                         e);
             }
         }, "a buffer leaked after the close is taken back only at a later stats() call");
+        if (!started) leakWatcher.set(false);
     }
 
     @Override

@@ -220,6 +220,54 @@ class PoolLeakTest {
         }
     }
 
+    /**
+     * A close that runs while an allocation is inside the pool (its memory made, not yet
+     * counted live) sees no live buffer; the allocation then returns a live buffer of a closed
+     * pool. Leaked, it is still taken back with no further pool call: the allocation starts
+     * the leak thread the close did not (an independent probe saw it kept until a stats()
+     * call, 3 runs in 3).
+     */
+    @Test
+    void aBufferAllocatedWhileItsPoolClosedIsStillWatchedForLeaks() throws Exception {
+        String thread = "cuvmm-pool-leaks closed-mid-allocate";
+        Map<String, Long> liveBefore = LiveObjects.now();
+        long reports = LeakDetection.reportedLeaks();
+        try (VirtualMemoryResource resource = VirtualMemoryResource.create(0)) {
+            VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(resource).name("closed-mid-allocate").build();
+            VirtualMemoryBuffer b;
+            LifetimePool.beforeCountedLive = () -> {
+                LifetimePool.beforeCountedLive = null;
+                pool.close(); // nothing live yet: no leak thread from the close
+                assertTrue(Thread.getAllStackTraces().keySet().stream().noneMatch(t -> t.getName().equals(thread)),
+                        "the close saw no live buffer");
+            };
+            try {
+                b = pool.allocate(1);
+            } finally {
+                LifetimePool.beforeCountedLive = null;
+            }
+            assertTrue(pool.isClosed());
+            assertEquals(1, pool.stats(PoolLifetime.LOCAL).liveCount(), "a live buffer of a closed pool");
+            assertTrue(Thread.getAllStackTraces().keySet().stream().anyMatch(t -> t.getName().equals(thread)),
+                    "the allocation that went live after the close started the leak thread");
+            b.fill((byte) 1);
+            Reference.reachabilityFence(b);
+            b = null;
+            long deadline = System.nanoTime() + 20_000_000_000L;
+            while (!LiveObjects.now().equals(liveBefore) && System.nanoTime() < deadline) {
+                System.gc();
+                Thread.sleep(20);
+            }
+            LiveObjects.assertBack(liveBefore, "a buffer leaked after its pool closed mid-allocation, no pool call since");
+            assertTrue(LeakDetection.reportedLeaks() >= reports + 1, "reported with the core's warning");
+            long until = System.nanoTime() + 10_000_000_000L;
+            while (Thread.getAllStackTraces().keySet().stream().anyMatch(t -> t.getName().equals(thread))) {
+                assertTrue(System.nanoTime() < until, "the leak thread ended once nothing was live");
+                Thread.sleep(10);
+            }
+        }
+    }
+
     /** A buffer, written to and never closed; the caller drops it. */
     private static VirtualMemoryBuffer leak(VirtualMemoryPool pool, boolean exported) {
         VirtualMemoryBuffer b = exported ? pool.allocateExported(1) : pool.allocate(1);
