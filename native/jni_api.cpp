@@ -110,6 +110,16 @@ bool RangeHandle::exclusive() const {
     return true;
 }
 
+bool RangeHandle::reusable(bool kept_in_process) const {
+    if (!exclusive()) return false;
+    if (kept_in_process) {
+        for (const auto& m : range->mappings()) {
+            if (m->allocation()->exported()) return false;
+        }
+    }
+    return true;
+}
+
 bool RangeHandle::chunk_imported(int index) const {
     if (!range || index < 0 || index >= static_cast<int>(range->mappings().size())) return false;
     return range->mappings()[index]->allocation()->imported();

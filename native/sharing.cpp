@@ -69,6 +69,8 @@ std::vector<int> export_chunk_fds(const Range& range, const std::vector<size_t>&
         for (int fd : fds) close_fd(fd);
         throw;
     }
+    // Handed out: from here another process may hold this memory (Allocation::exported).
+    for (size_t i : chunks) range.mappings()[i]->allocation()->mark_exported();
     return fds;
 }
 

@@ -81,6 +81,10 @@ public:
     // nothing can make a new alias from this handle any more. The pool reuses only
     // exclusive ranges.
     bool exclusive() const;
+    // exclusive(), and when `kept_in_process` (the pool's LOCAL lifetime) also no chunk's
+    // allocation ever exported (Allocation::exported): whether the pool may hand this
+    // memory to a new owner. One call on the pool's release path.
+    bool reusable(bool kept_in_process) const;
     // True when both handles refer to the same Range object (the same alias group's view).
     bool same_range(const RangeHandle& other) const { return range == other.range; }
 };

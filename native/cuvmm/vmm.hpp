@@ -17,6 +17,7 @@
 
 #include "cuvmm/driver.hpp"
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
 #include <vector>
@@ -72,6 +73,12 @@ public:
     // as long as the box lives, whatever ranges (aliases, grows, pool reuse) map it; the
     // destructor reports it to the release notices (release_notices.hpp) after cuMemRelease.
     uint64_t id() const { return id_; }
+    // True once a handle of this memory was exported (cuMemExportToShareableHandle, by
+    // export_chunk_fds): another process may map it for as long as it likes, and nothing
+    // tells this one when it stops. The pool's LOCAL lifetime (buffers used only in this
+    // process) then releases the memory instead of handing it to a new owner. Never cleared.
+    bool exported() const { return exported_.load(std::memory_order_relaxed); }
+    void mark_exported() const { exported_.store(true, std::memory_order_relaxed); }
 
 private:
     Allocation(int device, CUmemGenericAllocationHandle handle, size_t size, bool imported,
@@ -86,6 +93,7 @@ private:
     const CUmemAllocationHandleType handle_types_;
     const int device_;
     const uint64_t id_;
+    mutable std::atomic<bool> exported_{false};
 };
 
 // One reserved virtual address range (cuMemAddressReserve). The destructor frees it.

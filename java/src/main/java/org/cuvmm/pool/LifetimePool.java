@@ -402,9 +402,13 @@ final class LifetimePool {
         // A leaked exported buffer is not reused: a consumer whose lease was lost with it
         // may still map the memory (rule 5). Neither is memory that an alias, a grow or a
         // ByteBuffer view of the closed buffer still maps: handing it out again would let
-        // two owners write the same bytes. Release our reference instead.
+        // two owners write the same bytes. Nor local memory that was ever exported: another
+        // process may map it, and only the exported lifetime's leases say when it is done
+        // (found by an independent probe: its importer read the next owner's data). Release
+        // our reference instead.
         boolean closed = pool.isClosed();
-        if (closed || (leaked && lifetime == PoolLifetime.EXPORTED) || !returned.exclusive()) {
+        if (closed || (leaked && lifetime == PoolLifetime.EXPORTED)
+                || !returned.reusable(lifetime == PoolLifetime.LOCAL)) {
             slot.setState(PoolSlot.DEAD);
             if (closed) trimmedBytes.add(slot.classSize);
             forget(slot);

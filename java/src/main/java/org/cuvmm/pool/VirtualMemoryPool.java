@@ -40,7 +40,9 @@ import org.cuvmm.internal.NativeCalls;
  * </thead>
  * <tbody>
  * <tr><th scope="row">{@link PoolLifetime#LOCAL}</th><td>{@link #allocate(long)}</td>
- *     <td>the buffer is closed</td><td>buffers used only in this process</td></tr>
+ *     <td>the buffer is closed, unless it was ever exported (then its memory is released:
+ *     an importer may still map it, and nothing says when it stops)</td>
+ *     <td>buffers used only in this process</td></tr>
  * <tr><th scope="row">{@link PoolLifetime#EXPORTED}</th><td>{@link #allocateExported(long)}</td>
  *     <td>the owner has closed the buffer (usually {@link VirtualMemoryBuffer#closeWhenUnused()})
  *     <em>and</em> every {@linkplain VirtualMemoryBuffer#lease(String) lease} held for a consumer is
@@ -205,7 +207,11 @@ public final class VirtualMemoryPool implements AutoCloseable {
     /**
      * A process-local buffer of {@code reqSize} bytes: idle memory of its size class (or of a
      * slightly larger class) when there is some, else new memory from the resource. Closing
-     * the buffer returns its memory to the {@link PoolLifetime#LOCAL} pool.
+     * the buffer returns its memory to the {@link PoolLifetime#LOCAL} pool, unless the buffer
+     * (or an alias of it) was ever exported ({@link VirtualMemoryBuffer#exportDescriptor()},
+     * {@code exportChunks}, or publishing it): that memory is released instead of reused,
+     * since another process may still map it (share buffers through {@link
+     * #allocateExported(long)}, whose leases say when consumers are done).
      * {@code allocate(0)} returns the resource's empty buffer (no memory, not pooled).
      *
      * @param reqSize the size in bytes ({@code size()} of the result)

@@ -99,5 +99,10 @@ public final class NativeRangeHandle extends Pointer {
     public native int device();
     /** No alias, grow or view shares this range's memory (see jni_api.hpp). */
     public native @Cast("bool") boolean exclusive();
+    /**
+     * {@link #exclusive()}, and with {@code keptInProcess} also never exported: whether the
+     * pool may hand this memory to a new owner (see jni_api.hpp).
+     */
+    public native @Cast("bool") boolean reusable(@Cast("bool") boolean keptInProcess);
     public native @Cast("bool") boolean same_range(@Const @ByRef NativeRangeHandle other);
 }
