@@ -640,8 +640,9 @@ public final class SharingServer implements AutoCloseable {
                 if (assigned == null) {
                     p.endHold(held);
                     c.reply(requestId, ErrorCode.TOO_MANY_IDS, "attach '" + name + "' needs new allocation ids "
-                            + "but this connection holds " + ids.held() + " ids, the most one connection may hold on "
-                            + "this server (" + maxIdsPerConnection + "); FORGET some first");
+                            + "(the buffer has " + n + " chunk" + (n == 1 ? "" : "s") + ", each named by an id) but "
+                            + "this connection holds " + ids.held() + " ids and may hold at most " + maxIdsPerConnection
+                            + " on this server; FORGET ids no longer needed first");
                     return;
                 }
                 int[] flags = new int[n];

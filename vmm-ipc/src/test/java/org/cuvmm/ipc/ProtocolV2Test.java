@@ -241,7 +241,7 @@ class ProtocolV2Test {
             server.publish("three", owner.buffer);
             try (FdSocket s = helloV2()) {
                 s.send(frame2(3, 99, str("three")), null);
-                expectError(FrameIO.read(s), ErrorCode.TOO_MANY_IDS, "FORGET some first");
+                expectError(FrameIO.read(s), ErrorCode.TOO_MANY_IDS, "FORGET ids no longer needed first");
                 assertEquals(0, server.totalLeaseCount(), "no lease");
                 assertEquals(0, server.stats().idsHeld(), "no id");
             }
