@@ -384,6 +384,16 @@ final class SendQueue {
         if (full) socket.shutdown();
     }
 
+    /** Frames queued and not yet taken by a sender (tests). */
+    int size() {
+        lock.lock();
+        try {
+            return queue.size();
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** True once {@link #finish()} was called (tests). */
     boolean isFinishing() { return finishing; }
 

@@ -33,6 +33,13 @@ final class ServerConnection {
     /** EVICT ids the release notice could not queue at once (queue full): offered again when room frees. */
     private final java.util.concurrent.ConcurrentLinkedQueue<Long> unsentEvicts =
             new java.util.concurrent.ConcurrentLinkedQueue<>();
+    /**
+     * DROPs {@code unpublish} could not queue at once (queue full, say of replies to a client
+     * that pipelines requests while it reads): offered again when room frees, like EVICTs, as
+     * long as the lease is held. At most one per lease, so bounded by the lease limit.
+     */
+    private final java.util.concurrent.ConcurrentLinkedQueue<Messages.Drop> unsentDrops =
+            new java.util.concurrent.ConcurrentLinkedQueue<>();
     /** Written by the reader; read by the {@link IdleWatchdog}. */
     private volatile boolean helloDone;
     /** When the connection was accepted ({@link System#nanoTime()}). */
@@ -59,7 +66,7 @@ final class ServerConnection {
         this.socket = socket;
         this.peer = peer;
         this.out = new SendQueue(socket, QUEUE_CAPACITY, "cuvmm-ipc-conn-" + id + "-write");
-        out.afterTake = this::offerUnsentEvicts;
+        out.afterTake = this::offerUnsentNotices;
         this.reader = new Thread(this::run, "cuvmm-ipc-conn-" + id + "-read");
         reader.setDaemon(true);
     }
@@ -166,7 +173,7 @@ final class ServerConnection {
                             + " failed: " + e, e);
                     reply(f.requestId, ErrorCode.INTERNAL, f.type + " failed in the server: " + e);
                 }
-                sendUnsentEvicts();
+                sendUnsentNotices();
             }
         } catch (Throwable t) {
             server.log(System.Logger.Level.ERROR, "connection " + id + " (" + peer + ") reader failed: " + t, t);
@@ -278,10 +285,41 @@ final class ServerConnection {
         for (long e : evicted) unsentEvicts.add(e);
         // Parked first, then offered: a writer that took a frame before the park finds room
         // here; one that takes after it sees the parked ids (afterTake).
+        offerUnsentNotices();
+    }
+
+    /**
+     * The owner withdrew {@code name}, on which this connection holds lease {@code leaseId}:
+     * offers its DROP without blocking (unpublish never waits for a client). What finds no
+     * room is parked, as EVICTs are, and offered again as soon as room frees (an independent
+     * probe lost 1 DROP in 500 to a queue full of replies while its client read all along).
+     * A parked DROP whose lease is released meanwhile is not sent. False when the connection
+     * is ending (nothing more will be sent to it).
+     */
+    boolean drop(long leaseId, String name) {
+        unsentDrops.add(new Messages.Drop(leaseId, name));
+        offerUnsentNotices();
+        return !out.isDead() && !out.isFinishing();
+    }
+
+    /** Offers the parked DROPs and EVICT ids without blocking; what finds no room stays parked. Any thread. */
+    private void offerUnsentNotices() {
+        offerUnsentDrops();
         offerUnsentEvicts();
     }
 
-    /** Offers the parked EVICT ids without blocking; what finds no room stays parked. Any thread. */
+    private void offerUnsentDrops() {
+        Messages.Drop d;
+        while ((d = unsentDrops.poll()) != null) {
+            if (!leases.containsKey(d.leaseId())) continue; // released meanwhile: nothing to tell
+            // offer, not tryOffer (see offerUnsentEvicts); the refused item carries no fd.
+            if (!out.offer(new SendQueue.Item(encode(d, 0), null, null))) {
+                unsentDrops.add(d); // no room (or the writer is gone): parked again
+                return;
+            }
+        }
+    }
+
     private void offerUnsentEvicts() {
         while (!unsentEvicts.isEmpty()) {
             java.util.List<Long> batch = new java.util.ArrayList<>();
@@ -299,8 +337,12 @@ final class ServerConnection {
         }
     }
 
-    /** On the reader: sends the EVICT ids {@link #evict} could not queue (waits for room, like a reply). */
-    private void sendUnsentEvicts() {
+    /** On the reader: sends the DROPs and EVICT ids that could not be queued at once (waits for room, like a reply). */
+    private void sendUnsentNotices() {
+        Messages.Drop d;
+        while ((d = unsentDrops.poll()) != null) {
+            if (leases.containsKey(d.leaseId())) out.put(new SendQueue.Item(encode(d, 0), null, null));
+        }
         if (unsentEvicts.isEmpty()) return;
         java.util.List<Long> batch = new java.util.ArrayList<>();
         Long e;

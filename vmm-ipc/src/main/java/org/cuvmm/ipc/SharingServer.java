@@ -338,7 +338,9 @@ public final class SharingServer implements AutoCloseable {
     /**
      * Withdraws {@code name}: new ATTACHes fail with UNKNOWN_NAME, and every client holding a
      * lease on it is sent a DROP notice. Never blocks: a notice that cannot be queued at once
-     * (a client that stopped reading) is dropped. Leases stay counted until released.
+     * (the connection's send queue is full) is sent as soon as room frees, unless its lease is
+     * released first; a client that stopped reading gets it only if it reads again. Leases
+     * stay counted until released.
      *
      * @return false when {@code name} was not published
      */
@@ -347,10 +349,9 @@ public final class SharingServer implements AutoCloseable {
         Publication p = published.remove(name);
         if (p == null) return false;
         for (Publication.Lease l : p.withdraw()) {
-            byte[] frame = l.connection().encode(new Messages.Drop(l.id(), name), 0);
-            if (!l.connection().out.offer(new SendQueue.Item(frame, null, null))) {
+            if (!l.connection().drop(l.id(), name)) {
                 log(System.Logger.Level.INFO, "DROP of '" + name + "' lease " + l.id() + " not delivered to "
-                        + l.connection() + " (its send queue is full or closed)", null);
+                        + l.connection() + " (the connection is ending)", null);
             }
         }
         return true;

@@ -1,0 +1,122 @@
+package org.cuvmm.ipc;
+
+import static org.cuvmm.ipc.IpcTestSupport.str;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Path;
+import java.util.Map;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.atomic.AtomicReference;
+
+import org.cuvmm.VirtualMemoryBuffer;
+import org.cuvmm.VirtualMemoryResource;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A DROP that finds its connection's send queue full (of replies to a client that pipelines
+ * requests, and reads) is sent once room frees, not lost (an independent probe lost 1 in 500
+ * that way). The queue is held full
+ * by stalling the connection's sender thread (test seams: no direct writes, a blocking
+ * {@link SendQueue#beforeSend}).
+ */
+class DropQueueFullTest {
+    private static final int PIPELINED = 300; // more replies than the queue's 256 frames
+
+    private Path sock;
+    private Map<String, Integer> fds;
+
+    @BeforeEach
+    void setUp() throws Exception {
+        sock = IpcTestSupport.socketPath();
+        fds = IpcTestSupport.fdSnapshot();
+    }
+
+    @AfterEach
+    void tearDown() throws Exception {
+        SendQueue.directWrites = true;
+        SendQueue.beforeSend = (q, i) -> {};
+        IpcTestSupport.deleteTree(sock.getParent());
+        IpcTestSupport.assertFdsBack(fds, "after the test");
+    }
+
+    @Test
+    void aDropThatFindsTheQueueFullIsSentOnceRoomFrees() throws Exception {
+        assertEquals(1, dropsSeen(), "the DROP of the held lease, after the replies queued before it");
+    }
+
+    /**
+     * Holds a lease on "x", stalls the sender, pipelines {@link #PIPELINED} ATTACHes of an
+     * unknown name until the queue is full, unpublishes "x", lets the sender go, and counts
+     * the DROPs the client reads.
+     */
+    private int dropsSeen() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             VirtualMemoryBuffer x = r.allocate(r.granularity());
+             SharingServer server = SharingServer.builder(sock).build()) {
+            server.publish("x", x);
+            try (FdSocket s = FdSocket.connect(sock)) {
+                s.send(IpcTestSupport.frame(1, 1, str("drop-queue-full")), null);
+                try (Frame f = FrameIO.read(s)) {
+                    assertSame(FrameType.HELLO_OK, f.type, "got " + f);
+                }
+                s.send(IpcTestSupport.frame(3, 2, str("x")), null);
+                long lease;
+                try (Frame f = FrameIO.read(s)) {
+                    assertSame(FrameType.DESCRIPTOR, f.type, "got " + f);
+                    lease = ((Messages.Descriptor) f.message).leaseId();
+                }
+
+                CountDownLatch go = new CountDownLatch(1);
+                AtomicReference<SendQueue> stalled = new AtomicReference<>();
+                SendQueue.directWrites = false;
+                SendQueue.beforeSend = (q, item) -> {
+                    stalled.compareAndSet(null, q);
+                    try {
+                        go.await();
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                };
+                int id = 3;
+                for (int i = 0; i < PIPELINED; i++) s.send(IpcTestSupport.frame(3, id++, str("nope")), null);
+                // The sender holds its first frame; the reader fills the queue (256) and waits for room.
+                IpcTestSupport.await("the connection's send queue full", 20,
+                        () -> stalled.get() != null && stalled.get().size() >= 256);
+                assertTrue(server.unpublish("x"));
+                go.countDown();
+
+                int drops = 0;
+                int replies = 0;
+                int expected = PIPELINED;
+                long deadline = System.nanoTime() + 20_000_000_000L;
+                while (replies < expected || System.nanoTime() < deadline) {
+                    Frame f;
+                    try {
+                        f = FrameIO.readBefore(s, 1, 1, deadline);
+                    } catch (FrameIO.Stalled e) {
+                        break;
+                    }
+                    if (f == null) break;
+                    try (f) {
+                        if (f.type == FrameType.DROP) {
+                            drops++;
+                            assertEquals(lease, ((Messages.Drop) f.message).leaseId());
+                        } else {
+                            replies++;
+                        }
+                    }
+                    if (replies == expected) deadline = Math.min(deadline, System.nanoTime() + 500_000_000L);
+                }
+                assertEquals(expected, replies, "every pipelined request answered");
+                return drops;
+            } finally {
+                SendQueue.directWrites = true;
+                SendQueue.beforeSend = (q, i) -> {};
+            }
+        }
+    }
+}
