@@ -64,7 +64,14 @@ final class ReadToken {
     /** The clock's time when the holding caller took the token (a lead's start). Guarded by {@link #lock}. */
     private long leadStart;
     private boolean holderIsReader;  // guarded by lock: the reader thread holds it (its release is no activity)
-    private int waitingCallers;      // guarded by lock
+    /**
+     * Followers waiting on {@link #callers}. Written under the lock; volatile so that {@link
+     * #delivered()} can skip the lock when nobody waits: a follower announces itself here
+     * <i>before</i> its last look at its reply, and a delivery completes the reply
+     * <i>before</i> reading this, so one of the two always sees the other (issue 11: no lock
+     * per reply in a series where each caller reads its own).
+     */
+    private volatile int waitingCallers;
     private boolean readerParked;    // guarded by lock: the reader waits, untimed, for a long lead's release
     private long readerWaits;        // guarded by lock: waits the reader began (tests count wake-ups)
     private long callerWakes;        // guarded by lock: signals of readerWake made by callers (tests)
@@ -120,6 +127,9 @@ final class ReadToken {
                 if (left <= 0) throw new TimeoutException();
                 waitingCallers++;
                 try {
+                    // Looked at again after announcing: a delivery that read no follower
+                    // (and took no lock) completed the reply before this look.
+                    if (reply.isDone()) return false;
                     callers.awaitNanos(left);
                 } finally {
                     waitingCallers--;
@@ -219,8 +229,12 @@ final class ReadToken {
         }
     }
 
-    /** A future of some request was completed: its follower (if waiting) wakes. */
+    /**
+     * A future of some request was completed (call it after the completion): its follower
+     * (if waiting) wakes. No lock when no follower waits.
+     */
     void delivered() {
+        if (waitingCallers == 0) return;
         lock.lock();
         try {
             if (waitingCallers > 0) callers.signalAll();
