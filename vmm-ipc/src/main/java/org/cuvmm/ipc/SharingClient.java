@@ -44,8 +44,10 @@ import org.cuvmm.VirtualMemoryResource;
  * in the {@code recvmsg} itself, in slices of 20 ms (the socket's {@code SO_RCVTIMEO}; no
  * {@code poll} before it), so its timeout holds and an interrupt is seen within about one slice (20 ms plus the kernel's tick; a signal ends a slice early), and reads a frame's rest until its timeout at most: when the server stops in the
  * middle of a frame past it, the connection ends (every request fails saying so). {@link
- * #close()} from another thread ends its wait, unless aliases or views keep leases (see
- * there). DROP listeners run on a separate event thread (so they may close
+ * #close()} from another thread ends its wait when it closes the connection: after it has
+ * released the open attachments (on a server that stopped answering that costs one
+ * timeout), and not while aliases or views keep leases (see there); {@link #closeNow()}
+ * ends it at once. DROP listeners run on a separate event thread (so they may close
  * attachments), which also sends what must not block its caller (releases from aliases and
  * the cleaner, FORGETs, answers to bad frames). Both threads end with the connection; {@link
  * #close()} may keep it open while aliases or views of attached buffers still map memory
