@@ -25,7 +25,8 @@ import org.cuvmm.ipc.SharingServer;
  *
  * <p>Stopped by SIGTERM or Ctrl-C (SIGINT), it closes the server before the JVM exits: the
  * shutdown hook wakes the serving thread, which withdraws the buffer (each lease holder gets
- * a DROP) and closes the server; when that has not happened within 5 s (the thread still
+ * a DROP, which the server's close sends before it ends the connection) and closes the
+ * server; when that has not happened within 5 s (the thread still
  * filling a large buffer, or not yet serving), the hook closes the server itself. Either
  * way it waits (at most 30 s more) until serving has finished.
  */
@@ -102,7 +103,9 @@ final class ServeCommand implements Command {
         // for that, then closes the server itself (close is idempotent), so the socket file goes
         // even when the serving thread is slow or not yet serving (filling a large buffer). A hook
         // that closed at once could win the race with the withdrawal: clients then read the end
-        // of the stream with no DROP (seen once by an independent client; ServeStopTest).
+        // of the stream with no DROP (seen once by an independent client; ServeStopTest). That
+        // the DROP queued by the withdrawal goes out before the close ends the connection is
+        // SharingServer.close()'s part (it lets each sender thread send what is queued first).
         AtomicReference<SharingServer> running = new AtomicReference<>();
         Thread hook = new Thread(() -> {
             stop.countDown();

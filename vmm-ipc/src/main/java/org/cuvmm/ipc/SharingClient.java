@@ -975,19 +975,18 @@ public final class SharingClient implements AutoCloseable {
         a.markDropped();
         DropNotice notice = new DropNotice(d.leaseId(), d.name(), a);
         if (dropListeners.isEmpty()) return;
-        try {
-            events.execute(() -> {
-                for (Consumer<DropNotice> l : dropListeners) {
-                    try {
-                        l.accept(notice);
-                    } catch (RuntimeException e) {
-                        LOG.log(System.Logger.Level.WARNING, "a DROP listener threw " + e, e);
-                    }
+        // On this thread when the event thread is gone: the DROP arrived, but attach() claimed
+        // it (register) only after the reader had read the end of the stream and shut the
+        // event thread down; skipping it then lost a DROP that did arrive.
+        runLater(() -> {
+            for (Consumer<DropNotice> l : dropListeners) {
+                try {
+                    l.accept(notice);
+                } catch (RuntimeException e) {
+                    LOG.log(System.Logger.Level.WARNING, "a DROP listener threw " + e, e);
                 }
-            });
-        } catch (java.util.concurrent.RejectedExecutionException e) {
-            LOG.log(System.Logger.Level.DEBUG, "DROP of lease " + d.leaseId() + " after the client closed: not delivered");
-        }
+            }
+        });
     }
 
     private void fail(IOException why) {

@@ -98,6 +98,11 @@ public final class SharingServer implements AutoCloseable {
     public static final int DEFAULT_MAX_IDS_PER_CONNECTION = 4096;
     /** The most {@link #close()} waits for the accept and connection threads, in all. */
     static final long CLOSE_WAIT_MILLIS = 10_000;
+    /**
+     * The most {@link #close()} waits (within its {@link #CLOSE_WAIT_MILLIS}) for the connections'
+     * sender threads to send what is queued without fds (DROPs) before it closes their sockets.
+     */
+    static final long CLOSE_FLUSH_MILLIS = 1_000;
     /** Test seam: the wait {@link #close()} uses ({@link #CLOSE_WAIT_MILLIS} unless a test shortens it). */
     static volatile long closeWaitMillis = CLOSE_WAIT_MILLIS;
     /**
@@ -444,7 +449,9 @@ public final class SharingServer implements AutoCloseable {
 
     /**
      * Stops accepting, deletes the socket file, closes every connection (their leases end
-     * with reason SERVER_CLOSED) and waits for the connection threads, at most
+     * with reason SERVER_CLOSED; frames without fds already queued, such as the DROPs of an
+     * {@link #unpublish} just before, are sent first, unless the client stops reading for
+     * {@value #CLOSE_FLUSH_MILLIS} ms) and waits for the connection threads, at most
      * {@value #CLOSE_WAIT_MILLIS} ms in all however many connections there are (one deadline
      * shared by every wait). Published buffers are not closed (they are the caller's).
      * Idempotent; a call made while another thread is closing waits (bounded the same way)
@@ -477,6 +484,16 @@ public final class SharingServer implements AutoCloseable {
             long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(closeWaitMillis);
             try {
                 joinUntil(acceptThread, deadline);
+                // Each connection ends as one that ends on its own does (ServerConnection.end()):
+                // its sender thread sends what is queued without fds (a DROP that unpublish just
+                // offered, a reply) and then closes the socket. Closing the socket at once lost
+                // such a DROP whenever its writer had not sent it yet (cuvmm serve unpublishes
+                // right before it closes). A writer still blocked after the grace (a client that
+                // does not read) has its socket closed under it below.
+                for (ServerConnection c : connections) c.out.finish();
+                long flushDeadline = Math.min(deadline, System.nanoTime()
+                        + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(Math.min(CLOSE_FLUSH_MILLIS, closeWaitMillis / 2)));
+                for (ServerConnection c : connections) c.out.joinUntil(flushDeadline);
                 for (ServerConnection c : connections) c.close();
                 for (ServerConnection c : new ArrayList<>(connections)) c.joinUntil(deadline);
             } catch (InterruptedException e) {

@@ -1,25 +1,35 @@
 package org.cuvmm.ipc;
 
+import static org.cuvmm.ipc.IpcTestSupport.assertFdsBack;
 import static org.cuvmm.ipc.IpcTestSupport.await;
+import static org.cuvmm.ipc.IpcTestSupport.fdSnapshot;
 import static org.cuvmm.ipc.IpcTestSupport.frame;
 import static org.cuvmm.ipc.IpcTestSupport.str;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
+import org.cuvmm.VirtualMemoryBuffer;
+import org.cuvmm.VirtualMemoryResource;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
-/** {@link SharingServer#close()} waits for its connections under one deadline, not one per connection. */
+/**
+ * {@link SharingServer#close()} waits for its connections under one deadline, not one per
+ * connection, and sends what is already queued without fds (the DROPs of an unpublish just
+ * before) before it closes their sockets.
+ */
 class ServerCloseTest {
     private final ExecutorService pool = Executors.newCachedThreadPool();
     private final CountDownLatch unblock = new CountDownLatch(1);
@@ -28,6 +38,8 @@ class ServerCloseTest {
     void tearDown() {
         unblock.countDown();
         SharingServer.closeWaitMillis = SharingServer.CLOSE_WAIT_MILLIS;
+        SendQueue.beforeSend = (q, i) -> {};
+        SendQueue.beforeDirectSend = (q, i) -> {};
         pool.shutdownNow();
     }
 
@@ -71,5 +83,49 @@ class ServerCloseTest {
             for (FdSocket s : clients) s.close();
             IpcTestSupport.deleteTree(sock.getParent());
         }
+    }
+
+    /**
+     * cuvmm serve's stop: unpublish (the holder's DROP is offered to its connection's queue),
+     * then close at once. The writer that takes the DROP is held until the queue is finishing,
+     * so close() always comes first: the old close() closed the socket under the queued DROP
+     * (the send failed, the client read the end of the stream with no DROP; about one stop in
+     * seven on a loaded machine without the hold, and in cuvmm serve's ServeStopTest in CI).
+     * Now close() lets the writer send the fd-less frames queued before it closes the socket.
+     */
+    @Test
+    void aDropQueuedByUnpublishGoesOutBeforeCloseEndsTheConnection() throws Exception {
+        Path sock = IpcTestSupport.socketPath();
+        Map<String, Integer> base = fdSnapshot();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity())) {
+            SharingServer server = SharingServer.builder(sock).build();
+            server.publish("t", buf);
+            SharingClient c = SharingClient.connect(sock, "holder");
+            CountDownLatch dropped = new CountDownLatch(1);
+            c.addDropListener(notice -> dropped.countDown());
+            Attachment a = c.attach("t", r);
+            // Whichever writer takes the DROP (the sender thread, or the reader still in its
+            // direct write of the DESCRIPTOR) waits until the connection is finishing: set by
+            // close() itself now, by the reader's end after close() closed the socket before.
+            java.util.function.BiConsumer<SendQueue, SendQueue.Item> holdDrop = (q, item) -> {
+                byte[] f = item.frame(); // header: magic u32, version u16, type u16 (big-endian)
+                if ((((f[6] & 0xff) << 8) | (f[7] & 0xff)) != FrameType.DROP.code()) return;
+                long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(10); // a bound, not an assertion
+                while (!q.isFinishing() && System.nanoTime() < until) Thread.yield();
+            };
+            SendQueue.beforeSend = holdDrop;
+            SendQueue.beforeDirectSend = holdDrop;
+            assertTrue(server.unpublish("t"));
+            server.close();
+            await("the client sees the end of the stream", 10, () -> !c.isConnected());
+            // The stream is read in order: a DROP sent before the end was dispatched before it.
+            assertTrue(a.isDropped(), "the lease holder read the end of the stream with no DROP before it");
+            assertTrue(dropped.await(10, TimeUnit.SECONDS), "the drop listener ran");
+            a.close();
+            c.close();
+        } finally {
+            IpcTestSupport.deleteTree(sock.getParent());
+        }
+        assertFdsBack(base, "after the server closed under a dropped lease");
     }
 }
