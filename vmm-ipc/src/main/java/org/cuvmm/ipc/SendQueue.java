@@ -342,7 +342,9 @@ final class SendQueue {
         long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
         lock.lock();
         try {
-            while (!dead && capacity - queue.size() < n) {
+            // Not once finishing either (as put): nothing more will be queued, so there is no
+            // room to wait for (the caller's offer is refused at once).
+            while (!dead && !finishing && capacity - queue.size() < n) {
                 long left = until - System.nanoTime();
                 if (left <= 0) return;
                 room.awaitNanos(left);
@@ -378,6 +380,7 @@ final class SendQueue {
             finishing = true;
             full = queue.size() >= capacity;
             work.signal();
+            room.signalAll(); // a reader in awaitRoom or put stops waiting: nothing more is queued
         } finally {
             lock.unlock();
         }
