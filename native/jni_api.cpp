@@ -9,6 +9,7 @@
 #include "cuvmm/transfer.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <cerrno>
 #include <cstdint>
 #include <cstring>
@@ -113,6 +114,9 @@ bool RangeHandle::exclusive() const {
 bool RangeHandle::reusable(bool kept_in_process) const {
     if (!exclusive()) return false;
     if (kept_in_process) {
+        // Orders the mark's reads after exclusive()'s use counts: an alias that exported
+        // (marking) and was then destroyed (its shared_ptr release) is seen marked.
+        std::atomic_thread_fence(std::memory_order_acquire);
         for (const auto& m : range->mappings()) {
             if (m->allocation()->exported()) return false;
         }

@@ -529,8 +529,8 @@ public final class VirtualMemoryPool implements AutoCloseable {
         // At most one such thread: the close and any allocation that raced it may both ask.
         if (liveBuffers() == 0 || !leakWatcher.compareAndSet(false, true)) return;
         boolean started = startDaemon("cuvmm-pool-leaks " + name, () -> {
+            boolean watching = true; // this thread holds leakWatcher
             try {
-                boolean watching = true;
                 while (watching) {
                     while (liveBuffers() > 0) {
                         // Looks again every 100 ms: the thread ends soon after the last live buffer
@@ -545,15 +545,16 @@ public final class VirtualMemoryPool implements AutoCloseable {
                     // Off, then one more look: an allocation that raced the close and went live
                     // after the look above found this thread still on and started none.
                     leakWatcher.set(false);
+                    watching = false; // not held from here until the compare-and-set below succeeds
                     watching = liveBuffers() > 0 && leakWatcher.compareAndSet(false, true);
                 }
             } catch (InterruptedException e) {
-                leakWatcher.set(false);
                 Thread.currentThread().interrupt();
             } catch (RuntimeException e) {
-                leakWatcher.set(false);
                 LOG.log(System.Logger.Level.WARNING, "pool " + name + ": taking back a leaked buffer after close failed",
                         e);
+            } finally {
+                if (watching) leakWatcher.set(false); // ended by an exception or Error: a later need starts another
             }
         }, "a buffer leaked after the close is taken back only at a later stats() call");
         if (!started) leakWatcher.set(false);

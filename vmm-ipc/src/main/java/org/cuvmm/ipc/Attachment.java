@@ -121,8 +121,9 @@ public final class Attachment implements AutoCloseable {
      * use. No lock is held while the buffer is unmapped or the release is awaited.
      *
      * @throws IllegalStateException when the buffer is in use on another thread (nothing is
-     *     closed or released: the attachment stays open; close again later), or the server
-     *     refused the release
+     *     closed or released: the attachment stays open; close again later), the server
+     *     refused the release, or this thread was interrupted while it waited for a racing
+     *     close (the interrupt flag is kept; {@link #isClosed()} says how that close ended)
      * @throws UncheckedIOException when the server did not answer in time
      */
     @Override
@@ -176,19 +177,24 @@ public final class Attachment implements AutoCloseable {
      * told: an independent probe saw 7 to 11 attachments per run left open, their leases
      * held). True when this thread now holds the claim (the other was refused); false when
      * the attachment is closed. Polled, so the claimer's path (every round's close) signals
-     * nothing; waits through interrupts (the other's buffer close is bounded) and keeps them.
+     * nothing. An interrupt ends the wait with an IllegalStateException (the flag kept).
      */
     private boolean claimAfterRacingClose() {
-        boolean interrupted = false;
-        try {
-            for (;;) {
-                if (closed) return false;
-                if (CLOSE_CLAIMED.compareAndSet(this, false, true)) return true;
-                java.util.concurrent.locks.LockSupport.parkNanos(CLOSE_RACE_POLL_NANOS);
-                if (Thread.interrupted()) interrupted = true;
+        // The claimer itself, re-entering from inside its own buffer close: nothing to wait for.
+        if (closing == Thread.currentThread()) return false;
+        long pause = CLOSE_RACE_POLL_NANOS;
+        for (;;) {
+            if (closed) return false;
+            if (CLOSE_CLAIMED.compareAndSet(this, false, true)) return true;
+            // Backs off to 10 ms: the other close may wait for stream work recorded on the buffer.
+            java.util.concurrent.locks.LockSupport.parkNanos(pause);
+            pause = Math.min(pause * 2, 10_000_000L);
+            if (Thread.interrupted()) {
+                Thread.currentThread().interrupt();
+                throw new IllegalStateException("close of '" + name + "' lease " + leaseId + ": interrupted while "
+                        + "another thread was closing it; isClosed() says whether that close succeeded (if it was "
+                        + "refused, the attachment is open: close it again later)");
             }
-        } finally {
-            if (interrupted) Thread.currentThread().interrupt();
         }
     }
 

@@ -63,12 +63,7 @@ final class ConnectionIds {
         // repeats found by a scan for the few chunks of a typical buffer, a set for many.
         boolean[] repeat = repeats(allocationIds, n);
         Held[] found = new Held[n];
-        int fresh = 0;
-        for (int i = 0; i < n; i++) {
-            Held h = allocationIds[i] == 0 || (repeat != null && repeat[i]) ? null : byAllocation.get(allocationIds[i]);
-            if (h == null || h.released) fresh++;
-            else found[i] = h;
-        }
+        int fresh = countFresh(allocationIds, repeat, found);
         if (byId.size() + fresh > maxIds) return null;
         long[] newIds = fresh == 0 ? NO_IDS : new long[fresh];
         int k = 0;
@@ -86,6 +81,23 @@ final class ConnectionIds {
             newIds[k++] = h.id;
         }
         return new Assignment(ids, fd, newIds);
+    }
+
+    /** How many fresh ids {@link #assign} would give {@code allocationIds} now (for a refusal's message). */
+    synchronized int freshNeeded(long[] allocationIds) {
+        int n = allocationIds.length;
+        return countFresh(allocationIds, repeats(allocationIds, n), new Held[n]);
+    }
+
+    /** Chunks that need a fresh id; the held entry of each other chunk goes to {@code found}. Under the monitor. */
+    private int countFresh(long[] allocationIds, boolean[] repeat, Held[] found) {
+        int fresh = 0;
+        for (int i = 0; i < allocationIds.length; i++) {
+            Held h = allocationIds[i] == 0 || (repeat != null && repeat[i]) ? null : byAllocation.get(allocationIds[i]);
+            if (h == null || h.released) fresh++;
+            else found[i] = h;
+        }
+        return fresh;
     }
 
     private static final long[] NO_IDS = new long[0];

@@ -387,6 +387,16 @@ final class SendQueue {
         if (full) socket.shutdown();
     }
 
+    /** True when an {@link #offer} made now would be queued (room, writer alive, not finishing). */
+    boolean hasRoom() {
+        lock.lock();
+        try {
+            return !dead && !finishing && queue.size() < capacity;
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** Frames queued and not yet taken by a sender (tests). */
     int size() {
         lock.lock();

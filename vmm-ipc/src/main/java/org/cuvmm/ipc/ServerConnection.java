@@ -308,14 +308,22 @@ final class ServerConnection {
         offerUnsentEvicts();
     }
 
+    /** Test seam: run when a parked DROP's offer was refused, before it is parked again. Null: nothing. */
+    static volatile Runnable afterNoticeRefused;
+
     private void offerUnsentDrops() {
         Messages.Drop d;
         while ((d = unsentDrops.poll()) != null) {
             if (!leases.containsKey(d.leaseId())) continue; // released meanwhile: nothing to tell
             // offer, not tryOffer (see offerUnsentEvicts); the refused item carries no fd.
             if (!out.offer(new SendQueue.Item(encode(d, 0), null, null))) {
+                Runnable seam = afterNoticeRefused;
+                if (seam != null) seam.run();
                 unsentDrops.add(d); // no room (or the writer is gone): parked again
-                return;
+                // Room may have freed while it was out of the list (the writer's looks after its
+                // takes found nothing): look again, or it would wait for the client's next frame
+                // (a review found it stranded so, the client waiting for it).
+                if (!out.hasRoom()) return;
             }
         }
     }
@@ -332,7 +340,7 @@ final class ServerConnection {
             // carries no fd, so its release closes nothing.
             if (!out.offer(new SendQueue.Item(encode(new Messages.Evict(part), 0), null, null))) {
                 unsentEvicts.addAll(batch); // no room (or the writer is gone): parked again
-                return;
+                if (!out.hasRoom()) return; // else room freed while the batch was out: again (as DROPs)
             }
         }
     }

@@ -451,7 +451,8 @@ public final class SharingServer implements AutoCloseable {
      * Stops accepting, deletes the socket file, closes every connection (their leases end
      * with reason SERVER_CLOSED; frames without fds already queued, such as the DROPs of an
      * {@link #unpublish} just before, are sent first, unless the client stops reading for
-     * {@value #CLOSE_FLUSH_MILLIS} ms) and waits for the connection threads, at most
+     * {@value #CLOSE_FLUSH_MILLIS} ms; a DROP still parked because its client's queue was
+     * full is not) and waits for the connection threads, at most
      * {@value #CLOSE_WAIT_MILLIS} ms in all however many connections there are (one deadline
      * shared by every wait). Published buffers are not closed (they are the caller's).
      * Idempotent; a call made while another thread is closing waits (bounded the same way)
@@ -657,10 +658,11 @@ public final class SharingServer implements AutoCloseable {
                 assigned = ids.assign(layout.allocationIds(), sizes);
                 if (assigned == null) {
                     p.endHold(held);
-                    c.reply(requestId, ErrorCode.TOO_MANY_IDS, "attach '" + name + "' needs new allocation ids "
-                            + "(the buffer has " + n + " chunk" + (n == 1 ? "" : "s") + ", each named by an id) but "
-                            + "this connection holds " + ids.held() + " ids and may hold at most " + maxIdsPerConnection
-                            + " on this server; FORGET ids no longer needed first");
+                    c.reply(requestId, ErrorCode.TOO_MANY_IDS, "attach '" + name + "' needs "
+                            + ids.freshNeeded(layout.allocationIds()) + " new allocation ids (the buffer has " + n
+                            + " chunk" + (n == 1 ? "" : "s") + ", each named by an id) but this connection holds "
+                            + ids.held() + " ids and may hold at most " + maxIdsPerConnection + " on this server; "
+                            + "FORGET ids no longer needed first");
                     return;
                 }
                 int[] flags = new int[n];

@@ -241,7 +241,7 @@ class AttachRollbackTest {
                 release(s, first.leaseId());
                 Map<String, Integer> fds = IpcTestSupport.fdSnapshot();
                 // 1 held + 3 fresh > 3: refused though 2 of the 3 would fit.
-                attachRefused(s, "three", ErrorCode.TOO_MANY_IDS, "FORGET ids no longer needed first");
+                attachRefused(s, "three", ErrorCode.TOO_MANY_IDS, "needs 3 new allocation ids");
                 assertNothingLeft(server, 1, 1, fds, "after TOO_MANY_IDS");
                 s.send(frame2(9, nextId++, new Messages.Forget(first.ids()).encode()), null);
                 try (Frame f = FrameIO.read(s)) {

@@ -241,7 +241,7 @@ class ProtocolV2Test {
             server.publish("three", owner.buffer);
             try (FdSocket s = helloV2()) {
                 s.send(frame2(3, 99, str("three")), null);
-                expectError(FrameIO.read(s), ErrorCode.TOO_MANY_IDS, "FORGET ids no longer needed first");
+                expectError(FrameIO.read(s), ErrorCode.TOO_MANY_IDS, "needs 3 new allocation ids (the buffer has 3 chunks");
                 assertEquals(0, server.totalLeaseCount(), "no lease");
                 assertEquals(0, server.stats().idsHeld(), "no id");
             }
