@@ -180,19 +180,8 @@ class PoolLeakTest {
             Reference.reachabilityFence(exported);
             local = null;
             exported = null;
-            long deadline = System.nanoTime() + 20_000_000_000L;
-            while (!LiveObjects.now().equals(liveBefore) && System.nanoTime() < deadline) {
-                System.gc();
-                Thread.sleep(20);
-            }
-            LiveObjects.assertBack(liveBefore, "two buffers leaked after their pool closed, no pool call since");
-            assertTrue(LeakDetection.reportedLeaks() >= reports + 2, "both reported with the core's warning");
-            long until = System.nanoTime() + 10_000_000_000L;
-            while (Thread.getAllStackTraces().keySet().stream()
-                    .anyMatch(t -> t.getName().equals("cuvmm-pool-leaks leaked-after-close"))) {
-                assertTrue(System.nanoTime() < until, "the closed pool's leak thread ended once nothing was live");
-                Thread.sleep(20);
-            }
+            awaitTakenBackByTheLeakThread(liveBefore, reports + 2, "cuvmm-pool-leaks leaked-after-close",
+                    "two buffers leaked after their pool closed, no pool call since");
             assertEquals(2, pool.stats(PoolLifetime.LOCAL).leaks() + pool.stats(PoolLifetime.EXPORTED).leaks());
         }
     }
@@ -253,18 +242,29 @@ class PoolLeakTest {
             b.fill((byte) 1);
             Reference.reachabilityFence(b);
             b = null;
-            long deadline = System.nanoTime() + 20_000_000_000L;
-            while (!LiveObjects.now().equals(liveBefore) && System.nanoTime() < deadline) {
-                System.gc();
-                Thread.sleep(20);
-            }
-            LiveObjects.assertBack(liveBefore, "a buffer leaked after its pool closed mid-allocation, no pool call since");
-            assertTrue(LeakDetection.reportedLeaks() >= reports + 1, "reported with the core's warning");
-            long until = System.nanoTime() + 10_000_000_000L;
-            while (Thread.getAllStackTraces().keySet().stream().anyMatch(t -> t.getName().equals(thread))) {
-                assertTrue(System.nanoTime() < until, "the leak thread ended once nothing was live");
-                Thread.sleep(10);
-            }
+            awaitTakenBackByTheLeakThread(liveBefore, reports + 1, thread,
+                    "a buffer leaked after its pool closed mid-allocation, no pool call since");
+        }
+    }
+
+    /**
+     * Collects garbage until the native objects are back to {@code liveBefore} (at most 20 s),
+     * checks the core warned at least up to {@code reportsAtLeast}, then waits (at most 10 s)
+     * for the closed pool's leak thread {@code thread} to end, nothing being live.
+     */
+    private static void awaitTakenBackByTheLeakThread(Map<String, Long> liveBefore, long reportsAtLeast, String thread,
+            String what) throws InterruptedException {
+        long deadline = System.nanoTime() + 20_000_000_000L;
+        while (!LiveObjects.now().equals(liveBefore) && System.nanoTime() < deadline) {
+            System.gc();
+            Thread.sleep(20);
+        }
+        LiveObjects.assertBack(liveBefore, what);
+        assertTrue(LeakDetection.reportedLeaks() >= reportsAtLeast, "reported with the core's warning: " + what);
+        long until = System.nanoTime() + 10_000_000_000L;
+        while (Thread.getAllStackTraces().keySet().stream().anyMatch(t -> t.getName().equals(thread))) {
+            assertTrue(System.nanoTime() < until, "the closed pool's leak thread ended once nothing was live: " + what);
+            Thread.sleep(10);
         }
     }
 
