@@ -528,38 +528,44 @@ public final class SharingServer implements AutoCloseable {
         long lastLogged = 0;
         int repeats = 0;
         while (!closed.get()) {
-            FdSocket s;
+            FdSocket s = null;
             try {
-                s = listenSocket.accept();
-            } catch (ClosedChannelException e) {
-                break;
-            } catch (IOException e) {
-                if (closed.get()) break;
-                // EMFILE and friends: do not spin, and do not flood the log either (a server at
-                // its fd limit failed every 50 ms: about 1,200 lines a minute). The same failure
-                // is logged again at most every 10 s, with how often it repeated meanwhile.
-                String what = String.valueOf(e.getMessage());
-                long now = System.nanoTime();
-                if (!what.equals(lastFailure) || now - lastLogged >= ACCEPT_FAILURE_LOG_NANOS) {
-                    log(System.Logger.Level.WARNING, "accept on " + listenSocket.path() + " failed: " + what
-                            + (repeats > 0 && what.equals(lastFailure) ? " (and " + repeats + " more times since the "
-                            + "last report)" : ""), null);
-                    lastFailure = what;
-                    lastLogged = now;
-                    repeats = 0;
-                } else {
-                    repeats++;
+                try {
+                    s = listenSocket.accept();
+                } catch (ClosedChannelException e) {
+                    break;
+                } catch (IOException e) {
+                    if (closed.get()) break;
+                    // EMFILE and friends: do not spin, and do not flood the log either (a server at
+                    // its fd limit failed every 50 ms: about 1,200 lines a minute). The same failure
+                    // is logged again at most every 10 s, with how often it repeated meanwhile.
+                    String what = String.valueOf(e.getMessage());
+                    long now = System.nanoTime();
+                    if (!what.equals(lastFailure) || now - lastLogged >= ACCEPT_FAILURE_LOG_NANOS) {
+                        log(System.Logger.Level.WARNING, "accept on " + listenSocket.path() + " failed: " + what
+                                + (repeats > 0 && what.equals(lastFailure) ? " (and " + repeats + " more times since "
+                                + "the last report)" : ""), null);
+                        lastFailure = what;
+                        lastLogged = now;
+                        repeats = 0;
+                    } else {
+                        repeats++;
+                    }
+                    sleepQuietly(50);
+                    continue;
                 }
-                sleepQuietly(50);
-                continue;
-            }
-            // (lastFailure is kept across successes: at the fd limit accepts can alternate
-            // with EMFILE, and each would otherwise be logged again at once.)
-            try {
+                // (lastFailure is kept across successes: at the fd limit accepts can alternate
+                // with EMFILE, and each would otherwise be logged again at once.)
                 admit(s);
             } catch (Throwable t) {
-                s.close();
-                log(System.Logger.Level.ERROR, "admitting a connection failed: " + t, t);
+                // Anything else (an Error from a listener, or from a class or a resource that
+                // cannot load at the fd limit): this is the only thread that accepts, so it ends
+                // only with the server (an independent probe saw it die for good on an Error).
+                if (s != null) s.close();
+                if (closed.get()) break;
+                log(System.Logger.Level.ERROR, "accepting a connection on " + listenSocket.path() + " failed (the "
+                        + "server goes on accepting): " + t, t);
+                sleepQuietly(50);
             }
         }
     }
@@ -593,8 +599,13 @@ public final class SharingServer implements AutoCloseable {
             s.close();
             return;
         }
-        fire(l -> l.connected(peer));
-        c.start();
+        try {
+            fire(l -> l.connected(peer));
+            c.start();
+        } catch (Throwable t) {
+            connections.remove(c); // never started: it would count against the limit for good
+            throw t;
+        }
         watchdog.watch(c);
     }
 
@@ -850,15 +861,37 @@ public final class SharingServer implements AutoCloseable {
         for (SharingListener l : listeners) {
             try {
                 event.accept(l);
-            } catch (RuntimeException e) {
+            } catch (RuntimeException | Error e) {
+                // An Error too (an assertion, a class that cannot load at the fd limit): a
+                // listener runs on the server's own threads, which must go on.
                 log(System.Logger.Level.WARNING, "a SharingListener threw " + e, e);
             }
         }
     }
 
+    /** Test seam: run by {@link #log} before it logs (tests make it throw, as a broken logger does). Null: nothing. */
+    static volatile Runnable beforeLog;
+
+    /**
+     * Logs, and never throws: a log line that cannot be written must not stop the thread that
+     * writes it (an independent probe at the fd limit: java.util.logging's formatter, loading
+     * the time-zone data for the first time, threw an Error on EMFILE and the accept thread
+     * died for good). What cannot be logged goes to standard error, unformatted, or nowhere.
+     */
     void log(System.Logger.Level level, String message, Throwable t) {
-        if (t == null) LOG.log(level, message);
-        else LOG.log(level, message, t);
+        try {
+            Runnable seam = beforeLog;
+            if (seam != null) seam.run();
+            if (t == null) LOG.log(level, message);
+            else LOG.log(level, message, t);
+        } catch (Throwable logFailed) {
+            try {
+                System.err.println("cuvmm-ipc " + level + ": " + message + (t == null ? "" : " (" + t + ")")
+                        + " [the logger failed: " + logFailed + "]");
+            } catch (Throwable ignored) {
+                // nowhere left to say it
+            }
+        }
     }
 
     private void requireOpen() {
