@@ -161,8 +161,18 @@ RangeRef Range::import_fds(ChunkSpecRef spec, const std::vector<int>& fds, const
     for (int i = 0; i < chunks; ++i) {
         auto allocation = Allocation::import_fd(spec->device, fds[i], sizes[i], spec->prop.location,
                                               Step{"importing chunk", i + 1, chunks});
-        mappings.push_back(Mapping::map(reservation, at, std::move(allocation), spec->access,
-                                        Step{"mapping imported chunk", i + 1, chunks}));
+        try {
+            mappings.push_back(Mapping::map(reservation, at, std::move(allocation), spec->access,
+                                            Step{"mapping imported chunk", i + 1, chunks}));
+        } catch (const DriverError& e) {
+            if (e.code() != CUDA_ERROR_INVALID_VALUE) throw;
+            // The likely cause, which the driver does not name: a size that is not the
+            // exported allocation's (an independent probe's forged descriptors).
+            throw DriverError(e.code(), e.call(), e.step(),
+                              "the descriptor gives this chunk " + std::to_string(sizes[i]) +
+                                  " bytes; it must be exactly the size of the allocation its fd was exported "
+                                  "from (check the sizes sent with the fds)");
+        }
         at += sizes[i];
     }
     return RangeRef(new Range(std::move(spec), std::move(mappings), size));

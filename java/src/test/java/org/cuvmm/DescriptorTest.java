@@ -172,6 +172,9 @@ class DescriptorTest {
             try (BufferDescriptor big = BufferDescriptor.fromFds(good.fds(), new long[] {4 * MiB}, HandleType.POSIX_FD, 4 * MiB)) {
                 CudaException e = assertThrows(CudaException.class, () -> r.importBuffer(big));
                 assertEquals("cuMemMap", e.call());
+                // The likely cause named (the driver's INVALID_VALUE alone does not say it).
+                assertTrue(e.getMessage().contains("the descriptor gives this chunk 4194304 bytes; it must be exactly "
+                        + "the size of the allocation its fd was exported from"), e.getMessage());
                 LiveObjects.assertBack(live, "after a failed import (wrong size)");
             }
             // a size that is not a multiple of the granularity never reaches the driver
