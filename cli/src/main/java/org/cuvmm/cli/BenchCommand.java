@@ -20,7 +20,7 @@ final class BenchCommand implements Command {
 
     @Override
     public String summary() {
-        return "run the benchmarks from the source tree: bench [core|sharing-pool] [runner options]";
+        return "run the benchmarks from the source tree: bench [core|sharing-pool|sharing-v2|streams] [runner options]";
     }
 
     @Override
@@ -37,8 +37,11 @@ final class BenchCommand implements Command {
         switch (which) {
             case "core": script = "run"; break;
             case "sharing-pool": script = "run-sharing-pool"; break;
+            case "sharing-v2": script = "run-sharing-v2"; break;
+            case "streams": script = "run-streams"; break;
             default:
-                err.println("cuvmm bench: unknown suite '" + which + "' (expected: core or sharing-pool)");
+                err.println("cuvmm bench: unknown suite '" + which + "' (expected: core, sharing-pool, sharing-v2 or "
+                        + "streams)");
                 return USAGE;
         }
         Path runner = Path.of(home, "bench", script);
@@ -51,7 +54,9 @@ final class BenchCommand implements Command {
         cmd.addAll(rest);
         try {
             Process p = new ProcessBuilder(cmd).directory(Path.of(home).toFile()).inheritIO().start();
-            return p.waitFor() == 0 ? OK : FAILED;
+            // The runners exit 2 on a usage error, as cuvmm does: passed on, not turned into a failure.
+            int status = p.waitFor();
+            return status == 0 ? OK : status == USAGE ? USAGE : FAILED;
         } catch (IOException e) {
             err.println("cuvmm bench: could not start " + runner + ": " + e.getMessage());
             return FAILED;

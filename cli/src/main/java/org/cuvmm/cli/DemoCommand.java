@@ -59,6 +59,9 @@ final class DemoCommand implements Command {
         if (driver.kind() == DriverKind.HOST) {
             out.println("note: these ran on cuvmm's host driver (memfd/mmap in host memory), not on a GPU: the times "
                     + "are not GPU results.");
+        } else if (driver.isHostLibrary()) {
+            out.println("note: these ran on the cuda driver API over cuvmm's host library (no GPU): the times are not "
+                    + "GPU results.");
         }
         if (run.succeeded()) {
             out.println("result: OK: every byte verified at every step, nothing left alive");
@@ -69,8 +72,9 @@ final class DemoCommand implements Command {
     }
 
     private static String driverLine(Driver driver) {
-        return driver.kind() == DriverKind.CUDA
-                ? "cuda driver " + driver.versionString()
-                : "host driver (simulation; no GPU)";
+        if (driver.kind() != DriverKind.CUDA) return "host driver (simulation; no GPU)";
+        return driver.isHostLibrary()
+                ? "cuda driver " + driver.versionString() + " over cuvmm's host library (no GPU)"
+                : "cuda driver " + driver.versionString();
     }
 }

@@ -20,7 +20,17 @@ final class HelpCommand implements Command {
 
     @Override
     public int run(List<String> args, PrintStream out, PrintStream err) {
-        out.println("usage: cuvmm <command>");
+        if (args.size() == 1 && commands.containsKey(args.get(0))) { // cuvmm help <command>
+            Command c = commands.get(args.get(0));
+            out.println("cuvmm " + c.name() + ": " + c.summary());
+            return OK;
+        }
+        if (!args.isEmpty()) {
+            err.println("cuvmm help: unexpected argument(s) " + args + " (expected: nothing, or one command of: "
+                    + String.join(", ", commands.keySet()) + ")");
+            return USAGE;
+        }
+        out.println("usage: cuvmm <command>   (cuvmm <command> --help, or cuvmm help <command>: its options)");
         out.println();
         out.println("CUDA Virtual Memory Management for Java: reserve, create, map, grow and share GPU memory.");
         out.println();

@@ -68,6 +68,38 @@ final class ServeCommand implements Command {
         return v;
     }
 
+    /**
+     * {@code check}'s value; its IllegalArgumentException (a builder's, naming the builder
+     * method) comes back naming the option typed, {@code --option}.
+     */
+    private static <T> T asOption(String option, java.util.function.Supplier<T> check) {
+        try {
+            return check.get();
+        } catch (IllegalArgumentException e) {
+            throw new IllegalArgumentException("--" + option + ": " + e.getMessage(), e);
+        }
+    }
+
+    /** {@code mode}, refused up front (a usage error) when {@code group} is set and the mode gives it no access. */
+    private static int checkedMode(int mode, String group) {
+        if (group != null && (mode & 0060) == 0) {
+            throw new IllegalArgumentException(String.format("0%o", mode) + " with --socket-group " + group
+                    + " gives the group no access (expected: --socket-mode 0660 or 0666 with a group)");
+        }
+        return mode;
+    }
+
+    /** {@code group}, refused up front (a usage error) when no such group exists. */
+    private static String existingGroup(String group) {
+        try {
+            java.nio.file.FileSystems.getDefault().getUserPrincipalLookupService().lookupPrincipalByGroupName(group);
+        } catch (java.io.IOException | UnsupportedOperationException e) {
+            throw new IllegalArgumentException("'" + group + "' (expected: an existing group name; `getent group` "
+                    + "lists them)", e);
+        }
+        return group;
+    }
+
     @Override
     public int run(List<String> args, PrintStream out, PrintStream err) {
         Arguments a;
@@ -82,8 +114,10 @@ final class ServeCommand implements Command {
             seed = a.longValue("seed", 1);
             name = a.bufferName("name");
             socket = a.socketPath("socket");
-            builder = SharingServer.builder(socket)
-                    .socketFileMode(a.octalMode("socket-mode", FdServerSocket.DEFAULT_FILE_MODE))
+            int mode = a.octalMode("socket-mode", FdServerSocket.DEFAULT_FILE_MODE);
+            String group = a.optional("socket-group");
+            SharingServer.Builder b = SharingServer.builder(socket);
+            builder = asOption("socket-mode", () -> b.socketFileMode(checkedMode(mode, group)))
                     .backlog(a.intValue("backlog", FdServerSocket.DEFAULT_BACKLOG, 1))
                     .maxConnections(a.intValue("max-connections", ConnectionLimits.DEFAULT_MAX_CONNECTIONS, 1))
                     .maxLeasesPerConnection(a.intValue("max-leases", ConnectionLimits.DEFAULT_MAX_LEASES, 1))
@@ -91,7 +125,7 @@ final class ServeCommand implements Command {
                     .maxProtocolVersion(protocolVersion(a))
                     .handshakeTimeout(a.seconds("handshake-timeout", ConnectionLimits.DEFAULT_HANDSHAKE_TIMEOUT))
                     .idleTimeout(a.seconds("idle-timeout", ConnectionLimits.DEFAULT_IDLE_TIMEOUT));
-            if (a.optional("socket-group") != null) builder.socketFileGroup(a.optional("socket-group"));
+            if (group != null) builder.socketFileGroup(asOption("socket-group", () -> existingGroup(group)));
         } catch (IllegalArgumentException e) {
             err.println("cuvmm serve: " + e.getMessage());
             return USAGE;

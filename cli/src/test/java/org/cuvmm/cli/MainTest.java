@@ -90,6 +90,23 @@ class MainTest {
         assertFalse(r.output().contains("the NVIDIA driver, libcuda.so.1"), r.toString());
     }
 
+    /**
+     * demo over the host library labels its times as no GPU result (it said only "cuda driver
+     * 13.0" before: an independent probe).
+     */
+    @Test
+    void demoOverTheHostLibrarySaysItIsNoGpu() throws Exception {
+        String library = System.getProperty("cuvmm.test.hostLibrary");
+        Assumptions.assumeTrue(library != null && Files.exists(Path.of(library)),
+                () -> "the host library is not built: cuvmm.test.hostLibrary=" + library);
+        ChildJvm.Result r = ChildJvm.run(Main.class, List.of("-Dcuvmm.driver=cuda", "-Dcuvmm.cuda.library=" + library),
+                Map.of(), "demo");
+        assertEquals(0, r.exitCode(), r.toString());
+        assertTrue(r.output().contains("over cuvmm's host library (no GPU), device 0"), r.toString());
+        assertTrue(r.output().contains("note: these ran on the cuda driver API over cuvmm's host library (no GPU): the "
+                + "times are not GPU results."), r.toString());
+    }
+
     @Test
     void demoGrowsInPlaceThenMovesVerifiesEveryByteAndLeavesNothingAlive() {
         Result r = cuvmm("demo");
@@ -230,5 +247,49 @@ class MainTest {
     void unexpectedArgumentsAreUsageErrors() {
         assertEquals(2, cuvmm("info", "--verbose").status());
         assertEquals(2, cuvmm("demo", "extra").status());
+        Result extra = cuvmm("help", "frob");
+        assertEquals(2, extra.status(), "help with an argument that is no command (it used to be ignored)");
+        assertTrue(extra.err().contains("unexpected argument(s) [frob]"), extra.err());
+    }
+
+    /** Each command's options, asked either way (found missing by an independent probe: --help was a usage error). */
+    @Test
+    void eachCommandPrintsItsOptions() {
+        for (String c : new String[] {"info", "demo", "serve", "attach"}) {
+            for (String[] ask : new String[][] {{c, "--help"}, {c, "-h"}, {"help", c}}) {
+                Result r = cuvmm(ask);
+                assertEquals(0, r.status(), String.join(" ", ask) + ": " + r.err());
+                assertTrue(r.out().contains("cuvmm " + c + ": " + Main.commands().get(c).summary()), r.out());
+            }
+        }
+        assertTrue(cuvmm("help", "serve").out().contains("--socket-mode 0600"));
+    }
+
+    /**
+     * A runner's usage error (exit 2) stays a usage error through {@code cuvmm bench}; it was
+     * reported as a failure (1). A stand-in runner in a temporary tree exits 2.
+     */
+    @Test
+    void benchPassesOnARunnersUsageError() throws Exception {
+        String previous = System.getProperty("cuvmm.home");
+        Path home = Files.createTempDirectory("cvmm-home");
+        try {
+            Files.createDirectories(home.resolve("bench"));
+            for (String[] runner : new String[][] {{"run-streams", "2"}, {"run-sharing-v2", "0"}, {"run", "1"}}) {
+                Path script = home.resolve("bench").resolve(runner[0]);
+                Files.writeString(script, "#!/bin/sh\nexit " + runner[1] + "\n");
+                script.toFile().setExecutable(true);
+            }
+            System.setProperty("cuvmm.home", home.toString());
+            assertEquals(2, cuvmm("bench", "streams", "--bogus").status(), "the runner's usage error");
+            assertEquals(0, cuvmm("bench", "sharing-v2").status(), "sharing-v2 is a suite");
+            assertEquals(1, cuvmm("bench", "core").status(), "any other failure");
+        } finally {
+            if (previous == null) System.clearProperty("cuvmm.home");
+            else System.setProperty("cuvmm.home", previous);
+            try (var files = Files.walk(home)) {
+                files.sorted(java.util.Comparator.reverseOrder()).forEach(f -> f.toFile().delete());
+            }
+        }
     }
 }

@@ -56,7 +56,14 @@ class ServeOptionsTest {
 
     @Test
     void badOptionsAreRefusedNamingTheValue() throws Exception {
-        assertTrue(usageError("--socket-mode", "0755").contains("socketFileMode: 0755 (expected: 0600, 0660, 0606 or 0666"));
+        assertTrue(usageError("--socket-mode", "0755").contains("--socket-mode: socketFileMode: 0755 (expected: 0600, "
+                + "0660, 0606 or 0666"));
+        // A group the mode gives no access, or no such group: usage errors naming the options
+        // (they were exit 1, found at bind; an independent probe).
+        assertTrue(usageError("--socket-group", "root").contains("--socket-mode: 0600 with --socket-group root gives the "
+                + "group no access"));
+        assertTrue(usageError("--socket-mode", "0660", "--socket-group", "no-such-group-cvmm")
+                .contains("--socket-group: 'no-such-group-cvmm' (expected: an existing group name"));
         assertTrue(usageError("--socket-mode", "rw").contains("--socket-mode: rw (expected: an octal file mode"));
         assertTrue(usageError("--backlog", "0").contains("--backlog: 0 (expected: a whole number >= 1)"));
         assertTrue(usageError("--max-connections", "x").contains("--max-connections: x (expected: a whole number >= 1)"));
