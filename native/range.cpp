@@ -165,7 +165,7 @@ RangeRef Range::import_fds(ChunkSpecRef spec, const std::vector<int>& fds, const
             mappings.push_back(Mapping::map(reservation, at, std::move(allocation), spec->access,
                                             Step{"mapping imported chunk", i + 1, chunks}));
         } catch (const DriverError& e) {
-            if (e.code() != CUDA_ERROR_INVALID_VALUE) throw;
+            if (e.code() != CUDA_ERROR_INVALID_VALUE || e.call() != "cuMemMap") throw; // not cuMemSetAccess's
             // The likely cause, which the driver does not name: a size that is not the
             // exported allocation's (an independent probe's forged descriptors).
             throw DriverError(e.code(), e.call(), e.step(),

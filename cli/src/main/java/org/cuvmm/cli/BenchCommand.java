@@ -8,10 +8,13 @@ import java.util.ArrayList;
 import java.util.List;
 
 /**
- * {@code cuvmm bench [core|sharing-pool] [runner options]}: runs the benchmark runners of
- * {@code bench/} from the source tree ({@code bench/run}: allocate, grow and move against the
- * C++ baseline; {@code bench/run-sharing-pool}: descriptor transport, pool, threads, arena
- * workloads). The tree is found through the {@code cuvmm.home} system property, which the
+ * {@code cuvmm bench [core|sharing-pool|sharing-v2|streams] [runner options]}: runs the
+ * benchmark runners of {@code bench/} from the source tree ({@code bench/run}: allocate, grow
+ * and move against the C++ baseline; {@code bench/run-sharing-pool}: descriptor transport,
+ * pool, threads, arena workloads; {@code bench/run-sharing-v2}: cached version-2 rounds
+ * against a C++ ping-pong; {@code bench/run-streams}: asynchronous copies). {@code --help} or
+ * {@code -h} alone prints the suites; after a suite, the runner's own options. A runner's
+ * usage error (exit 2) is passed on as exit 2. The tree is found through the {@code cuvmm.home} system property, which the
  * {@code ./cuvmm} launcher sets; the runners build what they need and print their report.
  */
 final class BenchCommand implements Command {
@@ -31,8 +34,13 @@ final class BenchCommand implements Command {
                     + "-Dcuvmm.home, or pass -Dcuvmm.home=<repository root>)");
             return USAGE;
         }
-        String which = args.isEmpty() || args.get(0).startsWith("--") ? "core" : args.get(0);
-        List<String> rest = args.isEmpty() || args.get(0).startsWith("--") ? args : args.subList(1, args.size());
+        if (args.size() == 1 && (args.get(0).equals("--help") || args.get(0).equals("-h"))) {
+            out.println("cuvmm bench: " + summary());
+            out.println("  'cuvmm bench <suite> --help' prints that runner's options");
+            return OK;
+        }
+        String which = args.isEmpty() || args.get(0).startsWith("-") ? "core" : args.get(0);
+        List<String> rest = args.isEmpty() || args.get(0).startsWith("-") ? args : args.subList(1, args.size());
         String script;
         switch (which) {
             case "core": script = "run"; break;

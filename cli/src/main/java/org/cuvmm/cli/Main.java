@@ -33,8 +33,7 @@ public final class Main {
             return Command.USAGE;
         }
         List<String> rest = Arrays.asList(args).subList(1, args.length);
-        // `cuvmm <command> --help`: the command's usage line (bench passes it to its runner,
-        // which prints the runner's own options).
+        // `cuvmm <command> --help`: the command's usage line (bench prints its suites itself).
         if (rest.size() == 1 && (rest.get(0).equals("--help") || rest.get(0).equals("-h"))
                 && !command.name().equals("bench")) {
             out.println("cuvmm " + command.name() + ": " + command.summary());

@@ -263,6 +263,18 @@ class MainTest {
             }
         }
         assertTrue(cuvmm("help", "serve").out().contains("--socket-mode 0600"));
+        String previous = System.getProperty("cuvmm.home");
+        try {
+            System.setProperty("cuvmm.home", System.getProperty("java.io.tmpdir"));
+            for (String ask : new String[] {"--help", "-h"}) {
+                Result bench = cuvmm("bench", ask);
+                assertEquals(0, bench.status(), bench.err());
+                assertTrue(bench.out().contains("core|sharing-pool|sharing-v2|streams"), bench.out());
+            }
+        } finally {
+            if (previous == null) System.clearProperty("cuvmm.home");
+            else System.setProperty("cuvmm.home", previous);
+        }
     }
 
     /**

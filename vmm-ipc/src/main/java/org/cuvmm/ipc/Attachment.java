@@ -123,7 +123,8 @@ public final class Attachment implements AutoCloseable {
      * @throws IllegalStateException when the buffer is in use on another thread (nothing is
      *     closed or released: the attachment stays open; close again later), the server
      *     refused the release, or this thread was interrupted while it waited for a racing
-     *     close (the interrupt flag is kept; {@link #isClosed()} says how that close ended)
+     *     close (the interrupt flag is kept; {@link #isClosed()} is false while that close
+     *     runs or if it was refused)
      * @throws UncheckedIOException when the server did not answer in time
      */
     @Override
@@ -192,8 +193,8 @@ public final class Attachment implements AutoCloseable {
             if (Thread.interrupted()) {
                 Thread.currentThread().interrupt();
                 throw new IllegalStateException("close of '" + name + "' lease " + leaseId + ": interrupted while "
-                        + "another thread was closing it; isClosed() says whether that close succeeded (if it was "
-                        + "refused, the attachment is open: close it again later)");
+                        + "another thread was closing it (isClosed() is false while that close runs or if it was "
+                        + "refused: then the attachment is open; close it again later)");
             }
         }
     }

@@ -96,8 +96,13 @@ final class ServerConnection {
 
     void start() {
         out.start();
+        Runnable seam = beforeReaderStart;
+        if (seam != null) seam.run();
         reader.start();
     }
+
+    /** Test seam: run by {@link #start} after the sender started, before the reader starts (tests throw there). Null: nothing. */
+    static volatile Runnable beforeReaderStart;
 
     boolean helloDone() { return helloDone; }
 

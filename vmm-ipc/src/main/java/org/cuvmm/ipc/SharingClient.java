@@ -1079,7 +1079,8 @@ public final class SharingClient implements AutoCloseable {
      * are then sent without waiting for replies, so a server that stopped answering costs one
      * timeout, not one per attachment.
      *
-     * @throws IllegalStateException when an attachment's buffer is in use on another thread:
+     * @throws IllegalStateException when an attachment's buffer is in use on another thread
+     *     (or this thread was interrupted while another thread was closing that attachment):
      *     that attachment stays open and keeps its lease (and so the connection); close it,
      *     or this client, again later. No new request is accepted meanwhile
      * @throws UncheckedIOException when the server did not answer a release in time (the

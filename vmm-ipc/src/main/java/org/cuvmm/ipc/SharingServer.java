@@ -524,9 +524,7 @@ public final class SharingServer implements AutoCloseable {
     private static final long ACCEPT_FAILURE_LOG_NANOS = java.util.concurrent.TimeUnit.SECONDS.toNanos(10);
 
     private void acceptLoop() {
-        String lastFailure = null; // the failure last logged, its time, and the repeats not logged since
-        long lastLogged = 0;
-        int repeats = 0;
+        AcceptFailures failures = new AcceptFailures();
         while (!closed.get()) {
             FdSocket s = null;
             try {
@@ -537,36 +535,52 @@ public final class SharingServer implements AutoCloseable {
                 } catch (IOException e) {
                     if (closed.get()) break;
                     // EMFILE and friends: do not spin, and do not flood the log either (a server at
-                    // its fd limit failed every 50 ms: about 1,200 lines a minute). The same failure
-                    // is logged again at most every 10 s, with how often it repeated meanwhile.
-                    String what = String.valueOf(e.getMessage());
-                    long now = System.nanoTime();
-                    if (!what.equals(lastFailure) || now - lastLogged >= ACCEPT_FAILURE_LOG_NANOS) {
-                        log(System.Logger.Level.WARNING, "accept on " + listenSocket.path() + " failed: " + what
-                                + (repeats > 0 && what.equals(lastFailure) ? " (and " + repeats + " more times since "
-                                + "the last report)" : ""), null);
-                        lastFailure = what;
-                        lastLogged = now;
-                        repeats = 0;
-                    } else {
-                        repeats++;
-                    }
+                    // its fd limit failed every 50 ms: about 1,200 lines a minute).
+                    String line = failures.lineFor(String.valueOf(e.getMessage()));
+                    if (line != null) log(System.Logger.Level.WARNING, "accept on " + listenSocket.path() + " failed: "
+                            + line, null);
                     sleepQuietly(50);
                     continue;
                 }
-                // (lastFailure is kept across successes: at the fd limit accepts can alternate
-                // with EMFILE, and each would otherwise be logged again at once.)
                 admit(s);
             } catch (Throwable t) {
-                // Anything else (an Error from a listener, or from a class or a resource that
-                // cannot load at the fd limit): this is the only thread that accepts, so it ends
-                // only with the server (an independent probe saw it die for good on an Error).
+                // Anything else (an Error from a class or a resource that cannot load at the fd
+                // limit, a connection's threads that cannot start): this is the only thread that
+                // accepts, so it ends only with the server (an independent probe saw it die for
+                // good on an Error). Throttled as accept failures are.
                 if (s != null) s.close();
                 if (closed.get()) break;
-                log(System.Logger.Level.ERROR, "accepting a connection on " + listenSocket.path() + " failed (the "
-                        + "server goes on accepting): " + t, t);
+                String line = failures.lineFor(String.valueOf(t));
+                if (line != null) log(System.Logger.Level.ERROR, "accepting a connection on " + listenSocket.path()
+                        + " failed (the server goes on accepting): " + line, t);
                 sleepQuietly(50);
             }
+        }
+    }
+
+    /**
+     * The accept loop's log throttle: the same failure is logged again at most every 10 s,
+     * with how often it repeated meanwhile. The last failure is kept across successes: at the
+     * fd limit accepts can alternate with EMFILE, and each would otherwise be logged at once.
+     */
+    private static final class AcceptFailures {
+        private String last;
+        private long lastLogged;
+        private int repeats;
+
+        /** The line to log for failure {@code what} now, or null when it is a repeat to count only. */
+        String lineFor(String what) {
+            long now = System.nanoTime();
+            if (what.equals(last) && now - lastLogged < ACCEPT_FAILURE_LOG_NANOS) {
+                repeats++;
+                return null;
+            }
+            String line = what + (repeats > 0 && what.equals(last) ? " (and " + repeats + " more times since the last "
+                    + "report)" : "");
+            last = what;
+            lastLogged = now;
+            repeats = 0;
+            return line;
         }
     }
 
@@ -599,11 +613,15 @@ public final class SharingServer implements AutoCloseable {
             s.close();
             return;
         }
+        fire(l -> l.connected(peer)); // never throws: a listener's failure is logged
         try {
-            fire(l -> l.connected(peer));
             c.start();
         } catch (Throwable t) {
-            connections.remove(c); // never started: it would count against the limit for good
+            // Its threads could not all start: not counted against the limit for good, its
+            // sender (if it started) woken to end, and the listeners told it is gone.
+            connections.remove(c);
+            c.out.finish();
+            fire(l -> l.disconnected(peer, ""));
             throw t;
         }
         watchdog.watch(c);
@@ -669,8 +687,9 @@ public final class SharingServer implements AutoCloseable {
                 assigned = ids.assign(layout.allocationIds(), sizes);
                 if (assigned == null) {
                     p.endHold(held);
-                    c.reply(requestId, ErrorCode.TOO_MANY_IDS, "attach '" + name + "' needs "
-                            + ids.freshNeeded(layout.allocationIds()) + " new allocation ids (the buffer has " + n
+                    int fresh = ids.freshNeeded(layout.allocationIds());
+                    c.reply(requestId, ErrorCode.TOO_MANY_IDS, "attach '" + name + "' needs " + fresh
+                            + " new allocation id" + (fresh == 1 ? "" : "s") + " (the buffer has " + n
                             + " chunk" + (n == 1 ? "" : "s") + ", each named by an id) but this connection holds "
                             + ids.held() + " ids and may hold at most " + maxIdsPerConnection + " on this server; "
                             + "FORGET ids no longer needed first");

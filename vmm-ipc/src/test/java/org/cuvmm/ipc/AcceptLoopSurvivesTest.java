@@ -2,6 +2,7 @@ package org.cuvmm.ipc;
 
 import static org.cuvmm.ipc.IpcTestSupport.await;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 
 import java.nio.file.Path;
 import java.time.Duration;
@@ -35,6 +36,7 @@ class AcceptLoopSurvivesTest {
     @AfterEach
     void tearDown() {
         SharingServer.beforeLog = null;
+        ServerConnection.beforeReaderStart = null;
         IpcTestSupport.deleteTree(sock.getParent());
     }
 
@@ -60,5 +62,48 @@ class AcceptLoopSurvivesTest {
             assertEquals(2, connects.get());
             await("every connection ended and none left counted", 10, () -> server.connectionCount() == 0);
         }
+    }
+
+    /**
+     * A connection whose reader thread cannot start (its sender already running): the client
+     * sees the connection closed, the next client is served, the failed one is not counted
+     * against the limit, its sender thread ends, and the listeners see it go.
+     */
+    @Test
+    void aConnectionWhoseThreadsCannotStartLeavesNothingBehind() throws Exception {
+        long sendersBefore = senderThreads();
+        AtomicInteger connected = new AtomicInteger();
+        AtomicInteger disconnected = new AtomicInteger();
+        SharingListener counts = new SharingListener() {
+            @Override
+            public void connected(PeerCredentials peer) { connected.incrementAndGet(); }
+
+            @Override
+            public void disconnected(PeerCredentials peer, String clientName) { disconnected.incrementAndGet(); }
+        };
+        ServerConnection.beforeReaderStart = () -> {
+            ServerConnection.beforeReaderStart = null; // the first connection only
+            throw new OutOfMemoryError("unable to create native thread (a test)");
+        };
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             VirtualMemoryBuffer b = r.allocate(r.granularity());
+             SharingServer server = SharingServer.builder(sock).maxConnections(1).listener(counts).build()) {
+            server.publish("b", b);
+            assertThrows(java.io.IOException.class,
+                    () -> SharingClient.builder(sock).timeout(Duration.ofSeconds(5)).build().close());
+            try (SharingClient c = SharingClient.builder(sock).timeout(Duration.ofSeconds(5)).build();
+                 Attachment a = c.attach("b", r)) {
+                assertEquals(b.size(), a.buffer().size(), "the next client served, the limit of 1 not used up");
+            }
+            await("every connection ended and none left counted", 10, () -> server.connectionCount() == 0);
+            await("both connections reported gone", 10, () -> disconnected.get() == 2);
+            assertEquals(2, connected.get());
+        }
+        await("the failed connection's sender thread ended", 10, () -> senderThreads() <= sendersBefore);
+    }
+
+    private static long senderThreads() {
+        return Thread.getAllStackTraces().keySet().stream()
+                .filter(t -> t.getName().startsWith("cuvmm-ipc-conn-") && t.getName().endsWith("-write")).count();
     }
 }
