@@ -60,6 +60,7 @@ class FdLimitTest {
     public static final class AtLimit {
         public static void main(String[] args) throws Exception {
             String mode = args[0];
+            int spare = args.length > 1 ? Integer.parseInt(args[1]) : 0;
             BufferedReader stdin = new BufferedReader(new InputStreamReader(System.in, StandardCharsets.UTF_8));
             try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
                  VirtualMemoryBuffer src = r.allocate(2 * MiB);
@@ -82,6 +83,16 @@ class FdLimitTest {
                 System.out.println("READY");
                 System.out.flush();
                 stdin.readLine();
+                // Every slot that came free since the parent listed this process's fds (the JVM
+                // may close one meanwhile: a CI run under load saw the import succeed) is taken,
+                // then `spare` given back: no fd to spare but those, whatever happened meanwhile.
+                java.util.List<java.io.FileInputStream> fillers = new java.util.ArrayList<>();
+                try {
+                    for (int i = 0; i < 4096; i++) fillers.add(new java.io.FileInputStream("/dev/null"));
+                } catch (java.io.IOException full) {
+                    // EMFILE: the limit reached
+                }
+                for (int i = 0; i < spare && !fillers.isEmpty(); i++) fillers.remove(fillers.size() - 1).close();
                 String result;
                 try {
                     if (mode.equals("import")) {
@@ -95,6 +106,7 @@ class FdLimitTest {
                 } catch (CudaException e) {
                     result = "FAILED " + e.resultName() + " " + e.call() + ": " + e.getMessage();
                 }
+                for (java.io.FileInputStream f : fillers) f.close();
                 System.out.println(result);
                 System.out.flush();
                 stdin.readLine();
@@ -144,7 +156,7 @@ class FdLimitTest {
     private static String runAtLimit(String mode, int spare) throws Exception {
         assumeTrue(Files.isExecutable(Path.of("/usr/bin/prlimit")), "prlimit (util-linux) is not installed");
         List<String> cmd = List.of(Path.of(System.getProperty("java.home"), "bin", "java").toString(),
-                "-Dcuvmm.driver=host", "-cp", System.getProperty("java.class.path"), AtLimit.class.getName(), mode);
+                "-Dcuvmm.driver=host", "-cp", System.getProperty("java.class.path"), AtLimit.class.getName(), mode, Integer.toString(spare));
         Process p = new ProcessBuilder(cmd).redirectErrorStream(true).start();
         String result;
         try (BufferedReader out = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8));
