@@ -76,11 +76,7 @@ class MainTest {
      */
     @Test
     void infoOverTheHostLibrarySaysItIsNoGpu() throws Exception {
-        String library = System.getProperty("cuvmm.test.hostLibrary");
-        Assumptions.assumeTrue(library != null && Files.exists(Path.of(library)),
-                () -> "the host library is not built: cuvmm.test.hostLibrary=" + library);
-        ChildJvm.Result r = ChildJvm.run(Main.class, List.of("-Dcuvmm.driver=cuda", "-Dcuvmm.cuda.library=" + library),
-                Map.of("CUVMM_HOST_DEVICES", "2"), "info");
+        ChildJvm.Result r = overTheHostLibrary(Map.of("CUVMM_HOST_DEVICES", "2"), "info");
         assertEquals(0, r.exitCode(), r.toString());
         assertTrue(r.output().contains("driver                    cuda (cuda driver API over the host library (no GPU): "),
                 r.toString());
@@ -90,17 +86,21 @@ class MainTest {
         assertFalse(r.output().contains("the NVIDIA driver, libcuda.so.1"), r.toString());
     }
 
+    /** {@code cuvmm command} in a child JVM with the cuda driver forced at the host library (skipped when it is not built). */
+    private static ChildJvm.Result overTheHostLibrary(Map<String, String> env, String command) throws Exception {
+        String library = System.getProperty("cuvmm.test.hostLibrary");
+        Assumptions.assumeTrue(library != null && Files.exists(Path.of(library)),
+                () -> "the host library is not built: cuvmm.test.hostLibrary=" + library);
+        return ChildJvm.run(Main.class, List.of("-Dcuvmm.driver=cuda", "-Dcuvmm.cuda.library=" + library), env, command);
+    }
+
     /**
      * demo over the host library labels its times as no GPU result (it said only "cuda driver
      * 13.0" before: an independent probe).
      */
     @Test
     void demoOverTheHostLibrarySaysItIsNoGpu() throws Exception {
-        String library = System.getProperty("cuvmm.test.hostLibrary");
-        Assumptions.assumeTrue(library != null && Files.exists(Path.of(library)),
-                () -> "the host library is not built: cuvmm.test.hostLibrary=" + library);
-        ChildJvm.Result r = ChildJvm.run(Main.class, List.of("-Dcuvmm.driver=cuda", "-Dcuvmm.cuda.library=" + library),
-                Map.of(), "demo");
+        ChildJvm.Result r = overTheHostLibrary(Map.of(), "demo");
         assertEquals(0, r.exitCode(), r.toString());
         assertTrue(r.output().contains("over cuvmm's host library (no GPU), device 0"), r.toString());
         assertTrue(r.output().contains("note: these ran on the cuda driver API over cuvmm's host library (no GPU): the "
