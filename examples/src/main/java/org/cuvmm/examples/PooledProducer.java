@@ -127,8 +127,15 @@ public final class PooledProducer {
 
     public static void main(String[] args) throws InterruptedException {
         Path socket = args.length > 0 ? Path.of(args[0]) : defaultSocket();
-        int rounds = args.length > 1 ? Integer.parseInt(args[1]) : DEFAULT_ROUNDS;
-        int consumers = args.length > 2 ? Integer.parseInt(args[2]) : 1;
+        int rounds;
+        int consumers;
+        try {
+            rounds = ExampleArgs.wholeNumber(args, 1, "ROUNDS", DEFAULT_ROUNDS, 1);
+            consumers = ExampleArgs.wholeNumber(args, 2, "CONSUMERS", 1, 1);
+        } catch (IllegalArgumentException e) {
+            ExampleArgs.exitWithUsage("PooledProducer", e, "PooledProducer [SOCKET [ROUNDS [CONSUMERS]]]");
+            return;
+        }
 
         // Ctrl-C: as in SharedProducer, the hook only asks run() to stop and waits for its cleanup.
         CountDownLatch stop = new CountDownLatch(1);
@@ -326,7 +333,13 @@ public final class PooledProducer {
 
         public static void main(String[] args) {
             Path socket = args.length > 0 ? Path.of(args[0]) : defaultSocket();
-            int rounds = args.length > 1 ? Integer.parseInt(args[1]) : DEFAULT_ROUNDS;
+            int rounds;
+            try {
+                rounds = ExampleArgs.wholeNumber(args, 1, "ROUNDS", DEFAULT_ROUNDS, 1);
+            } catch (IllegalArgumentException e) {
+                ExampleArgs.exitWithUsage("PooledProducer.Consumer", e, "PooledProducer$Consumer [SOCKET [ROUNDS]]");
+                return;
+            }
             int status = run(socket, rounds, System.out);
             if (status != 0) System.exit(status);
         }

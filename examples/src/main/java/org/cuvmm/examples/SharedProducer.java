@@ -52,7 +52,13 @@ public final class SharedProducer {
 
     public static void main(String[] args) throws InterruptedException {
         Path socket = args.length > 0 ? Path.of(args[0]) : defaultSocket();
-        int consumers = args.length > 1 ? Integer.parseInt(args[1]) : 1;
+        int consumers;
+        try {
+            consumers = ExampleArgs.wholeNumber(args, 1, "CONSUMERS", 1, 0); // 0: until Ctrl-C
+        } catch (IllegalArgumentException e) {
+            ExampleArgs.exitWithUsage("SharedProducer", e, "SharedProducer [SOCKET [CONSUMERS (0: until Ctrl-C)]]");
+            return;
+        }
 
         // Ctrl-C runs shutdown hooks and then halts the JVM, whatever other threads are doing.
         // So the hook only asks serve() to stop, then waits for it to finish its cleanup:
