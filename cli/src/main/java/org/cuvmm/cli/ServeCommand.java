@@ -92,13 +92,19 @@ final class ServeCommand implements Command {
         return mode;
     }
 
-    /** {@code group}, refused up front (a usage error) when no such group exists. */
+    /**
+     * {@code group}, refused up front (a usage error) when the system says no such group
+     * exists. A lookup that fails otherwise (a name service down, no lookup service) decides
+     * nothing here: the server's bind looks the group up again and reports what it meets.
+     */
     private static String existingGroup(String group) {
         try {
             java.nio.file.FileSystems.getDefault().getUserPrincipalLookupService().lookupPrincipalByGroupName(group);
-        } catch (java.io.IOException | UnsupportedOperationException e) {
+        } catch (java.nio.file.attribute.UserPrincipalNotFoundException e) {
             throw new IllegalArgumentException("'" + group + "' (expected: an existing group name; `getent group` "
                     + "lists them)", e);
+        } catch (java.io.IOException | UnsupportedOperationException undecided) {
+            // left to the bind (see above)
         }
         return group;
     }
