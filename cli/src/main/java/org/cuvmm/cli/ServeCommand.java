@@ -41,6 +41,8 @@ final class ServeCommand implements Command {
 
     /** The pattern fill's step: a stop is looked for between steps (about 50-100 ms each on this machine). */
     static final long FILL_STEP = 64L << 20;
+    /** {@link #serveUntilStopped}'s result after a stop: not an exit status ("stopped" is printed, then {@link #OK}). */
+    private static final int STOPPED = -1;
     /** Released by tests (and by the shutdown hook) to stop serving. */
     private final CountDownLatch stop;
 
@@ -175,8 +177,20 @@ final class ServeCommand implements Command {
         }
     }
 
+    /**
+     * Serves until stopped; prints "stopped" only once the server is closed and its socket
+     * file removed (the try-with-resources of {@link #serveUntilStopped} closes it before
+     * returning), so a script that sees the line never finds the socket file still there.
+     */
     private int serve(SharingServer.Builder builder, String name, long size, long seed, Path socket, PrintStream out,
                       PrintStream err, AtomicReference<SharingServer> running) {
+        int status = serveUntilStopped(builder, name, size, seed, socket, out, err, running);
+        return status == STOPPED ? stopped(out) : status;
+    }
+
+    /** {@link #serve}'s work: {@link #STOPPED} after a stop (nothing printed for it yet), else an exit status. */
+    private int serveUntilStopped(SharingServer.Builder builder, String name, long size, long seed, Path socket,
+                                  PrintStream out, PrintStream err, AtomicReference<SharingServer> running) {
         try (LeasePrinter printer = new LeasePrinter(out);
              VirtualMemoryResource resource = VirtualMemoryResource.create(0);
              VirtualMemoryBuffer buffer = allocate(resource, size);
@@ -189,14 +203,14 @@ final class ServeCommand implements Command {
             // a large buffer ends it within one step (it used to run to the end, about 36 s for 8G
             // here, with nothing printed: an independent probe).
             for (long at = 0; at < buffer.size(); at += FILL_STEP) {
-                if (stop.getCount() == 0) return stopped(out);
+                if (stop.getCount() == 0) return STOPPED;
                 BytePattern.fill(buffer, at, Math.min(FILL_STEP, buffer.size() - at), seed);
             }
-            if (stop.getCount() == 0) return stopped(out);
+            if (stop.getCount() == 0) return STOPPED;
             try {
                 server.publish(name, buffer);
             } catch (IllegalStateException e) {
-                if (server.isClosed() && stop.getCount() == 0) return stopped(out); // the hook closed it
+                if (server.isClosed() && stop.getCount() == 0) return STOPPED; // the hook closed it
                 throw e;
             }
             out.println("serving '" + name + "' (" + ByteSize.format(size) + ", " + buffer.chunkCount()
@@ -212,7 +226,7 @@ final class ServeCommand implements Command {
             Thread.currentThread().interrupt();
             return FAILED;
         }
-        return stopped(out);
+        return STOPPED;
     }
 
     /**

@@ -1,11 +1,16 @@
 package org.cuvmm.cli;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.io.ByteArrayOutputStream;
 import java.io.File;
+import java.io.PrintStream;
+import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
@@ -73,6 +78,39 @@ class ServeStopTest {
             }
         } finally {
             log.delete();
+            Files.deleteIfExists(dir);
+        }
+    }
+
+    /**
+     * A stop that comes before serving begins (here: before the fill) still prints "stopped"
+     * only once the server is closed: the socket file is gone when the line appears (it was
+     * printed before the close, from inside the try that closes the server).
+     */
+    @Test
+    void stoppedIsPrintedOnlyOnceTheSocketFileIsGone() throws Exception {
+        Path dir = Files.createTempDirectory(Path.of("/tmp"), "cvmm-stop");
+        Path socket = dir.resolve("early.sock");
+        List<Boolean> socketFileAtStopped = new ArrayList<>();
+        ByteArrayOutputStream text = new ByteArrayOutputStream();
+        PrintStream out = new PrintStream(text, true, StandardCharsets.UTF_8) {
+            @Override
+            public void println(String line) {
+                if ("stopped".equals(line)) socketFileAtStopped.add(Files.exists(socket));
+                super.println(line);
+            }
+        };
+        try {
+            // Stopped from the start: the server is built (the socket file bound), then the
+            // stop is seen before the first fill step.
+            int status = new ServeCommand(new CountDownLatch(0)).run(List.of("--socket", socket.toString(), "--name",
+                    "t", "--size", "1M"), out, out);
+            String printed = text.toString(StandardCharsets.UTF_8);
+            assertEquals(Command.OK, status, printed);
+            assertEquals(List.of(false), socketFileAtStopped, "one 'stopped' line, printed after the socket file "
+                    + "went:\n" + printed);
+        } finally {
+            Files.deleteIfExists(socket);
             Files.deleteIfExists(dir);
         }
     }
