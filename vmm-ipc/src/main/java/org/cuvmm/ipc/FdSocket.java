@@ -82,6 +82,10 @@ public final class FdSocket implements Closeable {
     private final java.util.concurrent.atomic.LongAdder recvmsgEmpty = new java.util.concurrent.atomic.LongAdder();
 
     FdSocket(UnixSocketChannel channel) {
+        // Bound now, while this socket's own fd shows fds are there to be had: bound at its
+        // first use, at the open-file limit, the binding could not load its class
+        // (ErrorPathClasses says why) and the client's reader failed.
+        NativeIo.bindPollEarly();
         this.channel = channel;
         this.fd = channel.getFD();
         // The fd is closed directly: jnr's channel.close() skips close(2) when its own

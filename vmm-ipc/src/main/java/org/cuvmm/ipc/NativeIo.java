@@ -109,6 +109,20 @@ final class NativeIo {
         return errno > 0 ? -errno : -EINTR;
     }
 
+    /**
+     * Binds {@code poll} now if it is not bound yet ({@link FdSocket}'s constructor), so that
+     * its first use does not load a class (ErrorPathClasses says why that can fail at the fd
+     * limit). A failure here is left to the first use, which reports it.
+     */
+    static void bindPollEarly() {
+        if (pollLibc != null) return;
+        try {
+            loadPollLibc();
+        } catch (UnsupportedOperationException reportedAtFirstUse) {
+            // poll() tries again and throws it where it is needed
+        }
+    }
+
     private static synchronized PollLibc loadPollLibc() {
         if (pollLibc == null) {
             posix(); // Linux only, with jnr's native support: says so clearly otherwise

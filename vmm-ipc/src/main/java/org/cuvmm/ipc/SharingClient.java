@@ -135,6 +135,7 @@ public final class SharingClient implements AutoCloseable {
     volatile Consumer<Frame> dispatchHook;
 
     private SharingClient(FdSocket socket, Path path, int cacheMaxEntries, long cacheMaxBytes) {
+        ErrorPathClasses.load(); // an ERROR read at the fd limit must not need a class file opened
         this.socket = socket;
         this.path = path;
         this.cache = new ImportCache(cacheMaxEntries, cacheMaxBytes, new ImportCache.Hooks() {

@@ -128,6 +128,7 @@ public final class SharingServer implements AutoCloseable {
     private final Object releaseLock = new Object();
 
     private SharingServer(Builder b, FdServerSocket socket) {
+        ErrorPathClasses.load(); // before any connection can need an ERROR at the fd limit
         this.listenSocket = socket;
         this.allowedUids = Collections.unmodifiableSet(new TreeSet<>(b.allowedUids));
         this.limits = new ConnectionLimits(b.maxConnections, b.maxLeasesPerConnection, b.handshakeTimeout,

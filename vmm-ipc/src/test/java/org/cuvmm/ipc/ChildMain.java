@@ -22,6 +22,7 @@ public final class ChildMain {
                         Long.parseLong(args[5]));
                 case "hold" -> hold(Path.of(args[1]), args[2]);
                 case "hello" -> hello(Path.of(args[1]));
+                case "exportAtLimit" -> exportAtLimit(Path.of(args[1]));
                 default -> throw new IllegalArgumentException(args[0]);
             }
         } catch (Throwable t) {
@@ -185,6 +186,48 @@ public final class ChildMain {
             System.out.println("REFUSED " + e.code() + ": " + e.getMessage());
         } catch (java.io.IOException e) {
             System.out.println("IOERROR " + e.getMessage());
+        }
+    }
+
+    /**
+     * A server at its open-file limit: an ATTACH whose export cannot get an fd is answered
+     * with ERROR INTERNAL naming the export, and the connection stays usable. Nothing on the
+     * error path has run in this JVM before the limit is lowered, and the class path is one of
+     * class directories (the test's), where loading a class opens its file: the classes the
+     * server needs to answer must be loaded already (they were not: the reader failed with
+     * NoClassDefFoundError and the client read the end of the stream).
+     */
+    private static void exportAtLimit(Path sock) throws Exception {
+        try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
+             VirtualMemoryBuffer buffer = resource.allocate(resource.granularity());
+             SharingServer server = SharingServer.builder(sock).build()) {
+            server.publish("b", buffer);
+            try (SharingClient client = SharingClient.builder(sock).protocolVersion(1).build()) {
+                client.attach("b", resource).close(); // the attach path's classes, loaded while fds are free
+                jnr.posix.RLimit r = NativeIo.posix().getrlimit(RLIMIT_NOFILE);
+                long[] old = {r.rlimCur(), r.rlimMax()};
+                int limit = 0;
+                while (IpcTestSupport.isOpen(limit)) limit++; // no fd number free below it
+                if (NativeIo.posix().setrlimit(RLIMIT_NOFILE, limit, old[1]) != 0) {
+                    throw new IllegalStateException("setrlimit failed: errno " + NativeIo.posix().errno());
+                }
+                String result;
+                try {
+                    try (Attachment a = client.attach("b", resource)) {
+                        result = "attached at the limit: " + a;
+                    } catch (SharingException e) {
+                        result = "REFUSED " + e.code() + ": " + e.getMessage();
+                    } catch (java.io.IOException e) {
+                        result = "IOERROR " + e.getMessage();
+                    }
+                } finally {
+                    NativeIo.posix().setrlimit(RLIMIT_NOFILE, old[0], old[1]);
+                }
+                System.out.println(result);
+                client.attach("b", resource).close(); // still usable once fds are free again
+                System.out.println("attached again below the limit");
+            }
+            server.unpublish("b");
         }
     }
 }
