@@ -154,7 +154,10 @@ RangeRef Range::import_fds(ChunkSpecRef spec, const std::vector<int>& fds, const
     if (fds.empty()) return empty(std::move(spec));
     DeviceContextScope context(spec->device);
     const int chunks = static_cast<int>(fds.size());
-    auto reservation = Reservation::reserve(spec->device, total, reservation_alignment(*spec), 0, Step{"reserving the imported range"});
+    // The importer's address hint, as for an allocation (cuda.core imports at its resource's
+    // addr_hint): a preference, dropped when the driver cannot honour it.
+    auto reservation = Reservation::reserve_preferring(spec->device, total, reservation_alignment(*spec),
+                                                       spec->address_hint, Step{"reserving the imported range"});
     std::vector<std::shared_ptr<const Mapping>> mappings;
     mappings.reserve(fds.size());
     CUdeviceptr at = reservation->base();

@@ -27,6 +27,12 @@ int device_of(CUcontext ctx) {
 
 }  // namespace
 
+size_t device_memory_bytes() {
+    long pages = ::sysconf(_SC_PHYS_PAGES);
+    long page = ::sysconf(_SC_PAGESIZE);
+    return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+}
+
 namespace entry {
 
 CUresult CUDAAPI cuInit(unsigned int flags) {
@@ -68,9 +74,7 @@ CUresult CUDAAPI cuDeviceTotalMem(size_t* bytes, CUdevice dev) {
     CUVMM_REQUIRE_INIT();
     if (bytes == nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (!valid_device(dev)) return CUDA_ERROR_INVALID_DEVICE;
-    long pages = ::sysconf(_SC_PHYS_PAGES);
-    long page = ::sysconf(_SC_PAGESIZE);
-    *bytes = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+    *bytes = device_memory_bytes();
     return CUDA_SUCCESS;
 }
 

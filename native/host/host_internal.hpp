@@ -320,7 +320,23 @@ struct State {
     uint64_t next_handle = kFirstHandle;
     uint64_t next_alloc_id = 1;
     long long memfds = 0;                               // fds held open by the driver
+    // Bytes of the live allocations this process created (not imported), per location:
+    // slot = device ordinal for DEVICE, kMaxDevices for the host locations. cuMemCreate
+    // refuses past the location's memory (device_memory_bytes) as a GPU's runs out of its
+    // memory, although a sparse memfd would take it (a port of cuda.core's tests found it).
+    std::array<size_t, kMaxDevices + 1> created_bytes{};
 };
+
+// The memory of every location of the host driver: this machine's physical memory (what
+// cuDeviceTotalMem reports). 0 when the system does not say.
+size_t device_memory_bytes();
+
+// created_bytes' slot for an allocation at `loc` (a normalised location).
+inline size_t created_slot(const CUmemLocation& loc) {
+    return loc.type == CU_MEM_LOCATION_TYPE_DEVICE && loc.id >= 0 && loc.id < kMaxDevices
+               ? static_cast<size_t>(loc.id)
+               : static_cast<size_t>(kMaxDevices);
+}
 
 // The one State, published once by install_host_driver (never destroyed). Atomic because
 // host_import_refusal and host_live_counts may read it on any thread without the install

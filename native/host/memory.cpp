@@ -6,6 +6,7 @@
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cstdint>
 
 namespace cuvmm {
@@ -91,7 +92,17 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, 
 
     Exclusive lock(g_state->mutex);
     State& st = *g_state;
+    // As a GPU's memory runs out (cuMemCreate commits it whole): the live allocations this
+    // process created at the location may not exceed its memory, though the memfd is sparse.
+    const size_t slot = created_slot(recorded.location);
+    const size_t total = device_memory_bytes();
+    if (total != 0 && size > total - std::min(total, st.created_bytes[slot])) {
+        lock.unlock();
+        ::close(fd);
+        return CUDA_ERROR_OUT_OF_MEMORY;
+    }
     *handle = register_allocation(st, fd, size, recorded, false);
+    st.created_bytes[slot] += size;  // after the registration: a bad_alloc there counts nothing
     return CUDA_SUCCESS;
 }
 

@@ -92,6 +92,7 @@ void drop_if_dead(State& st, uint64_t alloc_id) {
         ::close(a.fd);
         --st.memfds;
     }
+    if (!a.imported) st.created_bytes[created_slot(a.prop.location)] -= a.size;  // cuMemCreate's count
     st.allocations.erase(it);
 }
 

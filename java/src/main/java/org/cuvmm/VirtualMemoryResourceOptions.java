@@ -20,8 +20,8 @@ import java.util.TreeSet;
  * <tr><td>handleType</td><td>POSIX_FD</td><td>how allocations can be exported</td></tr>
  * <tr><td>granularity</td><td>RECOMMENDED</td><td>sizes are rounded up to this</td></tr>
  * <tr><td>gpuDirectRdma</td><td>false</td><td>ask for GPUDirect RDMA capable memory</td></tr>
- * <tr><td>addressHint</td><td>0</td><td>where each allocate() first tries to reserve (a hint: the first
- *     allocation that finds the address free gets it, later ones land elsewhere)</td></tr>
+ * <tr><td>addressHint</td><td>0</td><td>where each allocate() and importBuffer() first tries to reserve
+ *     (a hint: the first that finds the address free gets it, later ones land elsewhere)</td></tr>
  * <tr><td>addressAlignment</td><td>0 (granularity)</td><td>alignment of reservations</td></tr>
  * <tr><td>peers</td><td>none</td><td>other device ordinals given {@code peerAccess}</td></tr>
  * <tr><td>selfAccess / peerAccess</td><td>READ_WRITE / READ_WRITE</td><td>access of the resource's
@@ -149,8 +149,10 @@ public final class VirtualMemoryResourceOptions {
         public Builder granularity(GranularityKind value) { granularity = require("granularity", value); return this; }
         public Builder gpuDirectRdma(boolean value) { gpuDirectRdma = value; return this; }
         /**
-         * Address every {@code allocate()} first asks the driver for. A hint: the driver places the
-         * range elsewhere when that address is taken (so only one live buffer can sit there).
+         * Address every {@code allocate()} and {@code importBuffer()} first asks the driver for (as
+         * cuda.core's {@code addr_hint}). A hint: the driver places the range elsewhere when that
+         * address is taken (so only one live buffer can sit there). A grow that moves reserves
+         * without it (the old range may sit there).
          */
         public Builder addressHint(long value) { addressHint = value; return this; }
         /** Alignment of reservations in bytes: 0 (the granularity) or a power of two. */
