@@ -89,6 +89,32 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             }
 
             @Override
+            public Object recordedUsesToken(VirtualMemoryBuffer buffer) {
+                return buffer.release; // holds the uses once recorded, never the buffer
+            }
+
+            @Override
+            public void afterRecordedUses(Object token, Runnable action) {
+                Release r = (Release) token;
+                StreamUses u = r.uses;
+                if (u == null || u.isEmpty()) {
+                    try {
+                        action.run();
+                    } finally {
+                        if (u != null) u.destroy();
+                    }
+                    return;
+                }
+                StreamOrderedRelease.later(r.description(), u.events(), () -> {
+                    try {
+                        action.run();
+                    } finally {
+                        u.destroy();
+                    }
+                });
+            }
+
+            @Override
             public boolean awaitReleasesIdle(long millis) throws InterruptedException {
                 return StreamOrderedRelease.awaitIdle(millis);
             }

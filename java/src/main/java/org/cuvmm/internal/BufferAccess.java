@@ -83,6 +83,22 @@ public final class BufferAccess {
          * the caller's, open until the buffer is released; the buffer never records it.
          */
         void seedStreamUse(VirtualMemoryBuffer buffer, org.cuvmm.Stream stream, org.cuvmm.Event event);
+
+        /**
+         * What a watch on {@code buffer} keeps to learn, once the buffer is unreachable, which
+         * stream work was recorded on it (it does not reach the buffer). For {@link
+         * #afterRecordedUses}.
+         */
+        Object recordedUsesToken(VirtualMemoryBuffer buffer);
+
+        /**
+         * Runs {@code action} once the stream work recorded on the (now unreachable) buffer of
+         * {@code token} has completed: at once on this thread when none was recorded, else on
+         * cuvmm's release thread, never blocking the caller; then gives the recorded events
+         * back. A leaked pooled buffer's memory is recycled only after its queued work, as a
+         * leaked unpooled buffer's cleaner waits for it.
+         */
+        void afterRecordedUses(Object token, Runnable action);
     }
 
     private static final StackWalker WALKER = StackWalker.getInstance(StackWalker.Option.RETAIN_CLASS_REFERENCE);

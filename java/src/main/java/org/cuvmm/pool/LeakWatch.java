@@ -32,9 +32,19 @@ final class LeakWatch extends WeakReference<VirtualMemoryBuffer> {
     /** Where the buffer was allocated, or null (see {@link org.cuvmm.LeakDetection}). */
     final Throwable site;
 
-    LeakWatch(VirtualMemoryBuffer buffer, PoolSlot slot, Throwable site, ReferenceQueue<VirtualMemoryBuffer> queue) {
+    /**
+     * What tells, once the buffer is gone, which stream work was recorded on it ({@link
+     * org.cuvmm.internal.BufferAccess.Bridge#recordedUsesToken}): the slot is recycled only
+     * after that work, or a leaked buffer's queued fill would write the next owner's memory
+     * (or memory already released: found by an independent probe).
+     */
+    final Object recordedUses;
+
+    LeakWatch(VirtualMemoryBuffer buffer, PoolSlot slot, Throwable site, ReferenceQueue<VirtualMemoryBuffer> queue,
+              Object recordedUses) {
         super(buffer, queue);
         this.slot = slot;
         this.site = site;
+        this.recordedUses = recordedUses;
     }
 }

@@ -180,7 +180,8 @@ final class LifetimePool {
             throw e;
         }
         try {
-            slot.setWatch(new LeakWatch(buffer, slot, recordSite ? BRIDGE.captureSite() : null, pool.leakQueue()));
+            slot.setWatch(new LeakWatch(buffer, slot, recordSite ? BRIDGE.captureSite() : null, pool.leakQueue(),
+                    BRIDGE.recordedUsesToken(buffer)));
         } catch (RuntimeException | Error e) {
             buffer.close(); // returns the slot
             throw e;
@@ -282,10 +283,11 @@ final class LifetimePool {
     /**
      * The garbage collector found the buffer that {@code w} watches unreachable (called by
      * {@link VirtualMemoryPool#drainLeaks}): unless it was closed or its slot handed out again
-     * since, warn with {@link org.cuvmm.LeakDetection}'s report and recycle the slot as leaked.
-     * Never throws.
+     * since, warn with {@link org.cuvmm.LeakDetection}'s report and recycle the slot as leaked,
+     * once the stream work recorded on the buffer has completed (at once when there is none;
+     * else cuvmm's release thread does it, so a caller never waits here). Never throws.
      *
-     * @return true when this was a leak (the slot was recycled), false when {@code w} was stale
+     * @return true when this was a leak (counted; the slot recycled now or after its work), false when {@code w} was stale
      */
     boolean leaked(PoolSlot slot, LeakWatch w) {
         if (!slot.claimWatch(w)) return false;
@@ -296,7 +298,17 @@ final class LifetimePool {
             LOG.log(System.Logger.Level.ERROR, "pool " + pool.name() + " (" + lifetime.key() + "): reporting the leak of "
                     + slot + " failed", t);
         }
-        recycle(slot, slot.range, true);
+        leaks.increment(); // counted when found, though the slot may come back later (below)
+        // Only after the stream work recorded on the buffer: at once when there is none, else
+        // on cuvmm's release thread (this may be an allocating caller: it never waits here).
+        try {
+            BRIDGE.afterRecordedUses(w.recordedUses, () -> recycle(slot, slot.range, true));
+        } catch (Throwable t) {
+            // Not handed to the release thread: the slot stays out (its memory kept) rather
+            // than come back under work that may still be queued.
+            LOG.log(System.Logger.Level.ERROR, "pool " + pool.name() + " (" + lifetime.key() + "): taking back the "
+                    + "leaked " + slot + " after its stream work failed; its memory stays allocated", t);
+        }
         return true;
     }
 
@@ -398,7 +410,6 @@ final class LifetimePool {
     private void keep(PoolSlot slot, NativeRangeHandle returned, boolean leaked) {
         int stripe = PROBE.get() & stripeMask; // one thread-local lookup for the cell and the free list
         cells[stripe].released(slot.classSize, slot.reqSize);
-        if (leaked) leaks.increment();
         // A leaked exported buffer is not reused: a consumer whose lease was lost with it
         // may still map the memory (rule 5). Neither is memory that an alias, a grow or a
         // ByteBuffer view of the closed buffer still maps: handing it out again would let

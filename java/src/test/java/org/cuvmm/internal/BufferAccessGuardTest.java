@@ -51,6 +51,16 @@ class BufferAccessGuardTest {
             public void seedStreamUse(VirtualMemoryBuffer buffer, org.cuvmm.Stream stream, org.cuvmm.Event event) {
                 throw new AssertionError("the foreign bridge was used");
             }
+
+            @Override
+            public Object recordedUsesToken(VirtualMemoryBuffer buffer) {
+                throw new AssertionError("the foreign bridge was used");
+            }
+
+            @Override
+            public void afterRecordedUses(Object token, Runnable action) {
+                throw new AssertionError("the foreign bridge was used");
+            }
         };
         try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
              VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(resource).build()) {
