@@ -28,7 +28,9 @@ import org.cuvmm.internal.jni.NativeStatus;
  *
  * <p>Lifecycle: every asynchronous copy records its stream on this buffer, and {@link #close()}
  * waits for that work before it frees or unregisters (freeing pinned memory a queued copy still
- * reads is undefined on a GPU). Idempotent; other uses after close throw
+ * reads is undefined on a GPU). A buffer never closed is reported as a leak
+ * ({@link LeakDetection}) and released by the cleaner the same way, after its recorded work; a
+ * registered one keeps the caller's ByteBuffer reachable until then. Idempotent; other uses after close throw
  * {@link IllegalStateException}; close while another thread is inside a call on it refuses.
  * The memory is ordinary host memory: writing it while a queued copy reads it is a race the
  * caller must avoid (wait for the stream or an event first). Thread-safe.
@@ -40,12 +42,55 @@ public final class PinnedHostBuffer implements AutoCloseable {
     private final ByteBuffer registered; // a slice of the caller's buffer (keeps it reachable) while registered; null when allocated
     private final AcquireState state = new AcquireState();
     private volatile StreamUses uses;
+    /** The release, run once: by {@link #close()}, or by the cleaner for a buffer never closed. */
+    private final Teardown teardown;
+    private final java.lang.ref.Cleaner.Cleanable cleanable;
 
     private PinnedHostBuffer(NativePinnedHandle handle, ByteBuffer registered) {
         this.handle = handle;
         this.address = handle.address();
         this.size = handle.size();
         this.registered = registered;
+        this.teardown = new Teardown(handle, registered, toString());
+        this.cleanable = LeakDetection.CLEANER.register(this, teardown);
+    }
+
+    /**
+     * Frees or unregisters the memory exactly once, holding no reference to the buffer. For a
+     * buffer never closed (the cleaner runs it) it first reports the leak and waits for the
+     * stream work recorded on it, as a leaked {@link VirtualMemoryBuffer}'s release does; until
+     * then it keeps the handle and the caller's registered ByteBuffer reachable. Before, a
+     * leaked registered buffer let the JDK free the caller's memory while a copy into it was
+     * still queued, and the copy crashed the JVM (SIGSEGV on a driver thread: an independent
+     * probe; PinnedLeakTest).
+     */
+    private static final class Teardown implements Runnable {
+        private final NativePinnedHandle handle;
+        private final ByteBuffer registered;
+        private final String description;
+        volatile StreamUses uses;
+        volatile boolean explicit;
+
+        Teardown(NativePinnedHandle handle, ByteBuffer registered, String description) {
+            this.handle = handle;
+            this.registered = registered;
+            this.description = description;
+        }
+
+        @Override
+        public void run() {
+            StreamUses u = uses;
+            try {
+                if (!explicit) {
+                    LeakDetection.report(description, null);
+                    if (u != null) u.awaitAll(description); // close() waited already
+                }
+                handle.deallocate();
+            } finally {
+                if (u != null) u.destroy();
+                java.lang.ref.Reference.reachabilityFence(registered); // the caller's memory outlives the work
+            }
+        }
     }
 
     /**
@@ -178,22 +223,14 @@ public final class PinnedHostBuffer implements AutoCloseable {
     @Override
     public void close() {
         if (state.tryClose(this, "") != AcquireState.CloseResult.CLOSED_NOW) return;
+        teardown.explicit = true;
         StreamUses u = uses;
         if (HostFunctions.insideHostFunction()) {
-            StreamOrderedRelease.later(toString(), u == null ? java.util.List.of() : u.events(), () -> free(u));
+            StreamOrderedRelease.later(toString(), u == null ? java.util.List.of() : u.events(), cleanable::clean);
             return;
         }
         if (u != null) u.awaitAll(toString());
-        free(u);
-    }
-
-    /** Frees or unregisters the memory, then gives the use events back; the stream work completed. */
-    private void free(StreamUses u) {
-        try {
-            handle.deallocate();
-        } finally {
-            if (u != null) u.destroy();
-        }
+        cleanable.clean(); // frees or unregisters, then gives the use events back (Teardown)
     }
 
     // ---- for cuvmm's own classes ----
@@ -210,7 +247,10 @@ public final class PinnedHostBuffer implements AutoCloseable {
         if (u == null) {
             synchronized (this) { // bookkeeping only
                 u = uses;
-                if (u == null) uses = u = new StreamUses();
+                if (u == null) {
+                    uses = u = new StreamUses();
+                    teardown.uses = u;
+                }
             }
         }
         return u;
