@@ -356,6 +356,8 @@ int fd_dup(int fd, Status& status) {
 
 bool fd_valid(int fd) { return fd_is_open(fd); }
 
+bool fd_owned_by_driver(int fd) { return host_owns_fd(fd); }
+
 int fd_close(int fd) { return close_fd(fd); }
 
 void write_address(const RangeHandle& dst, long long offset, long long address, long long bytes, Status& status) {

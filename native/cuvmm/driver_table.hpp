@@ -155,4 +155,9 @@ HostLiveCounts host_live_counts();
 // so callers use it to explain a refusal they just got. Never throws.
 std::string host_import_refusal(int fd);
 
+// True when `fd` is the host driver's own fd of one of its live allocations (the memfd it
+// maps for cuMemMap and copies): closing it would pull the memory from under the driver.
+// False when the host driver is not installed. Never throws.
+bool host_owns_fd(int fd);
+
 }  // namespace cuvmm

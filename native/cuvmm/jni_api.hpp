@@ -182,6 +182,8 @@ void import_fds(RangeHandle& out, const SpecHandle& spec, const int* fds, const 
 // fcntl(F_DUPFD_CLOEXEC); -1 and status set (naming errno and the fd limit) on failure.
 int fd_dup(int fd, Status& status);
 bool fd_valid(int fd);
+// True when `fd` belongs to the host driver itself (an allocation's memfd): not the caller's to close.
+bool fd_owned_by_driver(int fd);
 int fd_close(int fd);
 
 // ---- data ----

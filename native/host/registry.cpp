@@ -210,4 +210,14 @@ HostLiveCounts host_live_counts() {
     return c;
 }
 
+bool host_owns_fd(int fd) {
+    host::State* st = host::g_state.get();  // atomic: no install mutex needed
+    if (st == nullptr || fd < 0) return false;
+    host::Shared lock(st->mutex);
+    for (const auto& entry : st->allocations) {
+        if (entry.second != nullptr && entry.second->fd == fd) return true;
+    }
+    return false;
+}
+
 }  // namespace cuvmm

@@ -152,9 +152,10 @@ public final class BufferDescriptor implements AutoCloseable {
      * it is abandoned), by then possibly another file under the same number. Take them out
      * with {@link #takeFds()} first.
      *
-     * @throws IllegalArgumentException as {@link #fromFds}, and for an int given twice (the
+     * @throws IllegalArgumentException as {@link #fromFds}, for an int given twice (the
      *     descriptor closes each of its ints once: closing one number twice would close
-     *     whatever file another thread opened under it in between)
+     *     whatever file another thread opened under it in between), and on the host driver for
+     *     the driver's own memfd of a live allocation (not the caller's to close)
      */
     public static BufferDescriptor adoptFds(int[] fds, long[] sizes, HandleType handleType, long size) {
         checkArguments(fds, sizes, handleType, size);
@@ -165,6 +166,16 @@ public final class BufferDescriptor implements AutoCloseable {
                 throw new IllegalArgumentException("fds: " + Arrays.toString(fds) + " (expected: distinct fds; fd "
                         + sorted[i] + " is given twice, and an adopted fd is closed once per entry: pass each fd once, "
                         + "or use fromFds, which duplicates them)");
+            }
+        }
+        for (int i = 0; i < fds.length; i++) {
+            // Adopting means closing it later: the host driver's own memfd closed (and its
+            // number reused) crashed the JVM at the driver's next use of the memory (SIGBUS: an
+            // independent probe). The cuda driver's internal fds cannot be told apart this way.
+            if (NativeApi.fd_owned_by_driver(fds[i])) {
+                throw new IllegalArgumentException("fds[" + i + "]: " + fds[i] + " (expected: an fd the caller owns; "
+                        + "this is the host driver's own memfd of a live allocation, which adopting would close under "
+                        + "the driver: export a descriptor of the buffer instead, or use fromFds, which duplicates)");
             }
         }
         return new BufferDescriptor(fds.clone(), sizes.clone(), size, handleType);

@@ -55,6 +55,7 @@ public final class NativeApi {
                                          @Cast("long long") long size, @ByRef NativeStatus status);
     public static native int fd_dup(int fd, @ByRef NativeStatus status);
     public static native @Cast("bool") boolean fd_valid(int fd);
+    public static native @Cast("bool") boolean fd_owned_by_driver(int fd);
     public static native int fd_close(int fd);
 
     // No Java array crosses this boundary: array copies are staged in Java
