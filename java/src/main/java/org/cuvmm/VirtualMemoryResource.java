@@ -175,12 +175,27 @@ public final class VirtualMemoryResource implements AutoCloseable {
             if (st.code() != 0) {
                 CudaException e = NativeCalls.toException(st);
                 range.close();
-                throw e;
+                throw e.code() == CUDA_ERROR_OUT_OF_MEMORY ? outOfMemory(e, size) : e;
             }
             return range;
         } finally {
             state.release();
         }
+    }
+
+    /** CUresult of the driver's "out of memory". */
+    private static final int CUDA_ERROR_OUT_OF_MEMORY = 2;
+
+    /**
+     * The driver's OUT_OF_MEMORY for {@link #allocate}, with the request named: the size, the
+     * device's memory and what to do (the driver's message names only the call and the step,
+     * for a size as absurd as {@code Long.MAX_VALUE} too; an independent probe).
+     */
+    private CudaException outOfMemory(CudaException e, long size) {
+        long total = driver.device(device).totalMemory();
+        return new CudaException(e.code(), e.resultName(), e.call(), e.step(), e.getMessage() + "; allocate: size "
+                + size + " bytes (device " + device + " has " + total + " bytes of memory; ask for less, or close "
+                + "or trim() what holds memory)");
     }
 
     /** {@link #modifyAllocation(VirtualMemoryBuffer, long, VirtualMemoryResourceOptions)} with this resource's options. */

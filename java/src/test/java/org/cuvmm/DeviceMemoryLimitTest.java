@@ -28,6 +28,12 @@ class DeviceMemoryLimitTest {
             CudaException e = assertThrows(CudaException.class, () -> r.allocate(tooMuch));
             assertEquals("CUDA_ERROR_OUT_OF_MEMORY", e.resultName(), e.getMessage());
             assertEquals("cuMemCreate", e.call(), e.getMessage());
+            assertTrue(e.getMessage().contains("; allocate: size " + tooMuch + " bytes (device 0 has " + total
+                    + " bytes of memory; ask for less"), e.getMessage());
+            // Absurd sizes fail as early (reserving the range) and name the request the same way.
+            CudaException huge = assertThrows(CudaException.class, () -> r.allocate(Long.MAX_VALUE));
+            assertEquals("CUDA_ERROR_OUT_OF_MEMORY", huge.resultName(), huge.getMessage());
+            assertTrue(huge.getMessage().contains("; allocate: size " + Long.MAX_VALUE + " bytes"), huge.getMessage());
             assertEquals(allocations, c.liveAllocations(), "no allocation left");
             assertEquals(reservations, c.liveReservations(), "the range reserved first was freed");
             assertEquals(mappings, c.liveMappings(), "no mapping left");
