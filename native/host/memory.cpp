@@ -35,10 +35,12 @@ CUresult validate_prop(const CUmemAllocationProp* prop) {
     }
     auto ht = static_cast<unsigned>(prop->requestedHandleTypes);
     if (ht & ~kKnownHandleBits) return CUDA_ERROR_INVALID_VALUE;
+    // cuda.h (cuMemCreate): "HOST allocations are not IPC capable and requestedHandleTypes
+    // must be 0, any other value will result in CUDA_ERROR_INVALID_VALUE": any handle type,
+    // checked before the types this driver does not support (audit B10: FABRIC or WIN32 on
+    // a HOST location gave NOT_SUPPORTED).
+    if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST && ht != 0) return CUDA_ERROR_INVALID_VALUE;
     if (ht & kUnsupportedHandleBits) return CUDA_ERROR_NOT_SUPPORTED;
-    // The driver shares host memory only from a HOST_NUMA location.
-    if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST && (ht & CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR))
-        return CUDA_ERROR_INVALID_VALUE;
     if (prop->allocFlags.gpuDirectRDMACapable != 0) return CUDA_ERROR_NOT_SUPPORTED;
     if (prop->allocFlags.compressionType != 0) return CUDA_ERROR_NOT_SUPPORTED;
     return CUDA_SUCCESS;

@@ -273,6 +273,10 @@ void test_devices() {
     int v = 0;
     EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, T.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 2));
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuDeviceGetAttribute(nullptr, CU_DEVICE_ATTRIBUTE_UNIFIED_ADDRESSING, 0));
+    // An attribute outside the enum (audit B6): INVALID_VALUE, not 0.
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuDeviceGetAttribute(&v, CU_DEVICE_ATTRIBUTE_MAX, 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuDeviceGetAttribute(&v, static_cast<CUdevice_attribute>(99999), 0));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuDeviceGetAttribute(&v, static_cast<CUdevice_attribute>(0), 0));
 }
 
 CUcontext g_ctx[2] = {nullptr, nullptr};
@@ -376,6 +380,10 @@ void test_props_and_granularity() {
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, gran(prop_on(CU_MEM_LOCATION_TYPE_INVALID, 0, 0)));
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, gran(prop_on(static_cast<CUmemLocationType>(9), 0, 0)));
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, gran(prop_on(CU_MEM_LOCATION_TYPE_HOST, 0, kPosix)));  // HOST + fd
+    // HOST + any handle type, supported or not: INVALID_VALUE (cuda.h, cuMemCreate; audit B10)
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, gran(prop_on(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_HANDLE_TYPE_FABRIC)));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, gran(prop_on(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_HANDLE_TYPE_WIN32)));
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, gran(prop_on(CU_MEM_LOCATION_TYPE_HOST, 0, CU_MEM_HANDLE_TYPE_WIN32_KMT)));
     EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, gran(dev_prop(0, CU_MEM_HANDLE_TYPE_FABRIC)));
     EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, gran(dev_prop(0, CU_MEM_HANDLE_TYPE_WIN32)));
     EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, gran(dev_prop(0, CU_MEM_HANDLE_TYPE_WIN32_KMT)));

@@ -177,6 +177,19 @@ class DescriptorTest {
                         + "the size of the allocation its fd was exported from"), e.getMessage());
                 LiveObjects.assertBack(live, "after a failed import (wrong size)");
             }
+            // shorter: claims 2 MiB of a 4 MiB allocation (audit A5): the whole allocation is
+            // mapped or nothing, so the map is refused the same way and the import undone
+            try (VirtualMemoryBuffer four = r.allocate(4 * MiB); BufferDescriptor whole = four.exportDescriptor();
+                 BufferDescriptor part = BufferDescriptor.fromFds(whole.fds(), new long[] {2 * MiB},
+                         HandleType.POSIX_FD, 2 * MiB)) {
+                Map<String, Long> withFour = LiveObjects.now();
+                CudaException e = assertThrows(CudaException.class, () -> r.importBuffer(part));
+                assertEquals("cuMemMap", e.call());
+                assertEquals("CUDA_ERROR_INVALID_VALUE", e.resultName(), e.getMessage());
+                assertTrue(e.getMessage().contains("the descriptor gives this chunk 2097152 bytes; it must be exactly "
+                        + "the size of the allocation"), e.getMessage());
+                LiveObjects.assertBack(withFour, "after a failed import (a chunk declared shorter than its allocation)");
+            }
             // a size that is not a multiple of the granularity never reaches the driver
             try (BufferDescriptor odd = BufferDescriptor.fromFds(good.fds(), new long[] {4096}, HandleType.POSIX_FD, 4096)) {
                 assertThrows(IllegalArgumentException.class, () -> r.importBuffer(odd));
