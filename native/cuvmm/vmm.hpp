@@ -31,7 +31,7 @@ struct ChunkSpec {
     int device = 0;                          // ordinal whose primary context runs copies and fills
     std::vector<CUmemAccessDesc> access;     // applied to every mapping (self, peers, host)
     size_t granularity = 0;                  // every chunk size and reservation is a multiple
-    CUdeviceptr address_hint = 0;            // first reservation of an allocate() tries here
+    CUdeviceptr address_hint = 0;            // first reservation of an allocate() or import tries here
     size_t alignment = 0;                    // reservation alignment; the driver always gets
                                              // max(alignment, granularity), never 0
 };

@@ -226,7 +226,13 @@ public final class PinnedHostBuffer implements AutoCloseable {
         teardown.explicit = true;
         StreamUses u = uses;
         if (HostFunctions.insideHostFunction()) {
-            StreamOrderedRelease.later(toString(), u == null ? java.util.List.of() : u.events(), cleanable::clean);
+            // The task keeps this object reachable until it ran: dropped meanwhile, the cleaner
+            // would run the teardown (explicit, so without waiting) under the queued work (a
+            // reviewer's test: ReviewPinnedHostFnCloseTest).
+            StreamOrderedRelease.later(toString(), u == null ? java.util.List.of() : u.events(), () -> {
+                cleanable.clean();
+                java.lang.ref.Reference.reachabilityFence(this);
+            });
             return;
         }
         if (u != null) u.awaitAll(toString());

@@ -62,8 +62,9 @@ public interface PoolStats {
     long trimmedBytes();
 
     /**
-     * Buffers found unreachable and never closed (every pooled buffer is watched); each came
-     * back through this accounting (kept for reuse, or released for an exported buffer).
+     * Buffers found unreachable and never closed (every pooled buffer is watched), counted when
+     * found; each comes back through this accounting (kept for reuse, or released for an
+     * exported buffer) then, or, when stream work was recorded on it, once that work completed.
      */
     long leaks();
 

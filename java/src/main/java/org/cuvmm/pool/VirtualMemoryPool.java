@@ -93,11 +93,14 @@ import org.cuvmm.internal.NativeCalls;
  * {@link org.cuvmm.LeakDetection#reportedLeaks()}), {@link PoolStats#leaks()} grows by one, and
  * its memory comes back through the pool's accounting like a close: live count and bytes go
  * down, and the memory is kept for reuse, except that a leaked exported buffer is released
- * instead (a consumer whose lease was lost with it may still map it). This happens after a
- * garbage collection found the buffer unreachable, at the pool's next miss, {@link #trim},
+ * instead (a consumer whose lease was lost with it may still map it). The leak is found after
+ * a garbage collection found the buffer unreachable, at the pool's next miss, {@link #trim},
  * {@link #setRetentionCap}, {@link #stats} call, bean read or {@link #close}, on the thread
  * making that call (an open pool starts no thread; a pool closed while buffers are live starts
- * one, which takes back their leaks and ends when none is live). The pool holds every range it made until it
+ * one, which takes back their leaks and ends when none is live). It is counted then; its
+ * memory comes back then too when no stream work was recorded on the buffer, else only once
+ * that work has completed, on cuvmm's release thread (until then it stays live: neither
+ * reused nor released under a queued copy or fill). The pool holds every range it made until it
  * releases it, so a leaked buffer's memory is never freed behind its back while the pool is
  * reachable. A pool dropped without {@link #close()} is the exception: once the pool itself
  * is unreachable, so are its slots and watches; its leaked (and idle) memory is then freed by
