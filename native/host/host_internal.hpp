@@ -256,6 +256,9 @@ struct Allocation {
     long refcount = 0;              // handle references (create/import/retain = +1, release = -1)
     long mappings = 0;              // live mappings referencing this allocation
     uint64_t handle = 0;            // current handle value; 0 once fully released
+    uint64_t mapped_handle = 0;     // the value it was created or imported with: a retain after
+                                    // the last release hands it back (cuda.h: "the same handle
+                                    // value used to map the memory"; audit B47)
     // DEVICE-located only: the driver's private read-write mapping of the whole memfd.
     // Copies and memset go through it; the public mappings stay PROT_NONE to the CPU (B40:
     // device memory is not CPU memory). Lazy: mapped by the first copy or memset that

@@ -144,10 +144,11 @@ CUresult CUDAAPI cuMemRetainAllocationHandle(CUmemGenericAllocationHandle* handl
     if (m == st.mappings.end()) return CUDA_ERROR_INVALID_VALUE;
     uint64_t id = m->second.alloc_id;
     Allocation* a = st.allocations.at(id).get();
-    if (a->handle == 0) {  // fully released but still mapped: a new handle value
-        const uint64_t fresh = new_handle(st);
-        st.handles.emplace(fresh, id);  // first: a bad_alloc leaves the record unchanged
-        a->handle = fresh;
+    if (a->handle == 0) {  // fully released but still mapped: its value again (never reused
+                           // by another allocation: values come from a counter)
+        const uint64_t value = a->mapped_handle != 0 ? a->mapped_handle : new_handle(st);
+        st.handles.emplace(value, id);  // first: a bad_alloc leaves the record unchanged
+        a->handle = value;
         a->refcount = 0;
     }
     ++a->refcount;

@@ -66,6 +66,7 @@ CUmemGenericAllocationHandle register_allocation(State& st, int fd, size_t size,
     a->imported = imported;
     a->refcount = 1;
     a->handle = new_handle(st);
+    a->mapped_handle = a->handle;
     const CUmemGenericAllocationHandle handle = a->handle;
     try {
         st.handles.emplace(handle, id);

@@ -840,9 +840,10 @@ void test_export_import_retain() {
     OK(T.cuMemcpyDtoH(out, a + G + 5, sizeof msg));
     CHECK(std::memcmp(out, msg, sizeof msg) == 0);
     CHECK(host_live_counts().allocations == 3);  // h (mapped), hnone, imp
-    // Retain after full release: a new handle value with one reference.
+    // Retain after full release: the value that mapped it, with one reference (cuda.h: "the
+    // same handle value used to map the memory"; audit B47: it was a new value).
     OK(T.cuMemRetainAllocationHandle(&r, reinterpret_cast<void*>(static_cast<uintptr_t>(a))));
-    CHECK(r != 0 && r != h);
+    CHECK(r == h);
     OK(T.cuMemGetAllocationPropertiesFromHandle(&ip, r));
     OK(T.cuMemRelease(r));
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemRelease(r));
