@@ -33,12 +33,14 @@ class PeerAccessTest {
             target.copyTo(0, back, 0, back.length);
             assertArrayEquals(data, back);
 
-            assumeTrue(TestSupport.onHostDriver(), "a copy by device 1 from memory it was granted no access to is a "
-                    + "device fault on a GPU (CUDA_ERROR_ILLEGAL_ADDRESS, sticky: it poisons the context for the rest "
-                    + "of the run); only the host driver refuses it cleanly");
+            // A copy by device 1 from memory it was granted no access to would be a device fault
+            // on a GPU (sticky CUDA_ERROR_ILLEGAL_ADDRESS): cuvmm refuses it itself, before any
+            // driver call (audit A4), so this runs on every driver.
+            long copies = Driver.get().counters().calls("cuMemcpyDtoDAsync");
             CudaException denied = assertThrows(CudaException.class, () -> target.copyFrom(0, secret, 0, 16));
             assertEquals("cuMemcpyDtoDAsync", denied.call()); // synchronous copies run on cuvmm's own stream
             assertEquals("CUDA_ERROR_INVALID_VALUE", denied.resultName());
+            assertEquals(copies, Driver.get().counters().calls("cuMemcpyDtoDAsync"), "refused before the driver");
         }
     }
 }
