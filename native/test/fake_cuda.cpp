@@ -25,10 +25,23 @@ CUresult CUDAAPI fake_count(int* count) {
 }
 CUresult CUDAAPI fake_version(int*) { return CUDA_ERROR_OPERATING_SYSTEM; }
 
+// What the loader asked for: lookups made, and how many asked for the legacy default stream
+// (audit A.1 #4: every entry point must be resolved with CU_GET_PROC_ADDRESS_LEGACY_STREAM).
+long g_lookups = 0;
+long g_legacy_lookups = 0;
+
 }  // namespace
 
-extern "C" CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t,
+// For vmm_test (dlsym): {lookups, lookups whose flags were exactly LEGACY_STREAM}.
+extern "C" void fake_cuda_lookup_flags(long* lookups, long* legacy) {
+    *lookups = g_lookups;
+    *legacy = g_legacy_lookups;
+}
+
+extern "C" CUresult CUDAAPI cuGetProcAddress_v2(const char* symbol, void** pfn, int, cuuint64_t flags,
                                                 CUdriverProcAddressQueryResult* status) {
+    ++g_lookups;
+    if (flags == CU_GET_PROC_ADDRESS_LEGACY_STREAM) ++g_legacy_lookups;
     *pfn = nullptr;
     if (std::strcmp(symbol, "cuInit") == 0) *pfn = reinterpret_cast<void*>(&fake_init);
     else if (std::strcmp(symbol, "cuDeviceGetCount") == 0) *pfn = reinterpret_cast<void*>(&fake_count);

@@ -26,6 +26,8 @@
 #include "cuvmm/transfer.hpp"
 #include "cuvmm/vmm.hpp"
 
+#include <dlfcn.h>
+
 #include <csignal>
 #include <cstdio>
 #include <cstdlib>
@@ -472,11 +474,24 @@ void test_driver_version_checked() {
         std::printf("skipped test_driver_version_checked: CUVMM_FAKE_CUDA not set\n");
         return;
     }
+    // Held open here too, so the stand-in's counters outlive the loader's dlclose.
+    void* lib = dlopen(fake, RTLD_NOW | RTLD_LOCAL);
+    CHECK(lib != nullptr);
     DriverTable t;
     std::string reason;
     CHECK(!load_cuda_driver(t, fake, reason));
     CHECK(contains(reason, "cuDriverGetVersion") && contains(reason, "CUDA_ERROR_OPERATING_SYSTEM"));
     if (!contains(reason, "cuDriverGetVersion")) std::printf("  reason: %s\n", reason.c_str());
+    // Every entry point was asked for the legacy default stream's version (audit A.1 #4).
+    if (lib != nullptr) {
+        auto flags = reinterpret_cast<void (*)(long*, long*)>(dlsym(lib, "fake_cuda_lookup_flags"));
+        CHECK(flags != nullptr);
+        long lookups = 0, legacy = 0;
+        if (flags != nullptr) flags(&lookups, &legacy);
+        CHECK(lookups > 0 && legacy == lookups);
+        if (legacy != lookups) std::printf("  lookups %ld, with LEGACY_STREAM %ld\n", lookups, legacy);
+        dlclose(lib);
+    }
 }
 
 // ---- I1 ---------------------------------------------------------------------------------
