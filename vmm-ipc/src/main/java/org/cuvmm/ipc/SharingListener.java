@@ -3,7 +3,9 @@ package org.cuvmm.ipc;
 /**
  * Events of a {@link SharingServer}, for logs and command-line tools. Called on the server's
  * threads (the connection's own reader thread for lease events): return quickly. An
- * exception thrown by a listener is logged and ignored.
+ * exception (or error) thrown by a listener is logged and ignored. A listener may call
+ * {@link SharingServer#close()} (say, when the last lease ends): it does not wait for the
+ * calling thread, which ends once the listener returns.
  */
 public interface SharingListener {
     /** A client connected and passed the credentials check. */

@@ -507,8 +507,14 @@ public final class SharingServer implements AutoCloseable {
         }
     }
 
-    /** Joins {@code t} until {@code deadline} ({@link System#nanoTime()}); returns at once once it has passed. */
+    /**
+     * Joins {@code t} until {@code deadline} ({@link System#nanoTime()}); returns at once once it
+     * has passed, or when {@code t} is this thread: {@link #close()} called from a listener runs
+     * on a connection's reader (or the accept thread), which ends after the listener returns
+     * (joining itself waited the whole close timeout, 10 s: an independent probe).
+     */
     static void joinUntil(Thread t, long deadline) throws InterruptedException {
+        if (t == Thread.currentThread()) return;
         long left = deadline - System.nanoTime();
         if (left > 0) t.join(Math.max(1, java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(left)));
     }
