@@ -125,7 +125,10 @@ public final class Attachment implements AutoCloseable {
      *     refused the release, or this thread was interrupted while it waited for a racing
      *     close (the interrupt flag is kept; {@link #isClosed()} is false while that close
      *     runs or if it was refused)
-     * @throws UncheckedIOException when the server did not answer in time
+     * @throws UncheckedIOException when the server did not answer in time, or this thread was
+     *     interrupted while it waited for RELEASED (the interrupt flag is kept); either way the
+     *     attachment is closed and its RELEASE sent, and the server frees the lease when it reads
+     *     it or when the connection ends
      */
     @Override
     public void close() {

@@ -371,10 +371,17 @@ public final class SharingClient implements AutoCloseable {
      *     on TOO_MANY_IDS the import cache first gives back its idle mappings (FORGET, awaited)
      *     and the attach is asked once more; TOO_MANY_IDS again is thrown
      * @throws IOException the connection failed or the server did not answer in time
+     * @throws IllegalStateException when {@code resource} is closed (refused before any request)
      */
     public Attachment attach(String name, VirtualMemoryResource resource) throws IOException {
         SharingServer.checkName(name);
         Objects.requireNonNull(resource, "resource");
+        if (resource.isClosed()) {
+            // Up front: the import would fail after a whole round trip and a lease granted and
+            // given back, reported as a SharingException with no code (an independent probe).
+            throw new IllegalStateException("resource: " + resource + " is closed (expected: an open resource to "
+                    + "import into)");
+        }
         if (!resource.isIpcEnabled()) {
             throw new IllegalArgumentException("resource: " + resource + " (expected: handle type POSIX_FD, to import "
                     + "shared memory)");

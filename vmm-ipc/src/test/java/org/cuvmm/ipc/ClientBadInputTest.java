@@ -18,6 +18,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.TimeUnit;
 
+import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.BeforeEach;
@@ -84,6 +85,23 @@ class ClientBadInputTest {
     }
 
     private static String thrown(List<Frame> seen) { return ((Messages.Error) seen.get(seen.size() - 1).message).message(); }
+
+    /** A closed resource is refused before any request: no ATTACH, no lease granted and given back. */
+    @Test
+    void aClosedResourceIsRefusedBeforeAnyRequest() throws Exception {
+        try (VirtualMemoryBuffer b = resource.allocate(2 * MiB);
+             SharingServer server = SharingServer.builder(sock).build();
+             SharingClient c = SharingClient.connect(sock, "closed-resource")) {
+            server.publish("b", b);
+            VirtualMemoryResource closed = VirtualMemoryResource.create(0);
+            closed.close();
+            IllegalStateException e = assertThrows(IllegalStateException.class, () -> c.attach("b", closed));
+            assertTrue(e.getMessage().startsWith("resource: ") && e.getMessage().contains(" is closed (expected: an "
+                    + "open resource to import into)"), e.getMessage());
+            assertEquals(0, server.stats().fdsSent(), "no ATTACH reached the server (no descriptor, no fd)");
+            server.unpublish("b");
+        }
+    }
 
     @Test
     void aPipeInsteadOfMemoryIsRejectedReleasedAndClosed() throws Exception {
