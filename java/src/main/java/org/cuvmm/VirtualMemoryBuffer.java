@@ -418,28 +418,13 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
     /**
      * Copies {@code src.remaining()} bytes into this buffer at {@code offset}; advances
-     * {@code src}'s position. Works with direct and heap buffers. A {@link
-     * java.nio.MappedByteBuffer} (a file mapping) is read by the JDK, a piece at a time, into
-     * the Java heap and copied from there: a file truncated under the mapping then fails the
-     * copy with an {@link IllegalStateException} naming {@code src} (the bytes before the fault
-     * are copied), where the driver's direct read crashed the JVM with {@code SIGBUS}; for the
-     * fastest copies from a file, read it into a direct buffer or pinned memory first.
+     * {@code src}'s position. Works with direct and heap buffers.
      */
     public void copyFrom(long offset, ByteBuffer src) {
         Checks.notNull("src", src);
         int length = src.remaining();
         Checks.window("copyFrom", offset, length, size);
-        if (src instanceof java.nio.MappedByteBuffer) {
-            int from = src.position();
-            byte[] piece = new byte[Math.min(length, MAPPED_PIECE)];
-            for (int done = 0; done < length; ) {
-                int n = Math.min(piece.length, length - done);
-                int at = from + done;
-                touchMapping("src", src, () -> src.get(at, piece, 0, n));
-                copyFrom(offset + done, piece, 0, n);
-                done += n;
-            }
-        } else if (src.isDirect()) {
+        if (src.isDirect()) {
             long from = directAddress(src);
             onOwnStream(null, length, s -> check(st -> NativeApi.write_address_on(range, offset, from, length, s, st)));
         } else { // heap, read-only or not: staged like an array
@@ -449,11 +434,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         src.position(src.position() + length);
     }
 
-    /**
-     * Fills {@code dst.remaining()} bytes from this buffer at {@code offset}; advances its
-     * position. A {@link java.nio.MappedByteBuffer} is written by the JDK from the Java heap, a
-     * piece at a time, as {@link #copyFrom(long, ByteBuffer)} reads one.
-     */
+    /** Fills {@code dst.remaining()} bytes from this buffer at {@code offset}; advances its position. */
     public void copyTo(long offset, ByteBuffer dst) {
         Checks.notNull("dst", dst);
         if (dst.isReadOnly()) throw new ReadOnlyBufferException();
@@ -461,42 +442,11 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         Checks.window("copyTo", offset, length, size);
         if (dst.hasArray()) {
             copyTo(offset, dst.array(), dst.arrayOffset() + dst.position(), length);
-        } else if (dst instanceof java.nio.MappedByteBuffer) {
-            int to = dst.position();
-            byte[] piece = new byte[Math.min(length, MAPPED_PIECE)];
-            for (int done = 0; done < length; ) {
-                int n = Math.min(piece.length, length - done);
-                int at = to + done;
-                copyTo(offset + done, piece, 0, n);
-                touchMapping("dst", dst, () -> dst.put(at, piece, 0, n));
-                done += n;
-            }
         } else {
             long to = directAddress(dst);
             onOwnStream(null, length, s -> check(st -> NativeApi.read_address_on(range, offset, to, length, s, st)));
         }
         dst.position(dst.position() + length);
-    }
-
-    /** The piece in which a file mapping is copied through the Java heap. */
-    private static final int MAPPED_PIECE = 1 << 20;
-
-    /**
-     * Runs {@code access}, the JDK's copy between a file mapping and the heap, outside any of
-     * cuvmm's bookkeeping. A fault in the mapping (its file truncated under it) is the JDK's
-     * {@link InternalError}, which HotSpot may deliver asynchronously, after the faulting copy
-     * returned: the native call below is a transition where it is delivered at the latest,
-     * inside this try and not later in the middle of a stream or use count. It becomes an
-     * exception naming the argument.
-     */
-    private static void touchMapping(String name, ByteBuffer mapping, Runnable access) {
-        try {
-            access.run();
-            NativeApi.fd_valid(-1); // a native transition: a pending fault is thrown here at the latest
-        } catch (InternalError e) {
-            throw new IllegalStateException(name + ": " + mapping + " (expected: a mapping whose file still covers it; "
-                    + "the file was truncated under the mapping, or its storage failed: " + e.getMessage() + ")", e);
-        }
     }
 
     private static long directAddress(ByteBuffer buffer) {
