@@ -243,6 +243,20 @@ final class ReadToken {
         }
     }
 
+    /**
+     * True when the calling thread holds the token: it is reading and dispatching, so it must
+     * not block writing (whoever reads never writes: a server that is not reading would then
+     * never be read again).
+     */
+    boolean heldByCurrentThread() {
+        lock.lock();
+        try {
+            return holder == Thread.currentThread();
+        } finally {
+            lock.unlock();
+        }
+    }
+
     /** The reader must take the token as soon as it is free, whatever callers do (a drain). */
     void urgent() {
         lock.lock();

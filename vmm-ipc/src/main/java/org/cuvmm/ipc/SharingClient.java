@@ -496,10 +496,13 @@ public final class SharingClient implements AutoCloseable {
                 reply.completeExceptionally(e);
             }
         };
-        if (onEventThread()) {
+        if (onEventThread() && !token.heldByCurrentThread()) {
             // Sent now: queued, it would wait behind the task running here, and a DROP listener
             // that attaches at the id limit waits in dropIdle for this FORGET's FORGOTTEN (it
-            // waited the whole timeout, then failed TOO_MANY_IDS: an independent probe).
+            // waited the whole timeout, then failed TOO_MANY_IDS: an independent probe). Not
+            // while this thread leads the read (a listener's request dispatching a rejected or
+            // unrequested DESCRIPTOR): a reader blocked in sendmsg stopped reading, and a server
+            // not reading then was never read again (a reviewer's EventThreadLeaderWritesTest).
             send.run();
             return;
         }
