@@ -1152,7 +1152,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             if (st.code() != 0) {
                 CudaException e = NativeCalls.toException(st);
                 out.close();
-                throw e;
+                throw resource.namingTheRequest(e, "modifyAllocation: newSize", newSize);
             }
             BufferOrigin o;
             switch (outcome) {

@@ -175,7 +175,7 @@ public final class VirtualMemoryResource implements AutoCloseable {
             if (st.code() != 0) {
                 CudaException e = NativeCalls.toException(st);
                 range.close();
-                throw e.code() == CUDA_ERROR_OUT_OF_MEMORY ? outOfMemory(e, size) : e;
+                throw namingTheRequest(e, "allocate: size", size);
             }
             return range;
         } finally {
@@ -187,13 +187,15 @@ public final class VirtualMemoryResource implements AutoCloseable {
     private static final int CUDA_ERROR_OUT_OF_MEMORY = 2;
 
     /**
-     * The driver's OUT_OF_MEMORY for {@link #allocate}, with the request named: the size, the
-     * device's memory and what to do (the driver's message names only the call and the step,
-     * for a size as absurd as {@code Long.MAX_VALUE} too; an independent probe).
+     * {@code e}, and for the driver's OUT_OF_MEMORY the same with the request named ({@code
+     * what}: "allocate: size", "modifyAllocation: newSize"), the device's memory and what to do
+     * (the driver's message names only the call and the step, for a size as absurd as {@code
+     * Long.MAX_VALUE} too; an independent probe).
      */
-    private CudaException outOfMemory(CudaException e, long size) {
+    CudaException namingTheRequest(CudaException e, String what, long size) {
+        if (e.code() != CUDA_ERROR_OUT_OF_MEMORY) return e;
         long total = driver.device(device).totalMemory();
-        return new CudaException(e.code(), e.resultName(), e.call(), e.step(), e.getMessage() + "; allocate: size "
+        return new CudaException(e.code(), e.resultName(), e.call(), e.step(), e.getMessage() + "; " + what + " "
                 + size + " bytes (device " + device + " has " + total + " bytes of memory; ask for less, or close "
                 + "or trim() what holds memory)");
     }

@@ -34,6 +34,14 @@ class DeviceMemoryLimitTest {
             CudaException huge = assertThrows(CudaException.class, () -> r.allocate(Long.MAX_VALUE));
             assertEquals("CUDA_ERROR_OUT_OF_MEMORY", huge.resultName(), huge.getMessage());
             assertTrue(huge.getMessage().contains("; allocate: size " + Long.MAX_VALUE + " bytes"), huge.getMessage());
+            // A grow names its request the same way.
+            try (VirtualMemoryBuffer small = r.allocate(g)) {
+                CudaException grow = assertThrows(CudaException.class, () -> r.modifyAllocation(small, Long.MAX_VALUE));
+                assertEquals("CUDA_ERROR_OUT_OF_MEMORY", grow.resultName(), grow.getMessage());
+                assertTrue(grow.getMessage().contains("; modifyAllocation: newSize " + Long.MAX_VALUE + " bytes (device 0 "
+                        + "has "), grow.getMessage());
+                assertEquals(g, small.size(), "the buffer is untouched");
+            }
             assertEquals(allocations, c.liveAllocations(), "no allocation left");
             assertEquals(reservations, c.liveReservations(), "the range reserved first was freed");
             assertEquals(mappings, c.liveMappings(), "no mapping left");
