@@ -38,14 +38,11 @@ class EventThreadLeaderWritesTest {
             long g = resource.granularity();
             CompletableFuture<Void> fake = CompletableFuture.runAsync(() -> {
                 try (FdSocket s = server.accept()) {
-                    try (Frame hello = FrameIO.read(s)) {
-                        FrameIO.write(s, new Messages.HelloOk(2, Protocol.MAX_FDS_PER_FRAME), hello.requestId, null, 2);
-                    }
+                    IpcTestSupport.answerHelloV2(s);
                     try (Frame attach = FrameIO.read(s, 2, 2); org.cuvmm.BufferDescriptor d = buffer.exportDescriptor()) {
                         // the DROP first: the main thread, leading, parks it; attach() then claims it
                         FrameIO.write(s, new Messages.Drop(1, "b"), 0, null, 2);
-                        Messages.DescriptorV2 good = new Messages.DescriptorV2(1, Protocol.HANDLE_TYPE_POSIX_FD, g,
-                                new long[] {g}, new long[] {1}, new int[] {Protocol.CHUNK_FLAG_FD});
+                        Messages.DescriptorV2 good = IpcTestSupport.oneFreshChunk(1, g, 1);
                         d.useFds(f -> FrameIO.write(s, good, attach.requestId, f, 2));
                     }
                     try (Frame attach = FrameIO.read(s, 2, 2)) { // the listener's ATTACH: it leads now
@@ -54,8 +51,7 @@ class EventThreadLeaderWritesTest {
                     // Not reading from here on; DESCRIPTORs with an FD chunk but no fd, nobody's reply:
                     // each is rejected and its new id forgotten (FORGET).
                     for (int i = 1; i <= FRAMES; i++) {
-                        FrameIO.write(s, new Messages.DescriptorV2(100 + i, Protocol.HANDLE_TYPE_POSIX_FD, g,
-                                new long[] {g}, new long[] {100 + i}, new int[] {Protocol.CHUNK_FLAG_FD}),
+                        FrameIO.write(s, IpcTestSupport.oneFreshChunk(100 + i, g, 100 + i),
                                 0x4000_0000 + i, null, 2);
                         sent.incrementAndGet();
                     }

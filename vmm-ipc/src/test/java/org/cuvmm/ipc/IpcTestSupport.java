@@ -68,6 +68,19 @@ final class IpcTestSupport {
     static boolean isOpen(int fd) { return OpenFds.isOpen(fd); }
 
     /** A fresh short socket path in its own temporary directory. */
+    /** A fake version-2 server's first step: reads the client's HELLO and answers HELLO_OK version 2. */
+    static void answerHelloV2(FdSocket s) throws IOException {
+        try (Frame hello = FrameIO.read(s)) {
+            FrameIO.write(s, new Messages.HelloOk(2, Protocol.MAX_FDS_PER_FRAME), hello.requestId, null, 2);
+        }
+    }
+
+    /** A version-2 DESCRIPTOR of one chunk of {@code size} bytes, new id {@code id} (its fd flag set). */
+    static Messages.DescriptorV2 oneFreshChunk(long lease, long size, long id) {
+        return new Messages.DescriptorV2(lease, Protocol.HANDLE_TYPE_POSIX_FD, size, new long[] {size}, new long[] {id},
+                new int[] {Protocol.CHUNK_FLAG_FD});
+    }
+
     static Path socketPath() throws IOException {
         Path dir = Files.createTempDirectory(Path.of("/tmp"), "cvmm");
         dir.toFile().deleteOnExit();

@@ -42,9 +42,7 @@ class RejectThenAttachTest {
             CompletableFuture<List<String>> fake = CompletableFuture.supplyAsync(() -> {
                 List<String> overtaken = new ArrayList<>();
                 try (FdSocket s = server.accept()) {
-                    try (Frame hello = FrameIO.read(s)) {
-                        FrameIO.write(s, new Messages.HelloOk(2, Protocol.MAX_FDS_PER_FRAME), hello.requestId, null, 2);
-                    }
+                    IpcTestSupport.answerHelloV2(s);
                     long nextId = 1;
                     long lease = 1;
                     long unforgotten = 0; // the id of the last rejected DESCRIPTOR, until its FORGET
@@ -118,12 +116,9 @@ class RejectThenAttachTest {
             long g = resource.granularity();
             CompletableFuture<Void> fake = CompletableFuture.runAsync(() -> {
                 try (FdSocket s = server.accept()) {
-                    try (Frame hello = FrameIO.read(s)) {
-                        FrameIO.write(s, new Messages.HelloOk(2, Protocol.MAX_FDS_PER_FRAME), hello.requestId, null, 2);
-                    }
+                    IpcTestSupport.answerHelloV2(s);
                     try (Frame attach = FrameIO.read(s, 2, 2); org.cuvmm.BufferDescriptor d = buffer.exportDescriptor()) {
-                        Messages.DescriptorV2 good = new Messages.DescriptorV2(1, Protocol.HANDLE_TYPE_POSIX_FD, g,
-                                new long[] {g}, new long[] {1}, new int[] {Protocol.CHUNK_FLAG_FD});
+                        Messages.DescriptorV2 good = IpcTestSupport.oneFreshChunk(1, g, 1);
                         d.useFds(f -> FrameIO.write(s, good, attach.requestId, f, 2));
                     }
                     FrameIO.write(s, new Messages.Drop(1, "b"), 0, null, 2);
@@ -131,9 +126,7 @@ class RejectThenAttachTest {
                         try (Frame f = FrameIO.read(s, 2, 2)) {
                             if (f == null) return;
                             switch (f.type) {
-                                case ATTACH -> FrameIO.write(s, new Messages.DescriptorV2(2, Protocol.HANDLE_TYPE_POSIX_FD,
-                                        g, new long[] {g}, new long[] {2}, new int[] {Protocol.CHUNK_FLAG_FD}),
-                                        f.requestId, null, 2); // no fd: rejected
+                                case ATTACH -> FrameIO.write(s, IpcTestSupport.oneFreshChunk(2, g, 2), f.requestId, null, 2); // no fd: rejected
                                 case FORGET -> FrameIO.write(s, new Messages.Forgotten(((Messages.Forget) f.message)
                                         .ids().length), f.requestId, null, 2);
                                 case RELEASE -> FrameIO.write(s, new Messages.Released(((Messages.Release) f.message)
