@@ -119,6 +119,12 @@ public final class PinnedHostBuffer implements AutoCloseable {
      * reachable until {@link #close()}, which unregisters it; offsets of this object count from
      * the buffer's position at this call.
      *
+     * <p>A file mapping ({@code FileChannel.map}) can be registered, but the driver then reads
+     * and writes its pages itself: its file must not be truncated while it is registered and
+     * copies are queued, since an access to a lost page ends the process ({@code SIGBUS}; cuvmm
+     * cannot catch it there). {@link VirtualMemoryBuffer#copyFrom(long, ByteBuffer)} of a
+     * mapping is protected instead.
+     *
      * @throws IllegalArgumentException when {@code buffer} is not direct or has no bytes remaining
      * @throws CudaException when the driver refuses (for example the memory is registered already:
      *     {@code CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED})

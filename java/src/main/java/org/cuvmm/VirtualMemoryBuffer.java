@@ -10,6 +10,7 @@ import org.cuvmm.internal.ArrayCopies;
 import org.cuvmm.internal.BufferAccess;
 import org.cuvmm.internal.BufferRecycler;
 import org.cuvmm.internal.Checks;
+import org.cuvmm.internal.FileMappings;
 import org.cuvmm.internal.NativeCalls;
 import org.cuvmm.internal.jni.NativeApi;
 import org.cuvmm.internal.jni.NativeRangeHandle;
@@ -419,12 +420,25 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     /**
      * Copies {@code src.remaining()} bytes into this buffer at {@code offset}; advances
      * {@code src}'s position. Works with direct and heap buffers.
+     *
+     * <p>A direct buffer's address goes to the driver in one call. A file mapping
+     * ({@code FileChannel.map}, or a slice or view of one) is read by the JDK instead, 1 MiB at a
+     * time, and staged like an array: a file truncated under the mapping then fails the copy
+     * with an {@link IllegalStateException} naming {@code src} (the pieces before the fault are
+     * copied, and {@code src}'s position does not move), where a native read of the lost pages
+     * would end the JVM ({@code SIGBUS}).
+     *
+     * @throws IllegalStateException when {@code src} is a file mapping that lost pages
      */
     public void copyFrom(long offset, ByteBuffer src) {
         Checks.notNull("src", src);
         int length = src.remaining();
         Checks.window("copyFrom", offset, length, size);
-        if (src.isDirect()) {
+        if (FileMappings.isFileMapping(src)) {
+            int from = src.position();
+            FileMappings.copying("src", src,
+                    () -> onOwnStream(null, length, s -> ArrayCopies.write(range, s, offset, src, from, length)));
+        } else if (src.isDirect()) {
             long from = directAddress(src);
             onOwnStream(null, length, s -> check(st -> NativeApi.write_address_on(range, offset, from, length, s, st)));
         } else { // heap, read-only or not: staged like an array
@@ -434,7 +448,13 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         src.position(src.position() + length);
     }
 
-    /** Fills {@code dst.remaining()} bytes from this buffer at {@code offset}; advances its position. */
+    /**
+     * Fills {@code dst.remaining()} bytes from this buffer at {@code offset}; advances its
+     * position. A file mapping is written by the JDK, 1 MiB at a time, as
+     * {@link #copyFrom(long, ByteBuffer)} reads one.
+     *
+     * @throws IllegalStateException when {@code dst} is a file mapping that lost pages
+     */
     public void copyTo(long offset, ByteBuffer dst) {
         Checks.notNull("dst", dst);
         if (dst.isReadOnly()) throw new ReadOnlyBufferException();
@@ -442,6 +462,10 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         Checks.window("copyTo", offset, length, size);
         if (dst.hasArray()) {
             copyTo(offset, dst.array(), dst.arrayOffset() + dst.position(), length);
+        } else if (FileMappings.isFileMapping(dst)) {
+            int to = dst.position();
+            FileMappings.copying("dst", dst,
+                    () -> onOwnStream(null, length, s -> ArrayCopies.read(range, s, offset, dst, to, length)));
         } else {
             long to = directAddress(dst);
             onOwnStream(null, length, s -> check(st -> NativeApi.read_address_on(range, offset, to, length, s, st)));

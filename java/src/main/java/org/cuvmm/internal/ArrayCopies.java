@@ -13,7 +13,9 @@ import org.cuvmm.internal.jni.NativeStreamHandle;
 
 /**
  * Copies between Java heap memory ({@code byte[]}, heap {@code ByteBuffer}) and a buffer's
- * range through a bounded native staging piece, {@link #PIECE_BYTES} at a time.
+ * range through a bounded native staging piece, {@link #PIECE_BYTES} at a time; file mappings
+ * take the same path, so that the JDK and not native code touches their pages
+ * ({@link FileMappings}).
  *
  * <p>Why: a driver copy may block (the NVIDIA driver waits for the device, the host driver
  * waits for its registry lock behind a structural call). Passing a Java array to native code
@@ -129,9 +131,11 @@ public final class ArrayCopies {
     }
 
     /**
-     * Copies {@code length} bytes of the heap buffer {@code src} from its index
-     * {@code srcIndex} (read-only buffers included; its position is not touched) into
-     * {@code range} at {@code offset}.
+     * Copies {@code length} bytes of the buffer {@code src} from its index {@code srcIndex}
+     * (read-only buffers included; its position is not touched) into {@code range} at
+     * {@code offset}: a heap buffer, or a file mapping ({@link FileMappings}), whose piece the
+     * JDK reads and whose fault (InternalError) is thrown at the latest by the driver call that
+     * follows each piece, inside this copy.
      */
     public static void write(NativeRangeHandle range, NativeStreamHandle stream, long offset, ByteBuffer src,
                              int srcIndex, int length) {
@@ -169,6 +173,33 @@ public final class ArrayCopies {
      */
     public static void read(NativeRangeHandle range, NativeStreamHandle stream, long offset, byte[] dst, int dstOffset,
                             int length) {
+        readInPieces(range, stream, offset, length, (piece, done, n) -> piece.get(0, dst, dstOffset + done, n));
+    }
+
+    /**
+     * Copies {@code length} bytes of {@code range} at {@code offset} into the buffer {@code dst}
+     * from its index {@code dstIndex} (its position is not touched): a file mapping
+     * ({@link FileMappings}). Each piece is put by the JDK and followed by a return from native
+     * code, where a fault in the mapping is thrown (as InternalError) at the latest: inside this
+     * copy, never later in the caller's bookkeeping.
+     */
+    public static void read(NativeRangeHandle range, NativeStreamHandle stream, long offset, ByteBuffer dst,
+                            int dstIndex, int length) {
+        readInPieces(range, stream, offset, length, (piece, done, n) -> {
+            dst.put(dstIndex + done, piece, 0, n);
+            NativeApi.fault_delivery_point();
+        });
+    }
+
+    /** Hands the start of a staging piece, {@code n} bytes, to the Java destination from {@code done} on. */
+    @FunctionalInterface
+    private interface PieceDrain {
+        void drain(ByteBuffer piece, int done, int n);
+    }
+
+    /** One staging piece at a time: one driver copy from the range into it, then into the Java destination. */
+    private static void readInPieces(NativeRangeHandle range, NativeStreamHandle stream, long offset, int length,
+                                     PieceDrain destination) {
         if (length == 0) return;
         Piece piece = take(length);
         try {
@@ -177,7 +208,7 @@ public final class ArrayCopies {
                 int n = Math.min(PIECE_BYTES, length - done);
                 NativeApi.read_address_on(range, offset + done, piece.address, n, stream, st);
                 NativeCalls.check(st);
-                piece.buffer.get(0, dst, dstOffset + done, n);
+                destination.drain(piece.buffer, done, n);
                 done += n;
             }
         } finally {

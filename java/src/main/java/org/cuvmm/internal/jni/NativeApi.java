@@ -1,10 +1,13 @@
 package org.cuvmm.internal.jni;
 
+import java.nio.ByteBuffer;
+
 import org.bytedeco.javacpp.annotation.ByRef;
 import org.bytedeco.javacpp.annotation.Cast;
 import org.bytedeco.javacpp.annotation.Const;
 import org.bytedeco.javacpp.annotation.Namespace;
 import org.bytedeco.javacpp.annotation.Properties;
+import org.bytedeco.javacpp.annotation.Raw;
 import org.bytedeco.javacpp.annotation.StdString;
 
 /**
@@ -57,6 +60,13 @@ public final class NativeApi {
     public static native @Cast("bool") boolean fd_valid(int fd);
     public static native @Cast("bool") boolean fd_owned_by_driver(int fd);
     public static native int fd_close(int fd);
+    /**
+     * See jni_file_mappings.hpp: 1 when {@code buffer} is a file mapping ({@code FileChannel.map},
+     * or a slice or view of one), 0 for other memory, -1 when this JDK does not say.
+     */
+    public static native int file_mapping_state(@Raw(withEnv = true) ByteBuffer buffer);
+    /** See jni_file_mappings.hpp: a return from native code, where a held fault in a file mapping is thrown. */
+    public static native void fault_delivery_point();
 
     // No Java array crosses this boundary: array copies are staged in Java
     // (org.cuvmm.internal.ArrayCopies) and arrive here as the address of a direct buffer, so

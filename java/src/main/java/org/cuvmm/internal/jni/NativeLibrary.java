@@ -13,7 +13,7 @@ import org.bytedeco.javacpp.annotation.Properties;
 @Properties(
         target = "org.cuvmm.internal.jni.NativeLibrary",
         value = @Platform(
-                include = {"cuvmm/jni_api.hpp"},
+                include = {"cuvmm/jni_api.hpp", "cuvmm/jni_file_mappings.hpp"},
                 link = {"cuvmm_native", "dl"},
                 library = "jnicuvmm"))
 public final class NativeLibrary {
