@@ -659,6 +659,22 @@ void host_fail_next_event_record(long long stream, int code, Status& status) {
     });
 }
 
+void host_peer_access(int device, int peer, bool can, Status& status) {
+    guarded(status, "host_peer_access", [&] {
+        if (driver_kind() != DriverKind::host) {
+            throw DriverError(CUDA_ERROR_NOT_SUPPORTED, "host_peer_access", "setting peer capability",
+                              "only the host driver sets peer capability (the " + driver_kind_name() + " driver runs)");
+        }
+        int count = 0;
+        CUVMM_CALL(cuDeviceGetCount, Step{"counting devices"}, &count);
+        if (device < 0 || device >= count || peer < 0 || peer >= count || device == peer) {
+            throw invalid("host_peer_access", "device " + std::to_string(device) + ", peer " + std::to_string(peer) +
+                                                  " (expected: two distinct devices, 0 to " + std::to_string(count - 1) + ")");
+        }
+        cuvmm::host_set_peer_access(device, peer, can);
+    });
+}
+
 int entry_count() { return kEntryCount; }
 
 std::string entry_name(int index) {

@@ -145,6 +145,13 @@ void host_set_stream_delay_micros(long long micros);
 // thrown). Unarmed, it costs cuEventRecord one relaxed atomic load. Any thread, any time.
 void host_fail_next_event_record(CUstream stream, CUresult code);
 
+// Test seam: what cuDeviceCanAccessPeer(dev, peer) answers from now on for two distinct
+// devices (both 0..7; every such pair answers 1 until set; a device is never its own peer).
+// Lets a test take the path of devices that cannot reach each other's memory. Only the
+// answer changes: cuMemSetAccess does not model the refusal (its code on a GPU is not known
+// here). Any thread, any time.
+void host_set_peer_access(int dev, int peer, bool can);
+
 // Snapshot of the host driver's live counters (all zero before it is installed).
 HostLiveCounts host_live_counts();
 

@@ -265,6 +265,10 @@ void host_stream_delay(long long micros, Status& status);
 // `stream` returns `code` (a CUresult) without recording, once; 0 disarms
 // (host_fail_next_event_record). Status says CUDA_ERROR_NOT_SUPPORTED on the cuda driver.
 void host_fail_next_event_record(long long stream, int code, Status& status);
+// Host driver only (tests): what cuDeviceCanAccessPeer(device, peer) answers for two distinct
+// devices from now on (host_set_peer_access). Status says CUDA_ERROR_NOT_SUPPORTED on the
+// cuda driver, CUDA_ERROR_INVALID_VALUE for a pair that is not two distinct devices.
+void host_peer_access(int device, int peer, bool can, Status& status);
 
 // ---- counters (tests, benchmarks, `cuvmm info`) ----
 int entry_count();

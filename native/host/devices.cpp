@@ -7,6 +7,9 @@
 
 #include <unistd.h>
 
+#include <atomic>
+#include <cstdint>
+
 #include <cstdio>
 
 namespace cuvmm {
@@ -23,6 +26,13 @@ int device_of(CUcontext ctx) {
     if (v < 0x1000 || (v - 0x1000) % 16 != 0) return -1;
     uintptr_t dev = (v - 0x1000) / 16;
     return dev < static_cast<uintptr_t>(g_state->config.device_count) ? static_cast<int>(dev) : -1;
+}
+
+// Bit 8 * dev + peer set: cuDeviceCanAccessPeer(dev, peer) answers 0 (host_set_peer_access).
+std::atomic<uint64_t> g_peer_refused{0};
+
+bool peer_access_refused(int dev, int peer) {
+    return (g_peer_refused.load(std::memory_order_relaxed) >> (8 * dev + peer)) & 1;
 }
 
 }  // namespace
@@ -100,13 +110,13 @@ CUresult CUDAAPI cuDeviceGetAttribute(int* value, CUdevice_attribute attrib, CUd
     return CUDA_SUCCESS;
 }
 
-// Every pair of distinct host devices is peer-capable (they share the CPU's memory); a
-// device is not its own peer (0), as on a GPU.
+// Every pair of distinct host devices is peer-capable (they share the CPU's memory) unless a
+// test said otherwise (host_set_peer_access); a device is not its own peer (0), as on a GPU.
 CUresult CUDAAPI cuDeviceCanAccessPeer(int* canAccessPeer, CUdevice dev, CUdevice peerDev) {
     CUVMM_REQUIRE_INIT();
     if (canAccessPeer == nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (!valid_device(dev) || !valid_device(peerDev)) return CUDA_ERROR_INVALID_DEVICE;
-    *canAccessPeer = dev != peerDev ? 1 : 0;
+    *canAccessPeer = dev != peerDev && !peer_access_refused(dev, peerDev) ? 1 : 0;
     return CUDA_SUCCESS;
 }
 
@@ -173,4 +183,12 @@ CUresult CUDAAPI cuGetErrorString(CUresult error, const char** str) {
 }  // namespace entry
 
 }  // namespace host
+
+void host_set_peer_access(int dev, int peer, bool can) {
+    if (dev < 0 || dev >= 8 || peer < 0 || peer >= 8 || dev == peer) return;
+    const uint64_t bit = uint64_t(1) << (8 * dev + peer);
+    if (can) host::g_peer_refused.fetch_and(~bit, std::memory_order_relaxed);
+    else host::g_peer_refused.fetch_or(bit, std::memory_order_relaxed);
+}
+
 }  // namespace cuvmm

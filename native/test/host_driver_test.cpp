@@ -1266,6 +1266,18 @@ void test_can_access_peer() {
     EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, T.cuDeviceCanAccessPeer(&can, 0, 2));
     EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, T.cuDeviceCanAccessPeer(&can, -1, 0));
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuDeviceCanAccessPeer(nullptr, 0, 1));
+    // The test seam turns one direction off, and back on; a device stays not its own peer.
+    host_set_peer_access(1, 0, false);
+    OK(T.cuDeviceCanAccessPeer(&can, 1, 0));
+    CHECK(can == 0);
+    OK(T.cuDeviceCanAccessPeer(&can, 0, 1));
+    CHECK(can == 1);
+    host_set_peer_access(0, 0, true);  // not a pair: ignored
+    OK(T.cuDeviceCanAccessPeer(&can, 0, 0));
+    CHECK(can == 0);
+    host_set_peer_access(1, 0, true);
+    OK(T.cuDeviceCanAccessPeer(&can, 1, 0));
+    CHECK(can == 1);
 }
 
 // B23: cuMemMap maps a whole allocation, never a shorter prefix.

@@ -54,7 +54,9 @@ public final class VirtualMemoryResource implements AutoCloseable {
      * A resource on {@code device} with {@code options}.
      *
      * @throws IllegalArgumentException when the device does not exist, a peer is not another
-     *     existing device, or the device lacks a capability the options need
+     *     existing device, a peer cannot access memory on the device ({@link
+     *     Driver#canAccessPeer}; asked for device-located memory with peer access), or the device
+     *     lacks a capability the options need
      * @throws CudaException when the driver refuses the options (granularity query)
      */
     public static VirtualMemoryResource create(int device, VirtualMemoryResourceOptions options) {
@@ -104,6 +106,19 @@ public final class VirtualMemoryResource implements AutoCloseable {
             if (peer == dev.ordinal() || peer >= driver.deviceCount()) {
                 throw new IllegalArgumentException("peers: " + o.peers() + " (expected: ordinals of other devices, 0 to "
                         + (driver.deviceCount() - 1) + ", not the resource's own device " + dev.ordinal() + ")");
+            }
+        }
+        // Memory on a device is reachable from a peer only where the driver says so; asked
+        // here, so that a pair that cannot reach each other is named now and not by the
+        // first cuMemSetAccess of some later allocation. Host-located memory needs no peer link.
+        if (o.locationType() == LocationType.DEVICE && o.peerAccess() != AccessMode.NONE) {
+            for (int peer : o.peers()) {
+                if (!driver.canAccessPeer(peer, dev.ordinal())) {
+                    throw new IllegalArgumentException("peers: " + o.peers() + " (expected: devices that can access "
+                            + "memory on device " + dev.ordinal() + "; cuDeviceCanAccessPeer says device " + peer
+                            + " cannot" + where + "; leave it out, or use LocationType.HOST memory, which every "
+                            + "device reaches)");
+                }
             }
         }
     }

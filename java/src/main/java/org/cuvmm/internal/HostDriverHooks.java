@@ -30,6 +30,22 @@ public final class HostDriverHooks {
     }
 
     /**
+     * What {@code cuDeviceCanAccessPeer(device, peer)} ({@link org.cuvmm.Driver#canAccessPeer})
+     * answers from now on for two distinct host devices ({@code host_set_peer_access}); every
+     * pair answers true until set. Only the answer changes: the host driver's
+     * {@code cuMemSetAccess} does not model the refusal.
+     *
+     * @throws org.cuvmm.CudaException ({@code CUDA_ERROR_NOT_SUPPORTED}) on the cuda driver;
+     *     ({@code CUDA_ERROR_INVALID_VALUE}) when the two are not distinct devices
+     */
+    public static void setPeerAccess(int device, int peer, boolean can) {
+        org.cuvmm.Driver.get();
+        NativeStatus st = NativeCalls.status();
+        NativeApi.host_peer_access(device, peer, can, st);
+        NativeCalls.check(st);
+    }
+
+    /**
      * The next {@code cuEventRecord} on the stream whose raw handle is {@code stream}
      * ({@code Stream.handle()}, a created stream) fails with {@code code} (a {@code CUresult})
      * without recording, once; {@code code} 0 disarms. Lets a test take the path of a record

@@ -154,6 +154,8 @@ public final class NativeApi {
     /** Host driver only (tests): every queued op sleeps {@code micros} before it runs. */
     public static native void host_stream_delay(@Cast("long long") long micros, @ByRef NativeStatus status);
     /** Host driver only (tests): the next cuEventRecord on raw stream {@code stream} returns {@code code}, once; 0 disarms. */
+    public static native void host_peer_access(int device, int peer, @Cast("bool") boolean can,
+                                               @ByRef NativeStatus status);
     public static native void host_fail_next_event_record(@Cast("long long") long stream, int code,
                                                           @ByRef NativeStatus status);
 
