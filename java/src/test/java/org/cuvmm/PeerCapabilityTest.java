@@ -54,6 +54,14 @@ class PeerCapabilityTest {
             try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
                 assertTrue(r.granularity() > 0);
             }
+            // Host-located memory needs no peer link: not asked, not refused.
+            asked = d.counters().calls("cuDeviceCanAccessPeer");
+            try (VirtualMemoryResource r = VirtualMemoryResource.create(0, VirtualMemoryResourceOptions.builder()
+                    .locationType(LocationType.HOST).handleType(HandleType.NONE).peers(1).build());
+                 VirtualMemoryBuffer b = r.allocate(r.granularity())) {
+                b.fill((byte) 2);
+            }
+            assertTrue(d.counters().calls("cuDeviceCanAccessPeer") == asked, "host-located memory: not asked");
         } finally {
             HostDriverHooks.setPeerAccess(1, 0, true);
         }
