@@ -320,7 +320,9 @@ public final class Stream implements AutoCloseable {
      * ({@code cuLaunchHostFunc}); work queued after it waits until it returns. It must not make
      * CUDA calls (cuvmm refuses its own from inside a host function with
      * {@link IllegalStateException}, except {@code close()} of buffers, pinned buffers, events,
-     * streams and pools, which hands the release to a thread of cuvmm's), and it must not wait for work that is not ordered before it: cuda.h says
+     * streams and pools, which hands the release to a thread of cuvmm's; a pool's
+     * {@code stats()} and its beans' reads work there too, handing over any release they
+     * cause), and it must not wait for work that is not ordered before it: cuda.h says
      * host functions of independent streams may be serialized, so waiting for another stream's
      * host function, or for anything that waits for one, may deadlock. An exception it throws is
      * logged and thrown by the next {@link #synchronize()} ({@link HostFunctionException}).

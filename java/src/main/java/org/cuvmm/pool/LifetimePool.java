@@ -16,6 +16,7 @@ import org.cuvmm.Event;
 import org.cuvmm.Stream;
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.internal.BufferAccess;
+import org.cuvmm.internal.NativeCalls;
 import org.cuvmm.internal.jni.NativeRangeHandle;
 
 /**
@@ -586,10 +587,22 @@ final class LifetimePool {
      * Drops the pool's reference to the range: unmap, release, free in the driver, then closes
      * the slot's event. Never throws and never blocks: when a stream-ordered free's work may
      * still be pending ({@code cuEventQuery} says not ready), the release is handed to cuvmm's
-     * release thread, which waits for the event first ({@link #deferredReleases}).
+     * release thread, which waits for the event first ({@link #deferredReleases}). On a
+     * host-function thread, where no CUDA call may be made, every release is handed over, the
+     * event query included: the pool's calls that are allowed there (a buffer's return,
+     * {@code stats()}, which takes back leaks, {@code close()}) reach here.
      */
     private void release(PoolSlot slot) {
         Event e = slot.event;
+        if (NativeCalls.insideHostFunction()) {
+            deferredReleases.increment();
+            BRIDGE.afterEvents("pool " + pool.name() + ": " + slot,
+                    e != null && slot.pending ? java.util.List.of(e) : java.util.List.of(), () -> {
+                        deallocate(slot);
+                        if (e != null) closeQuietly(e);
+                    });
+            return;
+        }
         if (e != null && slot.pending && !isDone(e)) {
             try {
                 deferredReleases.increment();

@@ -89,7 +89,8 @@ public interface PoolStats {
     /**
      * Releases (eviction, trim, pool close, a return to a closed pool) of memory whose
      * stream-ordered free had not completed, handed to cuvmm's release thread
-     * ("cuvmm-stream-release"), which releases it once the free's event completed.
+     * ("cuvmm-stream-release"), which releases it once the free's event completed; and every
+     * release that came due on a host-function thread, where no CUDA call may be made.
      */
     long deferredReleases();
 }

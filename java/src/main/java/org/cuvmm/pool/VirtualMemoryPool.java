@@ -380,8 +380,11 @@ public final class VirtualMemoryPool implements AutoCloseable {
      * @return the capacity released now, in bytes
      * @throws IllegalArgumentException when {@code capBytes} is negative
      * @throws NullPointerException when {@code lifetime} is null
+     * @throws IllegalStateException when called from a host function (as {@link #trim()}: the
+     *     release it may make is a CUDA call)
      */
     public long setRetentionCap(PoolLifetime lifetime, long capBytes) {
+        NativeCalls.refuseInsideHostFunction("VirtualMemoryPool.setRetentionCap");
         LifetimePool p = of(lifetime);
         Checks.nonNegative("capBytes", capBytes);
         drainLeaks();

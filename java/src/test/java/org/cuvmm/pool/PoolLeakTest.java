@@ -124,13 +124,7 @@ class PoolLeakTest {
              VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(resource).name("next-miss").leakSampleRate(0)
                      .build()) {
             LifetimePool local = pool.of(PoolLifetime.LOCAL);
-            LeakWatch watch = leakAndWatch(pool);
-            long deadline = System.nanoTime() + 20_000_000_000L;
-            while (!isEnqueued(watch) && System.nanoTime() < deadline) {
-                System.gc();
-                Thread.sleep(20);
-            }
-            assertTrue(isEnqueued(watch), "the leaked buffer's watch was enqueued");
+            PoolTestSupport.leakOneAndAwaitItsWatch(pool);
             assertEquals(0, local.leaks(), "nothing takes a leak back before the pool's next slow path");
 
             try (VirtualMemoryBuffer again = pool.allocate(1)) { // no idle slot: the miss path drains the queue
@@ -147,19 +141,6 @@ class PoolLeakTest {
                         && t.getName().startsWith("cuvmm") && !t.getName().startsWith("cuvmm-pool-leaks "))
                 .map(Thread::getName).collect(Collectors.toSet());
         assertEquals(Set.of(), poolThreads, "threads the pool started");
-    }
-
-    @SuppressWarnings("deprecation") // isEnqueued: the one way to see a watch is queued without taking it
-    private static boolean isEnqueued(LeakWatch w) { return w.isEnqueued(); }
-
-    /** Allocates, leaks and returns the watch on the leaked buffer (the buffer is unreachable on return). */
-    private static LeakWatch leakAndWatch(VirtualMemoryPool pool) {
-        VirtualMemoryBuffer b = leak(pool, false);
-        List<PoolSlot> live = pool.of(PoolLifetime.LOCAL).liveSlots();
-        assertEquals(1, live.size());
-        LeakWatch w = live.get(0).watch();
-        assertTrue(w.refersTo(b));
-        return w;
     }
 
     /**

@@ -1,23 +1,54 @@
 package org.cuvmm.pool;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
 import java.nio.file.Files;
 import java.nio.file.Path;
+import java.util.List;
 
 import org.cuvmm.Driver;
 import org.cuvmm.DriverCounters;
 import org.cuvmm.DriverKind;
 import org.cuvmm.VirtualMemoryBuffer;
 
-/** Helpers of the pool tests: counters, stats checks, tags, this thread's page faults. */
+/** Helpers of the pool tests: counters, a leak, stats checks, tags, this thread's page faults. */
 final class PoolTestSupport {
     static final long MiB = 1L << 20;
 
     private PoolTestSupport() {}
 
     static DriverCounters counters() { return Driver.get().counters(); }
+
+    /**
+     * Leaks one local buffer of {@code pool} (its only live one) and collects garbage until the
+     * buffer's leak watch is queued (at most 20 s, then fails): the pool's next slow path takes
+     * it back.
+     */
+    static void leakOneAndAwaitItsWatch(VirtualMemoryPool pool) throws InterruptedException {
+        LeakWatch watch = leakAndWatch(pool);
+        long deadline = System.nanoTime() + 20_000_000_000L;
+        while (!isEnqueued(watch) && System.nanoTime() < deadline) {
+            System.gc();
+            Thread.sleep(20);
+        }
+        assertTrue(isEnqueued(watch), "the leaked buffer's watch was enqueued");
+    }
+
+    @SuppressWarnings("deprecation") // isEnqueued: the one way to see a watch is queued without taking it
+    private static boolean isEnqueued(LeakWatch w) { return w.isEnqueued(); }
+
+    /** Allocates, leaks and returns the watch on the leaked buffer (the buffer is unreachable on return). */
+    private static LeakWatch leakAndWatch(VirtualMemoryPool pool) {
+        VirtualMemoryBuffer b = pool.allocate(1);
+        b.fill((byte) 1);
+        List<PoolSlot> live = pool.of(PoolLifetime.LOCAL).liveSlots();
+        assertEquals(1, live.size());
+        LeakWatch w = live.get(0).watch();
+        assertTrue(w.refersTo(b));
+        return w;
+    }
 
     static boolean onHostDriver() { return Driver.get().kind() == DriverKind.HOST; }
 
