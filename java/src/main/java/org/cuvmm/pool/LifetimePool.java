@@ -367,28 +367,34 @@ final class LifetimePool {
 
     /**
      * Records the slot's event on {@code stream} (created on the slot's first stream-ordered
-     * free, then re-recorded: {@code cuEventRecord} is the one driver call of a steady-state
-     * free). When an earlier free's record may still be pending and {@code stream} is not ordered
-     * after it, {@code stream} first waits for it, so the new record covers the older work too.
+     * free on each device, then re-recorded: {@code cuEventRecord} is the one driver call of a
+     * steady-state free). When an earlier free's record may still be pending and {@code stream}
+     * is not ordered after it, {@code stream} first waits for it, so the new record covers the
+     * older work too. A free on another device than the last one's sets the last event aside
+     * ({@link PoolSlot#eventsOfOtherDevices}) and takes that device's, made once.
      */
     private void markFreedOn(PoolSlot slot, Stream stream) {
         Object key = BRIDGE.streamKey(stream);
         Event e = slot.event;
         if (e == null || e.device() != stream.device()) {
-            Event made = Event.builder(stream.device()).timing(false).build();
+            Event[] others = slot.eventsOfOtherDevices;
+            Event next = others == null || stream.device() >= others.length ? null : others[stream.device()];
+            boolean made = next == null;
+            if (made) next = Event.builder(stream.device()).timing(false).build();
             if (e != null) {
                 try {
                     if (slot.pending) stream.waitFor(e);
                 } catch (RuntimeException | Error x) {
-                    closeQuietly(made);
+                    if (made) closeQuietly(next);
                     throw x;
                 }
-                closeQuietly(e);
-                slot.event = null;
+                if (others == null) slot.eventsOfOtherDevices = others = new Event[org.cuvmm.Driver.get().deviceCount()];
+                others[e.device()] = e;
                 slot.pending = false;
             }
-            slot.event = e = made;
-            eventsCreated.increment();
+            if (others != null) others[stream.device()] = null;
+            slot.event = e = next;
+            if (made) eventsCreated.increment();
         } else if (slot.pending && key != slot.recordedOn && key != slot.waitedBy) {
             stream.waitFor(e);
             streamWaits.increment();
@@ -597,19 +603,13 @@ final class LifetimePool {
         if (NativeCalls.insideHostFunction()) {
             deferredReleases.increment();
             BRIDGE.afterEvents("pool " + pool.name() + ": " + slot,
-                    e != null && slot.pending ? java.util.List.of(e) : java.util.List.of(), () -> {
-                        deallocate(slot);
-                        if (e != null) closeQuietly(e);
-                    });
+                    e != null && slot.pending ? java.util.List.of(e) : java.util.List.of(), () -> dropRange(slot, e));
             return;
         }
         if (e != null && slot.pending && !isDone(e)) {
             try {
                 deferredReleases.increment();
-                BRIDGE.afterEvents("pool " + pool.name() + ": " + slot, java.util.List.of(e), () -> {
-                    deallocate(slot);
-                    closeQuietly(e);
-                });
+                BRIDGE.afterEvents("pool " + pool.name() + ": " + slot, java.util.List.of(e), () -> dropRange(slot, e));
                 return;
             } catch (Throwable t) {
                 LOG.log(System.Logger.Level.ERROR, "pool " + pool.name() + ": deferring the release of " + slot
@@ -621,8 +621,17 @@ final class LifetimePool {
                 }
             }
         }
+        dropRange(slot, e);
+    }
+
+    /** Deallocates the slot's range, then closes its event {@code e} and those of its frees on other devices. */
+    private void dropRange(PoolSlot slot, Event e) {
         deallocate(slot);
         if (e != null) closeQuietly(e);
+        Event[] others = slot.eventsOfOtherDevices;
+        if (others == null) return;
+        slot.eventsOfOtherDevices = null;
+        for (Event o : others) if (o != null) closeQuietly(o);
     }
 
     /** The event's last record completed; false when not, or when the query fails (then the release thread waits). */

@@ -53,6 +53,14 @@ abstract class PoolSlotFields extends CacheLinePadding {
     // free list, the thread releasing it) and published by the stripe lock, like the links.
     /** The slot's event: created on its first stream-ordered free, re-recorded on each, closed when the slot is released. */
     org.cuvmm.Event event;
+    /**
+     * The events of other devices this slot's frees were recorded on before (by device
+     * ordinal; null until a free on a second device): kept, not destroyed, so that frees
+     * alternating between devices create no event once each device has one. Never pending:
+     * the stream of the free that set {@link #event} aside waited for it first. Closed with
+     * the slot.
+     */
+    org.cuvmm.Event[] eventsOfOtherDevices;
     /** True while {@link #event}'s last record may not have completed: stream work may still target the memory. */
     boolean pending;
     /** The key (BufferAccess.Bridge#streamKey) of the stream {@link #event} was last recorded on. */

@@ -83,7 +83,10 @@ public interface PoolStats {
      */
     long hostWaits();
 
-    /** Events the pool created for stream-ordered frees: at most one per pooled range (each is reused). */
+    /**
+     * Events the pool created for stream-ordered frees: at most one per pooled range and device
+     * its frees were on (each is reused, and kept while the range lives).
+     */
     long eventsCreated();
 
     /**

@@ -145,8 +145,9 @@ import org.cuvmm.internal.NativeCalls;
  *     so the rules above still apply to it.</li>
  * <li><em>Events.</em> Each pooled range gets one event (timing disabled) on its first
  *     stream-ordered free and re-records it on every later one, so steady state creates none
- *     ({@link PoolStats#eventsCreated()} is at most the number of ranges); it is destroyed when
- *     the range is released. A free on a stream not yet ordered after an earlier pending free
+ *     ({@link PoolStats#eventsCreated()} is at most the number of ranges, times the devices
+ *     whose streams free them: frees on another device's stream take that device's event,
+ *     made once); they are destroyed when the range is released. A free on a stream not yet ordered after an earlier pending free
  *     of the same memory first makes that stream wait for it (counted in
  *     {@code streamWaits}), so one event always covers all the memory's pending work.</li>
  * <li><em>Release.</em> Eviction, {@link #trim()}, {@link #setRetentionCap} and

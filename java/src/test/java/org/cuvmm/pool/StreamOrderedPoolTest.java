@@ -28,6 +28,7 @@ import org.cuvmm.VirtualMemoryResourceOptions;
 import org.cuvmm.HandleType;
 import org.cuvmm.internal.HostDriverHooks;
 import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.Assumptions;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -237,6 +238,36 @@ class StreamOrderedPoolTest {
             b.synchronize();
             assertEquals(1, pool.stats(PoolLifetime.LOCAL).eventsCreated(), "one event for the one range");
             assertEquals(1, pool.stats(PoolLifetime.LOCAL).misses());
+        }
+    }
+
+    /**
+     * Frees alternating between two devices' streams (allowed: any stream may free) reuse one
+     * event per device and range: an independent probe counted a new event, and a destroyed
+     * one, per switch (eventsCreated 10 for 1 range in 10 rounds). Every event is closed with
+     * the range.
+     */
+    @Test
+    void freesAlternatingBetweenDevicesMakeOneEventPerDeviceAndRange() {
+        Assumptions.assumeTrue(org.cuvmm.Driver.get().deviceCount() >= 2, "needs two devices; this driver has "
+                + org.cuvmm.Driver.get().deviceCount());
+        final int rounds = 20;
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             Stream s0 = Stream.builder(0).nonBlocking(true).build();
+             Stream s1 = Stream.builder(1).nonBlocking(true).build()) {
+            Map<String, Long> before = PoolTestSupport.counters().calls();
+            try (VirtualMemoryPool pool = pool(r)) {
+                for (int i = 0; i < rounds; i++) pool.allocate(SIZE, s0).close(i % 2 == 0 ? s1 : s0);
+                s0.synchronize();
+                s1.synchronize();
+                PoolStats st = pool.stats(PoolLifetime.LOCAL);
+                assertEquals(1, st.misses(), "one range: " + st);
+                assertEquals(2, st.eventsCreated(), "one event per device the range's frees were on: " + st);
+                assertEquals(2L, poolCallsSince(before).get("cuEventCreate"), "made twice, then re-recorded");
+                assertEquals(null, poolCallsSince(before).get("cuEventDestroy"), "none destroyed while the range lives");
+            }
+            Map<String, Long> calls = poolCallsSince(before);
+            assertEquals(2L, calls.get("cuEventDestroy"), "both closed with the range: " + calls);
         }
     }
 
