@@ -174,7 +174,7 @@ final class AsyncCopies {
      */
     private static void holding(Stream stream, VirtualMemoryBuffer buffer, Runnable acquireOther,
                                 Runnable releaseOther, Runnable body) {
-        stream.acquire();
+        stream.acquireArgument();
         try {
             buffer.acquireUse();
             try {
@@ -197,7 +197,7 @@ final class AsyncCopies {
         Checks.window("copyFromAsync", offset, length, dst.size());
         HostFunctions.refuseInsideHostFunction("copyFromAsync");
         if (length == 0) {
-            stream.acquire();
+            stream.acquireArgument();
             stream.release();
             dst.acquireUse();
             dst.endUse();

@@ -34,4 +34,12 @@ public class CudaException extends RuntimeException {
 
     /** Where in the operation it failed, such as {@code mapping chunk 2 of 3}; may be empty. */
     public String step() { return step; }
+
+    /**
+     * The same failure with {@code detail} after the message: what the caller knows and the
+     * driver did not say (the request, the argument, what to do).
+     */
+    CudaException withDetail(String detail) {
+        return new CudaException(code, resultName, call, step, getMessage() + "; " + detail);
+    }
 }

@@ -125,7 +125,7 @@ public final class Event implements AutoCloseable {
         }
         acquire();
         try {
-            stream.acquire();
+            stream.acquireArgument();
             try {
                 NativeStatus st = NativeCalls.status();
                 NativeApi.event_record(handle, stream.nativeHandle(), st);

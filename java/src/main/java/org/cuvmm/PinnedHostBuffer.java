@@ -108,7 +108,9 @@ public final class PinnedHostBuffer implements AutoCloseable {
         NativeApi.pinned_allocate(h, size, st);
         if (st.code() != 0) {
             h.deallocate();
-            throw NativeCalls.toException(st);
+            CudaException e = NativeCalls.toException(st);
+            throw e.code() != CUDA_ERROR_OUT_OF_MEMORY ? e : e.withDetail("allocate: size " + size + " bytes of "
+                    + "page-locked host memory (ask for less, or close PinnedHostBuffers no longer needed)");
         }
         return new PinnedHostBuffer(h, null);
     }
@@ -148,10 +150,16 @@ public final class PinnedHostBuffer implements AutoCloseable {
         NativeApi.pinned_register(h, base, buffer.remaining(), st);
         if (st.code() != 0) {
             h.deallocate();
-            throw NativeCalls.toException(st);
+            CudaException e = NativeCalls.toException(st);
+            throw e.code() != CUDA_ERROR_INVALID_VALUE || !buffer.isReadOnly() ? e : e.withDetail("buffer: " + buffer
+                    + " is read-only (expected: memory mapped for reading and writing: the driver pins writable pages; "
+                    + "map a file READ_WRITE, or copy it into allocate(size) memory)");
         }
         return new PinnedHostBuffer(h, buffer.slice()); // the slice keeps the caller's buffer reachable
     }
+
+    private static final int CUDA_ERROR_INVALID_VALUE = 1;
+    private static final int CUDA_ERROR_OUT_OF_MEMORY = 2;
 
     /**
      * The host address of the first byte.

@@ -365,6 +365,25 @@ public final class Stream implements AutoCloseable {
     /** Registers one use; pair with {@link #release()}. */
     void acquire() { state.acquire(this); }
 
+    /**
+     * {@link #acquire()} for a stream passed to another object's method as its argument
+     * {@code stream}: a closed one is refused with a message naming that argument.
+     */
+    void acquireArgument() {
+        if (state.isClosed()) throw closedArgument();
+        try {
+            state.acquire(this);
+        } catch (IllegalStateException e) {
+            if (state.isClosed()) throw closedArgument(); // closed in between
+            throw e;
+        }
+    }
+
+    private IllegalStateException closedArgument() {
+        return new IllegalStateException("stream: " + this + " is closed (expected: an open stream; a stream cannot be "
+                + "used after close(): pass one that is open)");
+    }
+
     void release() { state.release(); }
 
     /** The native handle; the caller holds a use. */

@@ -636,7 +636,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         Checks.notNull("stream", stream);
         // Before the state closes: a refusal half way (NativeCalls.status) would leak the range.
         HostFunctions.refuseInsideHostFunction("VirtualMemoryBuffer.close(Stream)");
-        stream.acquire();
+        stream.acquireArgument();
         try {
             if (state.tryClose(release, holders()) == AcquireState.CloseResult.CLOSED_NOW) {
                 if (release.recycler instanceof org.cuvmm.internal.StreamOrderedRecycler) closeIntoPool(stream);

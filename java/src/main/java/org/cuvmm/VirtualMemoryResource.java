@@ -210,9 +210,8 @@ public final class VirtualMemoryResource implements AutoCloseable {
     CudaException namingTheRequest(CudaException e, String what, long size) {
         if (e.code() != CUDA_ERROR_OUT_OF_MEMORY) return e;
         long total = driver.device(device).totalMemory();
-        return new CudaException(e.code(), e.resultName(), e.call(), e.step(), e.getMessage() + "; " + what + " "
-                + size + " bytes (device " + device + " has " + total + " bytes of memory; ask for less, or close "
-                + "or trim() what holds memory)");
+        return e.withDetail(what + " " + size + " bytes (device " + device + " has " + total + " bytes of memory; "
+                + "ask for less, or close or trim() what holds memory)");
     }
 
     /** {@link #modifyAllocation(VirtualMemoryBuffer, long, VirtualMemoryResourceOptions)} with this resource's options. */

@@ -257,6 +257,11 @@ final class LifetimePool {
 
     private PoolSlot newSlot(int sizeIdx) {
         long classSize = classes.classSize(sizeIdx);
+        if (pool.resource().isClosed()) { // named here: the resource's own refusal names neither pool nor remedy
+            throw new IllegalStateException("pool " + pool.name() + " (" + lifetime.key() + "): its resource "
+                    + pool.resource() + " is closed, and a " + classSize + "-byte buffer needs new memory (expected: "
+                    + "close the pool before its resource, or build a new pool over an open resource)");
+        }
         NativeRangeHandle range;
         try {
             range = BRIDGE.allocateRange(pool.resource(), classSize);

@@ -1,0 +1,85 @@
+package org.cuvmm;
+
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.RandomAccessFile;
+import java.nio.MappedByteBuffer;
+import java.nio.channels.FileChannel;
+import java.nio.file.Files;
+import java.nio.file.Path;
+
+import org.cuvmm.pool.VirtualMemoryPool;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.function.Executable;
+
+/**
+ * Messages an independent probe found naming neither the argument nor what to do: a closed
+ * stream passed to another object's method, a pool whose resource was closed, a read-only
+ * registration, an absurd pinned allocation.
+ */
+class ArgumentMessagesTest {
+    private static final String CLOSED_STREAM = "is closed (expected: an open stream;";
+
+    private static void assertClosedStreamNamed(Stream closed, Executable call) {
+        IllegalStateException e = assertThrows(IllegalStateException.class, call);
+        assertTrue(e.getMessage().startsWith("stream: " + closed + " " + CLOSED_STREAM), e.getMessage());
+    }
+
+    @Test
+    void aClosedStreamArgumentIsNamed() {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             VirtualMemoryBuffer b = r.allocate(r.granularity());
+             PinnedHostBuffer pinned = PinnedHostBuffer.allocate(64);
+             Event event = Event.builder(0).build()) {
+            Stream closed = Stream.create(0);
+            closed.close();
+            assertClosedStreamNamed(closed, () -> b.fillAsync(0, 64, (byte) 1, closed));
+            assertClosedStreamNamed(closed, () -> b.fillAsync(0, 0, (byte) 1, closed));
+            assertClosedStreamNamed(closed, () -> b.copyToAsync(0, pinned, 0, 64, closed));
+            assertClosedStreamNamed(closed, () -> b.copyFromAsync(0, new byte[0], 0, 0, closed));
+            assertClosedStreamNamed(closed, () -> b.recordUse(closed));
+            assertClosedStreamNamed(closed, () -> event.record(closed));
+            assertClosedStreamNamed(closed, () -> b.close(closed));
+            assertFalse(b.isClosed(), "a refused close(stream) leaves the buffer open");
+            // The receiver's own closed message is unchanged.
+            IllegalStateException own = assertThrows(IllegalStateException.class, closed::synchronize);
+            assertTrue(own.getMessage().startsWith(closed + " is closed"), own.getMessage());
+        }
+    }
+
+    @Test
+    void aPoolWhoseResourceIsClosedSaysSoWhenItNeedsNewMemory() {
+        VirtualMemoryResource r = VirtualMemoryResource.create(0);
+        try (VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(r).name("orphaned").build()) {
+            r.close();
+            IllegalStateException e = assertThrows(IllegalStateException.class, () -> pool.allocate(64));
+            assertTrue(e.getMessage().startsWith("pool orphaned (local): its resource " + r + " is closed"), e.getMessage());
+            assertTrue(e.getMessage().contains("(expected: close the pool before its resource"), e.getMessage());
+        }
+    }
+
+    @Test
+    void anAbsurdPinnedAllocationNamesTheSize() {
+        CudaException e = assertThrows(CudaException.class, () -> PinnedHostBuffer.allocate(1L << 60));
+        assertTrue(e.getMessage().contains("CUDA_ERROR_OUT_OF_MEMORY"), e.getMessage());
+        assertTrue(e.getMessage().contains("allocate: size " + (1L << 60) + " bytes of page-locked host memory"),
+                e.getMessage());
+    }
+
+    @Test
+    void registeringAReadOnlyFileMappingSaysItIsReadOnly() throws Exception {
+        Path f = Files.createTempFile("cuvmm-readonly", ".bin");
+        try (RandomAccessFile raf = new RandomAccessFile(f.toFile(), "rw"); FileChannel ch = raf.getChannel()) {
+            raf.setLength(1 << 16);
+            MappedByteBuffer ro = ch.map(FileChannel.MapMode.READ_ONLY, 0, 1 << 16);
+            CudaException e = assertThrows(CudaException.class, () -> PinnedHostBuffer.register(ro).close());
+            assertTrue(e.getMessage().contains("CUDA_ERROR_INVALID_VALUE"), e.getMessage());
+            assertTrue(e.getMessage().contains("is read-only (expected: memory mapped for reading and writing"),
+                    e.getMessage());
+        } finally {
+            Files.deleteIfExists(f);
+        }
+    }
+}
