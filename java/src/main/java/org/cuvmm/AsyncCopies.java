@@ -62,7 +62,7 @@ final class AsyncCopies {
         Checks.window("copyFromAsync", offset, length, dst.size());
         Checks.window("src", srcOffset, length, src.size());
         HostFunctions.refuseInsideHostFunction("copyFromAsync");
-        holding(stream, dst, src::acquire, src::release, () -> queueRecorded(stream,
+        holding(stream, dst, () -> src.acquireArgument("src"), src::release, () -> queueRecorded(stream,
                 StreamUses.eventsToRecord(stream, dst.streamUses(), src.uses()),
                 (e1, e2, st) -> NativeApi.write_pinned_async(dst.nativeRange(), offset, src.nativeHandle(), srcOffset,
                         length, stream.nativeHandle(), e1, e2, st)));
@@ -73,7 +73,7 @@ final class AsyncCopies {
         Checks.window("copyToAsync", offset, length, src.size());
         Checks.window("dst", dstOffset, length, dst.size());
         HostFunctions.refuseInsideHostFunction("copyToAsync");
-        holding(stream, src, dst::acquire, dst::release, () -> queueRecorded(stream,
+        holding(stream, src, () -> dst.acquireArgument("dst"), dst::release, () -> queueRecorded(stream,
                 StreamUses.eventsToRecord(stream, src.streamUses(), dst.uses()),
                 (e1, e2, st) -> NativeApi.read_pinned_async(src.nativeRange(), offset, dst.nativeHandle(), dstOffset,
                         length, stream.nativeHandle(), e1, e2, st)));
@@ -84,7 +84,7 @@ final class AsyncCopies {
         Checks.window("copyFromAsync", offset, length, dst.size());
         Checks.window("src", srcOffset, length, src.size());
         HostFunctions.refuseInsideHostFunction("copyFromAsync");
-        holding(stream, dst, src::acquireUse, src::endUse, () -> {
+        holding(stream, dst, () -> src.acquireArgument("src"), src::endUse, () -> {
             dst.checkApart("copyFromAsync", offset, src, srcOffset, length);
             queueRecorded(stream, StreamUses.eventsToRecord(stream, dst.streamUses(), src.streamUses()),
                     (e1, e2, st) -> NativeApi.copy_range_async(dst.nativeRange(), offset, src.nativeRange(), srcOffset,

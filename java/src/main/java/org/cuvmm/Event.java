@@ -192,7 +192,7 @@ public final class Event implements AutoCloseable {
         }
         acquire();
         try {
-            start.acquire();
+            start.state.acquireArgument("start", start);
             try {
                 NativeStatus st = NativeCalls.status();
                 float ms = NativeApi.event_elapsed(start.handle, handle, st);
@@ -234,7 +234,7 @@ public final class Event implements AutoCloseable {
 
     /** {@code stream} waits for this event ({@code cuStreamWaitEvent}); the caller holds a use of {@code stream}. */
     void makeWait(Stream stream) {
-        acquire();
+        state.acquireArgument("event", this); // this event is Stream.waitFor's argument
         try {
             NativeStatus st = NativeCalls.status();
             NativeApi.stream_wait_event(stream.nativeHandle(), handle, st);

@@ -257,6 +257,9 @@ public final class PinnedHostBuffer implements AutoCloseable {
 
     void acquire() { state.acquire(this); }
 
+    /** {@link #acquire()} for this buffer passed as another object's argument {@code argument}. */
+    void acquireArgument(String argument) { state.acquireArgument(argument, this); }
+
     void release() { state.release(); }
 
     NativePinnedHandle nativeHandle() { return handle; }

@@ -365,24 +365,8 @@ public final class Stream implements AutoCloseable {
     /** Registers one use; pair with {@link #release()}. */
     void acquire() { state.acquire(this); }
 
-    /**
-     * {@link #acquire()} for a stream passed to another object's method as its argument
-     * {@code stream}: a closed one is refused with a message naming that argument.
-     */
-    void acquireArgument() {
-        if (state.isClosed()) throw closedArgument();
-        try {
-            state.acquire(this);
-        } catch (IllegalStateException e) {
-            if (state.isClosed()) throw closedArgument(); // closed in between
-            throw e;
-        }
-    }
-
-    private IllegalStateException closedArgument() {
-        return new IllegalStateException("stream: " + this + " is closed (expected: an open stream; a stream cannot be "
-                + "used after close(): pass one that is open)");
-    }
+    /** {@link #acquire()} for this stream passed as another object's argument {@code stream}. */
+    void acquireArgument() { state.acquireArgument("stream", this); }
 
     void release() { state.release(); }
 

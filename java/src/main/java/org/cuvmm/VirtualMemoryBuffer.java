@@ -491,7 +491,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         Checks.notNull("src", src);
         Checks.window("copyFrom", offset, length, size);
         Checks.window("src", srcOffset, length, src.size);
-        src.acquire();
+        src.acquireArgument("src");
         try {
             // Before any stream work (borrowing a stream, waiting for recorded uses): a refusal
             // makes no driver call.
@@ -678,6 +678,9 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
     /** Registers a use (pair with {@link #endUse()}). */
     void acquireUse() { acquire(); }
+
+    /** {@link #acquireUse()} for this buffer passed as another object's argument {@code argument}. */
+    void acquireArgument(String argument) { state.acquireArgument(argument, release); }
 
     /** Ends a use registered by {@link #acquireUse()}. */
     void endUse() { releaseUse(); }

@@ -20,11 +20,14 @@ import org.junit.jupiter.api.function.Executable;
  * registration, an absurd pinned allocation.
  */
 class ArgumentMessagesTest {
-    private static final String CLOSED_STREAM = "is closed (expected: an open stream;";
+    private static void assertClosedArgumentNamed(String argument, Object closed, Executable call) {
+        IllegalStateException e = assertThrows(IllegalStateException.class, call);
+        assertTrue(e.getMessage().startsWith(argument + ": " + closed + " is closed (expected: an open one;"),
+                e.getMessage());
+    }
 
     private static void assertClosedStreamNamed(Stream closed, Executable call) {
-        IllegalStateException e = assertThrows(IllegalStateException.class, call);
-        assertTrue(e.getMessage().startsWith("stream: " + closed + " " + CLOSED_STREAM), e.getMessage());
+        assertClosedArgumentNamed("stream", closed, call);
     }
 
     @Test
@@ -43,6 +46,29 @@ class ArgumentMessagesTest {
             assertClosedStreamNamed(closed, () -> event.record(closed));
             assertClosedStreamNamed(closed, () -> b.close(closed));
             assertFalse(b.isClosed(), "a refused close(stream) leaves the buffer open");
+            try (Stream open = Stream.create(0)) {
+                PinnedHostBuffer closedPinned = PinnedHostBuffer.allocate(64);
+                closedPinned.close();
+                assertClosedArgumentNamed("src", closedPinned, () -> b.copyFromAsync(0, closedPinned, 0, 64, open));
+                assertClosedArgumentNamed("dst", closedPinned, () -> b.copyToAsync(0, closedPinned, 0, 64, open));
+                VirtualMemoryBuffer closedBuffer = r.allocate(r.granularity());
+                String named = closedBuffer.toString();
+                closedBuffer.close();
+                IllegalStateException e = assertThrows(IllegalStateException.class,
+                        () -> b.copyFromAsync(0, closedBuffer, 0, 64, open));
+                assertTrue(e.getMessage().startsWith("src: "), e.getMessage());
+                e = assertThrows(IllegalStateException.class, () -> b.copyFrom(0, closedBuffer, 0, 64));
+                assertTrue(e.getMessage().startsWith("src: ") && e.getMessage().contains("is closed (expected: an open one;"),
+                        e.getMessage() + " (buffer " + named + ")");
+                Event closedEvent = Event.builder(0).build();
+                closedEvent.close();
+                assertClosedArgumentNamed("event", closedEvent, () -> open.waitFor(closedEvent));
+                try (Event timed = Event.builder(0).timing(true).build()) {
+                    Event closedStart = Event.builder(0).timing(true).build();
+                    closedStart.close();
+                    assertClosedArgumentNamed("start", closedStart, () -> timed.elapsedMillis(closedStart));
+                }
+            }
             // The receiver's own closed message is unchanged.
             IllegalStateException own = assertThrows(IllegalStateException.class, closed::synchronize);
             assertTrue(own.getMessage().startsWith(closed + " is closed"), own.getMessage());

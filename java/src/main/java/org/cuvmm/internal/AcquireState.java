@@ -41,9 +41,26 @@ public final class AcquireState {
      * @throws IllegalStateException when closed
      */
     public void acquire(Object what) {
+        acquire(what, null);
+    }
+
+    /**
+     * {@link #acquire(Object)} for an object passed to another object's method as its argument
+     * {@code argument} ("stream", "src"): a closed one is refused with a message naming that
+     * argument and what to pass instead.
+     */
+    public void acquireArgument(String argument, Object what) {
+        acquire(what, argument);
+    }
+
+    private void acquire(Object what, String argument) {
         for (;;) {
             int s = (int) STATE.getVolatile(this);
-            if (s == CLOSED) throw new IllegalStateException(what + " is closed; it cannot be used after close()");
+            if (s == CLOSED) {
+                throw new IllegalStateException(argument == null ? what + " is closed; it cannot be used after close()"
+                        : argument + ": " + what + " is closed (expected: an open one; it cannot be used after close(): "
+                                + "pass one that is open)");
+            }
             if (s == Integer.MAX_VALUE) throw new IllegalStateException(what + ": too many concurrent uses");
             if (STATE.compareAndSet(this, s, s + 1)) return;
         }
