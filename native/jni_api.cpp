@@ -2,6 +2,7 @@
 // then the object model, with every exception turned into a Status.
 #include "cuvmm/jni_api.hpp"
 
+#include "cuvmm/checked_copy.hpp"
 #include "cuvmm/cuda_errors.hpp"
 #include "cuvmm/fd_utils.hpp"
 #include "cuvmm/release_notices.hpp"
@@ -635,6 +636,18 @@ void fill_on(const RangeHandle& dst, long long offset, long long bytes, int valu
                          require_non_negative(bytes, "fill", "length"), static_cast<uint8_t>(value), s);
         s.synchronize(Step{"waiting for the fill"});
     });
+}
+
+long long mapping_read(long long dst, long long mapping, long long bytes) {
+    if (dst == 0 || mapping == 0 || bytes < 0) return -EINVAL;
+    return copy_from_mapping(reinterpret_cast<void*>(static_cast<uintptr_t>(dst)),
+                             reinterpret_cast<const void*>(static_cast<uintptr_t>(mapping)), static_cast<size_t>(bytes));
+}
+
+long long mapping_write(long long mapping, long long src, long long bytes) {
+    if (mapping == 0 || src == 0 || bytes < 0) return -EINVAL;
+    return copy_to_mapping(reinterpret_cast<void*>(static_cast<uintptr_t>(mapping)),
+                           reinterpret_cast<const void*>(static_cast<uintptr_t>(src)), static_cast<size_t>(bytes));
 }
 
 void host_stream_delay(long long micros, Status& status) {

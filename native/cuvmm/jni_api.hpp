@@ -258,6 +258,13 @@ void copy_range_on(const RangeHandle& dst, long long dst_offset, const RangeHand
                    long long bytes, const StreamHandle& stream, Status& status);
 void fill_on(const RangeHandle& dst, long long offset, long long bytes, int value, const StreamHandle& stream,
              Status& status);
+// Copies between a file mapping (a direct ByteBuffer of FileChannel.map) and staging memory
+// that report a lost page instead of raising SIGBUS (checked_copy.hpp): the bytes copied,
+// fewer than `bytes` at the first page that is gone, or -errno when the kernel refuses the
+// call (then nothing was copied). Addresses are this process's.
+long long mapping_read(long long dst, long long mapping, long long bytes);
+long long mapping_write(long long mapping, long long src, long long bytes);
+
 // Host driver only (tests): every queued op sleeps `micros` before it runs. Status says
 // CUDA_ERROR_NOT_SUPPORTED on the cuda driver.
 void host_stream_delay(long long micros, Status& status);

@@ -4,7 +4,8 @@
 //
 // Why: a file mapping (FileChannel.map) can lose its pages at any time, when its file is
 // truncated; a native read or write of them is a SIGBUS that ends the JVM, where the JDK's
-// own accesses turn the fault into an InternalError. Every direct ByteBuffer is a
+// own accesses turn the fault into an InternalError (on JDK 17 only asynchronously, at an
+// unknown later point). Every direct ByteBuffer is a
 // java.nio.MappedByteBuffer by type (DirectByteBuffer extends it), so the type says
 // nothing; the private field MappedByteBuffer.fd is set only for a file mapping (and for
 // its slices, duplicates and read-only views). JNI reads it without the module opening
@@ -45,11 +46,6 @@ inline int file_mapping_state(JNIEnv* env, jclass /* the calling class, unused *
     env->DeleteLocalRef(value);
     return 1;
 }
-
-// Does nothing. Calling it from Java is a return from native code, where HotSpot throws an
-// exception it holds for the thread: the InternalError of a fault in a file mapping that the
-// JDK's copy took (it may hold it, and throw it at any later safepoint otherwise).
-inline void fault_delivery_point() {}
 
 }  // namespace jni
 }  // namespace cuvmm

@@ -13,11 +13,14 @@
 //   A9  a cuDriverGetVersion failure refuses the cuda driver, naming the call and the CUresult
 //   S1  stream, event and pinned-memory boxes make exactly one undo call each (none for the
 //       borrowed default streams); a host function's trampoline waits for its token
+//   C1  checked copies (checked_copy.hpp) of a file mapping whose file was truncated stop at
+//       the first lost page, both ways, with no signal; a whole mapping copies whole
 //   I1  (issue 11) allocation ids: non-zero, distinct, kept by a grow; release notices queue
 //       the id only while on, in release order, after cuMemRelease; export_chunk_fds makes one
 //       export call per chunk named and checks before any call
 //
 // Plain main(): one line per failed check, then "N passed, M failed"; non-zero exit on failure.
+#include "cuvmm/checked_copy.hpp"
 #include "cuvmm/cuda_errors.hpp"
 #include "cuvmm/driver.hpp"
 #include "cuvmm/release_notices.hpp"
@@ -27,6 +30,7 @@
 #include "cuvmm/vmm.hpp"
 
 #include <dlfcn.h>
+#include <sys/mman.h>
 
 #include <csignal>
 #include <cstdio>
@@ -559,6 +563,40 @@ void test_allocation_ids_and_release_notices() {
     CHECK(release_notices_dropped() == 0);
 }
 
+// C1: no SIGBUS reaches the process (it would end this test): the kernel reports the page.
+void test_checked_copies_of_a_truncated_mapping() {
+    const size_t page = static_cast<size_t>(::sysconf(_SC_PAGESIZE));
+    const size_t size = 8 * page;
+    char path[] = "/tmp/cuvmm-checked-copy-XXXXXX";
+    int fd = ::mkstemp(path);
+    CHECK(fd >= 0);
+    if (fd < 0) return;
+    ::unlink(path);
+    CHECK(::ftruncate(fd, static_cast<off_t>(size)) == 0);
+    void* m = ::mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    CHECK(m != MAP_FAILED);
+    if (m == MAP_FAILED) {
+        ::close(fd);
+        return;
+    }
+    std::memset(m, 7, size);
+    std::vector<char> buf(size, 0);
+    CHECK(copy_from_mapping(buf.data(), m, size) == static_cast<long long>(size));
+    CHECK(buf[0] == 7 && buf[size - 1] == 7);
+    std::memset(buf.data(), 9, size);
+    CHECK(copy_to_mapping(m, buf.data(), size) == static_cast<long long>(size));
+    CHECK(static_cast<char*>(m)[size - 1] == 9);
+
+    CHECK(::ftruncate(fd, static_cast<off_t>(3 * page)) == 0);  // pages 3..7 are gone
+    CHECK(copy_from_mapping(buf.data(), m, size) == static_cast<long long>(3 * page));
+    CHECK(copy_to_mapping(m, buf.data(), size) == static_cast<long long>(3 * page));
+    CHECK(copy_from_mapping(buf.data(), static_cast<char*>(m) + 4 * page, page) == 0);  // first page gone: 0
+    CHECK(copy_to_mapping(static_cast<char*>(m) + 4 * page, buf.data(), page) == 0);
+    CHECK(copy_from_mapping(buf.data(), m, 0) == 0);
+    ::munmap(m, size);
+    ::close(fd);
+}
+
 int main() {
     std::signal(SIGALRM, on_timeout);
     alarm(120);
@@ -569,6 +607,7 @@ int main() {
     G = sel.host.granularity;
     install_spy();
 
+    test_checked_copies_of_a_truncated_mapping();
     test_hint_fallback();
     test_explicit_alignment();
     test_teardown_context();

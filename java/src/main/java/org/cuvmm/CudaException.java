@@ -40,6 +40,8 @@ public class CudaException extends RuntimeException {
      * driver did not say (the request, the argument, what to do).
      */
     CudaException withDetail(String detail) {
-        return new CudaException(code, resultName, call, step, getMessage() + "; " + detail);
+        CudaException e = new CudaException(code, resultName, call, step, getMessage() + "; " + detail);
+        e.setStackTrace(getStackTrace()); // where the driver's failure was seen
+        return e;
     }
 }

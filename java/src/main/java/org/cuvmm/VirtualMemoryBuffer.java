@@ -422,11 +422,11 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * {@code src}'s position. Works with direct and heap buffers.
      *
      * <p>A direct buffer's address goes to the driver in one call. A file mapping
-     * ({@code FileChannel.map}, or a slice or view of one) is read by the JDK instead, 1 MiB at a
-     * time, and staged like an array: a file truncated under the mapping then fails the copy
-     * with an {@link IllegalStateException} naming {@code src} (the pieces before the fault are
-     * copied, and {@code src}'s position does not move), where a native read of the lost pages
-     * would end the JVM ({@code SIGBUS}).
+     * ({@code FileChannel.map}, or a slice or view of one) is staged like an array instead, 1 MiB
+     * at a time, each piece read by a copy that reports a lost page: a file truncated under the
+     * mapping then fails the copy with an {@link IllegalStateException} naming {@code src} (the
+     * pieces before the lost page's are copied, and {@code src}'s position does not move), where
+     * a native read of the lost pages would end the JVM ({@code SIGBUS}).
      *
      * @throws IllegalStateException when {@code src} is a file mapping that lost pages
      */
@@ -437,7 +437,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         if (FileMappings.isFileMapping(src)) {
             int from = src.position();
             FileMappings.copying("src", src,
-                    () -> onOwnStream(null, length, s -> ArrayCopies.write(range, s, offset, src, from, length)));
+                    () -> onOwnStream(null, length, s -> ArrayCopies.writeFromMapping(range, s, offset, src, from, length)));
         } else if (src.isDirect()) {
             long from = directAddress(src);
             onOwnStream(null, length, s -> check(st -> NativeApi.write_address_on(range, offset, from, length, s, st)));
@@ -450,7 +450,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
     /**
      * Fills {@code dst.remaining()} bytes from this buffer at {@code offset}; advances its
-     * position. A file mapping is written by the JDK, 1 MiB at a time, as
+     * position. A file mapping is written 1 MiB at a time by a copy that reports a lost page, as
      * {@link #copyFrom(long, ByteBuffer)} reads one.
      *
      * @throws IllegalStateException when {@code dst} is a file mapping that lost pages
@@ -465,7 +465,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         } else if (FileMappings.isFileMapping(dst)) {
             int to = dst.position();
             FileMappings.copying("dst", dst,
-                    () -> onOwnStream(null, length, s -> ArrayCopies.read(range, s, offset, dst, to, length)));
+                    () -> onOwnStream(null, length, s -> ArrayCopies.readIntoMapping(range, s, offset, dst, to, length)));
         } else {
             long to = directAddress(dst);
             onOwnStream(null, length, s -> check(st -> NativeApi.read_address_on(range, offset, to, length, s, st)));

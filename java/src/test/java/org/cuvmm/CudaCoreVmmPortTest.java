@@ -28,6 +28,7 @@ import java.util.Set;
 import java.util.concurrent.TimeUnit;
 
 import org.cuvmm.testing.ChildJvm;
+import org.cuvmm.testing.LiveObjects;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -535,6 +536,7 @@ class CudaCoreVmmPortTest {
     @Test
     void hostLocatedResource() {
         assumeTrue(Driver.get().device(0).supportsHostVirtualMemory(), "needs host VMM");
+        Map<String, Long> before = LiveObjects.now();
         try (VirtualMemoryResource host = resource(0, VirtualMemoryResourceOptions.builder().locationType(LocationType.HOST)
                 .handleType(HandleType.NONE)); VirtualMemoryBuffer b = host.allocate(1)) {
             assertTrue(host.isHostAccessible());
@@ -542,6 +544,8 @@ class CudaCoreVmmPortTest {
             fill(b, 0x31, 0, 1);
             assertEquals(0x31, b.asByteBuffer().get(0));
         }
+        // The view pins the memory until collected: an fd-counting test after this one would see it go.
+        LiveObjects.awaitBackAfterViewsAreCollected(before);
         // "host-located virtual memory cannot have an exportable handle type; pass handle_type=None" (ValueError)
         assertThrows(IllegalArgumentException.class, () -> VirtualMemoryResourceOptions.builder()
                 .locationType(LocationType.HOST).handleType(HandleType.POSIX_FD).build());

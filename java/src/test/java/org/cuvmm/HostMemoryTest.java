@@ -44,12 +44,7 @@ class HostMemoryTest {
             assertTrue(TestSupport.counters().liveMappings() > before.get("mappings"));
             view = null;
         }
-        long deadline = System.nanoTime() + 10_000_000_000L;
-        while (TestSupport.counters().liveMappings() > before.get("mappings") && System.nanoTime() < deadline) {
-            System.gc();
-            Thread.sleep(20);
-        }
-        LiveObjects.assertBack(before, "after the view became unreachable");
+        LiveObjects.awaitBackAfterViewsAreCollected(before);
     }
 
     /**
@@ -82,17 +77,6 @@ class HostMemoryTest {
             assertEquals(0x42, back[24]);
             assertEquals(0x21, back[25]);
         }
-        // The views pin b's memory until they are collected: wait for that, so that no
-        // later test sees b's mapping in its baseline. The bound is only a guard against a
-        // hang (a collection normally clears them in milliseconds), so it is generous.
-        long waitSeconds = 120;
-        long deadline = System.nanoTime() + waitSeconds * 1_000_000_000L;
-        while (TestSupport.counters().liveMappings() > before.get("mappings") && System.nanoTime() < deadline) {
-            System.gc();
-            Thread.sleep(20);
-        }
-        LiveObjects.assertBack(before, "after the ByteBuffer views of b became unreachable and " + waitSeconds
-                + " s of System.gc() calls (still live: a view is reachable from somewhere, or the GC never cleared it; "
-                + "a view pins its buffer's mapping until it is collected)");
+        LiveObjects.awaitBackAfterViewsAreCollected(before); // the views pin b's memory until collected
     }
 }

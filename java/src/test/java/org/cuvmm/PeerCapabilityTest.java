@@ -46,11 +46,15 @@ class PeerCapabilityTest {
             assertTrue(e.getMessage().contains("leave it out"), e.getMessage());
             assertTrue(d.counters().calls("cuDeviceCanAccessPeer") - asked == 1, "create asked the driver once");
             // Memory on device 1 that device 0 reaches, and device 0's memory without the peer: fine.
-            try (VirtualMemoryResource r = VirtualMemoryResource.create(1,
-                    VirtualMemoryResourceOptions.builder().peers(0).build());
-                 VirtualMemoryBuffer b = r.allocate(r.granularity())) {
-                b.fill((byte) 1);
-            }
+            // On a thread of its own: using device 1 makes its context current on the thread, and
+            // later tests on this one count the driver calls that switch back.
+            onAnotherThread(() -> {
+                try (VirtualMemoryResource r = VirtualMemoryResource.create(1,
+                        VirtualMemoryResourceOptions.builder().peers(0).build());
+                     VirtualMemoryBuffer b = r.allocate(r.granularity())) {
+                    b.fill((byte) 1);
+                }
+            });
             try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
                 assertTrue(r.granularity() > 0);
             }
@@ -79,5 +83,24 @@ class PeerCapabilityTest {
                 () -> HostDriverHooks.setPeerAccess(0, d.deviceCount(), false));
         assertTrue(missing.getMessage().contains("expected: two distinct devices"), missing.getMessage());
         assertFalse(d.canAccessPeer(0, 0));
+    }
+
+    private static void onAnotherThread(Runnable work) {
+        java.util.concurrent.atomic.AtomicReference<Throwable> failed = new java.util.concurrent.atomic.AtomicReference<>();
+        Thread t = new Thread(() -> {
+            try {
+                work.run();
+            } catch (Throwable e) {
+                failed.set(e);
+            }
+        }, "peer-test-device-1");
+        t.start();
+        try {
+            t.join();
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new AssertionError("interrupted", e);
+        }
+        if (failed.get() != null) throw new AssertionError("on device 1: " + failed.get(), failed.get());
     }
 }

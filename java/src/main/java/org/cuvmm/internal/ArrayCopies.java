@@ -14,8 +14,7 @@ import org.cuvmm.internal.jni.NativeStreamHandle;
 /**
  * Copies between Java heap memory ({@code byte[]}, heap {@code ByteBuffer}) and a buffer's
  * range through a bounded native staging piece, {@link #PIECE_BYTES} at a time; file mappings
- * take the same path, so that the JDK and not native code touches their pages
- * ({@link FileMappings}).
+ * take the same path, so that only a checked copy touches their pages ({@link FileMappings}).
  *
  * <p>Why: a driver copy may block (the NVIDIA driver waits for the device, the host driver
  * waits for its registry lock behind a structural call). Passing a Java array to native code
@@ -127,25 +126,36 @@ public final class ArrayCopies {
      */
     public static void write(NativeRangeHandle range, NativeStreamHandle stream, long offset, byte[] src, int srcOffset,
                              int length) {
-        writeInPieces(range, stream, offset, length, (piece, done, n) -> piece.put(0, src, srcOffset + done, n));
+        writeInPieces(range, stream, offset, length, (piece, done, n) -> piece.buffer.put(0, src, srcOffset + done, n));
     }
 
     /**
-     * Copies {@code length} bytes of the buffer {@code src} from its index {@code srcIndex}
-     * (read-only buffers included; its position is not touched) into {@code range} at
-     * {@code offset}: a heap buffer, or a file mapping ({@link FileMappings}), whose piece the
-     * JDK reads and whose fault (InternalError) is thrown at the latest by the driver call that
-     * follows each piece, inside this copy.
+     * Copies {@code length} bytes of the heap buffer {@code src} from its index
+     * {@code srcIndex} (read-only buffers included; its position is not touched) into
+     * {@code range} at {@code offset}.
      */
     public static void write(NativeRangeHandle range, NativeStreamHandle stream, long offset, ByteBuffer src,
                              int srcIndex, int length) {
-        writeInPieces(range, stream, offset, length, (piece, done, n) -> piece.put(0, src, srcIndex + done, n));
+        writeInPieces(range, stream, offset, length, (piece, done, n) -> piece.buffer.put(0, src, srcIndex + done, n));
+    }
+
+    /**
+     * Copies {@code length} bytes of the file mapping {@code src} from its index {@code srcIndex}
+     * into {@code range} at {@code offset}, each piece read by {@link FileMappings#read}: a page
+     * that is gone stops the copy with {@link FileMappings.LostPage} before that piece reaches
+     * the range (the pieces before it have).
+     */
+    public static void writeFromMapping(NativeRangeHandle range, NativeStreamHandle stream, long offset, ByteBuffer src,
+                                        int srcIndex, int length) {
+        long base = FileMappings.address(src);
+        writeInPieces(range, stream, offset, length,
+                (piece, done, n) -> FileMappings.read(src, base, srcIndex + done, piece.buffer, piece.address, n));
     }
 
     /** Fills the start of a staging piece with {@code n} bytes of the source, from {@code done} on. */
     @FunctionalInterface
     private interface PieceFill {
-        void fill(ByteBuffer piece, int done, int n);
+        void fill(Piece piece, int done, int n);
     }
 
     /** One staging piece at a time: fill it from the Java source, then one driver copy into the range. */
@@ -157,7 +167,7 @@ public final class ArrayCopies {
             NativeStatus st = NativeCalls.status();
             for (int done = 0; done < length; ) {
                 int n = Math.min(PIECE_BYTES, length - done);
-                source.fill(piece.buffer, done, n);
+                source.fill(piece, done, n);
                 NativeApi.write_address_on(range, offset + done, piece.address, n, stream, st);
                 NativeCalls.check(st);
                 done += n;
@@ -173,28 +183,26 @@ public final class ArrayCopies {
      */
     public static void read(NativeRangeHandle range, NativeStreamHandle stream, long offset, byte[] dst, int dstOffset,
                             int length) {
-        readInPieces(range, stream, offset, length, (piece, done, n) -> piece.get(0, dst, dstOffset + done, n));
+        readInPieces(range, stream, offset, length, (piece, done, n) -> piece.buffer.get(0, dst, dstOffset + done, n));
     }
 
     /**
-     * Copies {@code length} bytes of {@code range} at {@code offset} into the buffer {@code dst}
-     * from its index {@code dstIndex} (its position is not touched): a file mapping
-     * ({@link FileMappings}). Each piece is put by the JDK and followed by a return from native
-     * code, where a fault in the mapping is thrown (as InternalError) at the latest: inside this
-     * copy, never later in the caller's bookkeeping.
+     * Copies {@code length} bytes of {@code range} at {@code offset} into the file mapping
+     * {@code dst} from its index {@code dstIndex} (its position is not touched), each piece
+     * written by {@link FileMappings#write}: a page that is gone stops the copy with
+     * {@link FileMappings.LostPage} (the bytes before it were written).
      */
-    public static void read(NativeRangeHandle range, NativeStreamHandle stream, long offset, ByteBuffer dst,
-                            int dstIndex, int length) {
-        readInPieces(range, stream, offset, length, (piece, done, n) -> {
-            dst.put(dstIndex + done, piece, 0, n);
-            NativeApi.fault_delivery_point();
-        });
+    public static void readIntoMapping(NativeRangeHandle range, NativeStreamHandle stream, long offset, ByteBuffer dst,
+                                       int dstIndex, int length) {
+        long base = FileMappings.address(dst);
+        readInPieces(range, stream, offset, length,
+                (piece, done, n) -> FileMappings.write(dst, base, dstIndex + done, piece.buffer, piece.address, n));
     }
 
     /** Hands the start of a staging piece, {@code n} bytes, to the Java destination from {@code done} on. */
     @FunctionalInterface
     private interface PieceDrain {
-        void drain(ByteBuffer piece, int done, int n);
+        void drain(Piece piece, int done, int n);
     }
 
     /** One staging piece at a time: one driver copy from the range into it, then into the Java destination. */
@@ -208,7 +216,7 @@ public final class ArrayCopies {
                 int n = Math.min(PIECE_BYTES, length - done);
                 NativeApi.read_address_on(range, offset + done, piece.address, n, stream, st);
                 NativeCalls.check(st);
-                destination.drain(piece.buffer, done, n);
+                destination.drain(piece, done, n);
                 done += n;
             }
         } finally {

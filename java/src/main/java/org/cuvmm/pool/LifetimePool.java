@@ -606,9 +606,14 @@ final class LifetimePool {
     private void release(PoolSlot slot) {
         Event e = slot.event;
         if (NativeCalls.insideHostFunction()) {
-            deferredReleases.increment();
-            BRIDGE.afterEvents("pool " + pool.name() + ": " + slot,
-                    e != null && slot.pending ? java.util.List.of(e) : java.util.List.of(), () -> dropRange(slot, e));
+            try {
+                deferredReleases.increment();
+                BRIDGE.afterEvents("pool " + pool.name() + ": " + slot,
+                        e != null && slot.pending ? java.util.List.of(e) : java.util.List.of(), () -> dropRange(slot, e));
+            } catch (Throwable t) { // never throws: the pool's loops (trim, eviction) go on to the other slots
+                LOG.log(System.Logger.Level.ERROR, "pool " + pool.name() + ": handing the release of " + slot
+                        + " over from a host function failed (" + t + "); its memory stays until the process ends", t);
+            }
             return;
         }
         if (e != null && slot.pending && !isDone(e)) {

@@ -50,9 +50,19 @@ class StreamOrderedPoolTest {
         HostDriverHooks.setStreamDelayMicros(micros);
     }
 
+    /** Gates of the running test, opened after it whatever happened: a failed assertion must not leave a stream held. */
+    private static final java.util.List<CountDownLatch> GATES = new java.util.concurrent.CopyOnWriteArrayList<>();
+
+    @org.junit.jupiter.api.AfterEach
+    void openGates() {
+        GATES.forEach(CountDownLatch::countDown);
+        GATES.clear();
+    }
+
     /** Holds {@code stream} here until the latch is counted down (a host function waiting, bounded). */
     private static CountDownLatch gate(Stream stream) {
         CountDownLatch gate = new CountDownLatch(1);
+        GATES.add(gate);
         stream.launchHostFunction(() -> {
             try {
                 if (!gate.await(WAIT_SECONDS, TimeUnit.SECONDS)) throw new AssertionError("gate never opened");

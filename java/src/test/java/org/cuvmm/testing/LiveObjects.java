@@ -30,6 +30,38 @@ public final class LiveObjects {
         return m;
     }
 
+    /**
+     * Collects garbage until no live count is above {@code expected} (ByteBuffer views pin
+     * their buffer's memory until collected), so that no later test sees them in its baseline;
+     * fails naming the counts still above. Counts below are fine: an earlier test's garbage
+     * may go in the same collections. The bound only guards against a hang (a collection
+     * normally clears views in milliseconds), so it is generous.
+     */
+    public static void awaitBackAfterViewsAreCollected(Map<String, Long> expected) {
+        long waitSeconds = 120;
+        long deadline = System.nanoTime() + waitSeconds * 1_000_000_000L;
+        Map<String, Long> above;
+        while (!(above = above(expected)).isEmpty() && System.nanoTime() < deadline) {
+            System.gc();
+            try {
+                Thread.sleep(20);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+                throw new AssertionError("interrupted while waiting for views to be collected", e);
+            }
+        }
+        assertEquals(Map.of(), above, "live driver objects above the baseline after the ByteBuffer views became "
+                + "unreachable and " + waitSeconds + " s of System.gc() calls (still live: a view is reachable from "
+                + "somewhere, or the GC never cleared it; a view pins its buffer's mapping until it is collected)");
+    }
+
+    /** The counts now above {@code expected}, with their values now. */
+    private static Map<String, Long> above(Map<String, Long> expected) {
+        Map<String, Long> above = new TreeMap<>();
+        now().forEach((k, v) -> { if (v > expected.getOrDefault(k, 0L)) above.put(k, v); });
+        return above;
+    }
+
     /** Fails naming each count that differs from {@code expected} (from {@link #now()}). */
     public static void assertBack(Map<String, Long> expected, String when) {
         Map<String, Long> now = now();

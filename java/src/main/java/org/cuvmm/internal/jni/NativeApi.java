@@ -65,8 +65,12 @@ public final class NativeApi {
      * or a slice or view of one), 0 for other memory, -1 when this JDK does not say.
      */
     public static native int file_mapping_state(@Raw(withEnv = true) ByteBuffer buffer);
-    /** See jni_file_mappings.hpp: a return from native code, where a held fault in a file mapping is thrown. */
-    public static native void fault_delivery_point();
+    /** See jni_api.hpp: a checked copy out of a file mapping; the bytes copied, or -errno. */
+    public static native @Cast("long long") long mapping_read(@Cast("long long") long dst, @Cast("long long") long mapping,
+                                                             @Cast("long long") long bytes);
+    /** See jni_api.hpp: a checked copy into a file mapping; the bytes copied, or -errno. */
+    public static native @Cast("long long") long mapping_write(@Cast("long long") long mapping, @Cast("long long") long src,
+                                                              @Cast("long long") long bytes);
 
     // No Java array crosses this boundary: array copies are staged in Java
     // (org.cuvmm.internal.ArrayCopies) and arrive here as the address of a direct buffer, so
@@ -153,9 +157,10 @@ public final class NativeApi {
                                       @Const @ByRef NativeStreamHandle stream, @ByRef NativeStatus status);
     /** Host driver only (tests): every queued op sleeps {@code micros} before it runs. */
     public static native void host_stream_delay(@Cast("long long") long micros, @ByRef NativeStatus status);
-    /** Host driver only (tests): the next cuEventRecord on raw stream {@code stream} returns {@code code}, once; 0 disarms. */
+    /** Host driver only (tests): what cuDeviceCanAccessPeer(device, peer) answers for two distinct devices. */
     public static native void host_peer_access(int device, int peer, @Cast("bool") boolean can,
                                                @ByRef NativeStatus status);
+    /** Host driver only (tests): the next cuEventRecord on raw stream {@code stream} returns {@code code}, once; 0 disarms. */
     public static native void host_fail_next_event_record(@Cast("long long") long stream, int code,
                                                           @ByRef NativeStatus status);
 
