@@ -94,6 +94,12 @@ final class ReadToken {
     void noteRequest() { lastActivity = clock.getAsLong(); }
 
     /**
+     * {@link #noteRequest()} with the clock the caller has just read ({@link System#nanoTime()},
+     * the production clock): a request reads the clock once for this and its deadline (issue 11).
+     */
+    void noteRequest(long nowNanos) { lastActivity = nowNanos; }
+
+    /**
      * A caller waits for {@code reply} or for the token. True: this thread now holds the token
      * and must read (then {@link #release()}); false: {@code reply} is done.
      *

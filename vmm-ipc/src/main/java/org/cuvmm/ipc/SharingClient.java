@@ -621,7 +621,10 @@ public final class SharingClient implements AutoCloseable {
             // After the checks, right before the send: a refused request is no activity (a
             // thread retrying one in a loop would keep the reader out of the socket for good,
             // and a DROP, EVICT or the end of a draining connection would never be read).
-            token.noteRequest();
+            // One clock read for the request (issue 11): its activity mark, its deadline, the
+            // lead's start and the first read's slice decision all use it.
+            long now = System.nanoTime();
+            token.noteRequest(now);
             try {
                 FrameIO.write(socket, m, id, null, frameVersion);
             } catch (IOException e) {
@@ -633,9 +636,6 @@ public final class SharingClient implements AutoCloseable {
             }
             Frame r;
             try {
-                // One clock read for the wait: the deadline, the lead's start and the first
-                // read's slice decision all use it (issue 11).
-                long now = System.nanoTime();
                 r = awaitReply(reply, deadlineAfter(now, timeoutNanos), now);
                 received = true;
             } catch (TimeoutException e) {
@@ -714,8 +714,10 @@ public final class SharingClient implements AutoCloseable {
      */
     private boolean leadUntil(CompletableFuture<Frame> reply, long deadline, long now) throws InterruptedException,
             TimeoutException {
-        // `now` was read just before this lead (its first frame reads no clock), then after each frame.
-        while (!reply.isDone()) {
+        // `now` was read just before this lead (its first frame reads no clock), then after each
+        // frame that did not complete the reply (the one that did reads none: issue 11).
+        if (reply.isDone()) return true;
+        for (;;) {
             if (Thread.interrupted()) throw new InterruptedException();
             long left = deadline - now;
             if (left <= 0) throw new TimeoutException();
@@ -728,9 +730,9 @@ public final class SharingClient implements AutoCloseable {
                 return false; // readOne failed every request (this one's too) with the cause: reported from reply
             }
             if (!more) return reply.isDone() && !reply.isCompletedExceptionally();
+            if (reply.isDone()) return true;
             now = System.nanoTime();
         }
-        return true;
     }
 
     /** The socket's {recvmsg, poll} call counts (tests, the benchmark). */
