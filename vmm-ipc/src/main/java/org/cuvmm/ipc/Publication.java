@@ -31,7 +31,10 @@ final class Publication {
         private final Publication publication;
         private final ServerConnection connection;
         private final BufferLease bufferLease;
-        private boolean sent; // guarded by this
+        /** Set once the DESCRIPTOR has left; read without the monitor in the usual case (issue 11). */
+        private volatile boolean sent;
+        /** Threads in {@link #awaitSent} (counted under this object's monitor): {@link #run()} notifies only when one waits. */
+        private volatile int waiters;
 
         Lease(long id, Publication publication, ServerConnection connection, BufferLease bufferLease) {
             this.id = id;
@@ -50,21 +53,32 @@ final class Publication {
 
         /** The DESCRIPTOR has left (the writer's onSent): wakes a RELEASE waiting for it. */
         @Override
-        public synchronized void run() {
+        public void run() {
             sent = true;
-            notifyAll();
+            // Both fields volatile: a waiter counted after this read sees `sent` before it waits.
+            if (waiters == 0) return; // the usual case: no monitor and no notify per DESCRIPTOR (issue 11)
+            synchronized (this) {
+                notifyAll();
+            }
         }
 
         /** Waits at most {@code millis} for {@link #run()}; true when the DESCRIPTOR has left. */
-        synchronized boolean awaitSent(long millis) throws InterruptedException {
-            if (sent) return true; // the usual case (a RELEASE after its DESCRIPTOR went): no clock read
-            long until = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(millis);
-            while (!sent) {
-                long left = until - System.nanoTime();
-                if (left <= 0) return false;
-                wait(Math.max(1, java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(left)));
+        boolean awaitSent(long millis) throws InterruptedException {
+            if (sent) return true; // the usual case (a RELEASE after its DESCRIPTOR went): no monitor, no clock read
+            synchronized (this) {
+                waiters++;
+                try {
+                    long until = System.nanoTime() + java.util.concurrent.TimeUnit.MILLISECONDS.toNanos(millis);
+                    while (!sent) {
+                        long left = until - System.nanoTime();
+                        if (left <= 0) return false;
+                        wait(Math.max(1, java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(left)));
+                    }
+                    return true;
+                } finally {
+                    waiters--;
+                }
             }
-            return true;
         }
 
         /** Identity: each lease is its own. */

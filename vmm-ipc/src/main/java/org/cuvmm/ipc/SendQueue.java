@@ -223,14 +223,23 @@ final class SendQueue {
      */
     boolean put(Item item) {
         boolean queued = false;
+        boolean direct = false;
         lock.lock();
         try {
             while (!dead && !finishing && queue.size() >= capacity) {
                 room.awaitNanos(TimeUnit.MILLISECONDS.toNanos(50));
             }
             if (!dead && !finishing) {
-                queue.addLast(item);
                 queued = true;
+                if (queue.isEmpty() && !sending && directWrites) {
+                    // Nothing queued and nobody sending: this thread takes the token and the
+                    // item at once, as flush() would take it from the queue's head (one lock
+                    // round trip instead of three; issue 11).
+                    sending = true;
+                    direct = true;
+                } else {
+                    queue.addLast(item);
+                }
             }
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
@@ -241,7 +250,8 @@ final class SendQueue {
             item.release();
             return false;
         }
-        flush();
+        if (direct) sendHeld(item);
+        else flush();
         return true;
     }
 
@@ -260,6 +270,7 @@ final class SendQueue {
             drain();
             return;
         }
+        Item first;
         lock.lock();
         try {
             if (queue.isEmpty() || sending) return;
@@ -268,23 +279,37 @@ final class SendQueue {
                 return;
             }
             sending = true;
+            // The head taken with the token: one lock round trip fewer per flush (issue 11).
+            first = queue.pollFirst();
+            room.signal();
         } finally {
             lock.unlock();
         }
-        Item item = null;
+        sendHeld(first);
+    }
+
+    /**
+     * The direct write's loop: this thread holds the token and has taken {@code item} (from
+     * the queue's head, whose room it signalled, or straight from {@link #put}); runs {@link
+     * #afterTake} and sends it, then whatever was queued meanwhile, as {@link #flush()}
+     * describes, and gives the token back.
+     */
+    private void sendHeld(Item item) {
         try {
-            for (;;) {
-                lock.lock();
-                try {
-                    item = finishing ? null : queue.pollFirst();
-                    if (item == null) {
-                        sending = false;
-                        if (!queue.isEmpty() || finishing) work.signal();
-                        return;
+            for (boolean taken = true;; taken = false) {
+                if (!taken) {
+                    lock.lock();
+                    try {
+                        item = finishing ? null : queue.pollFirst();
+                        if (item == null) {
+                            sending = false;
+                            if (!queue.isEmpty() || finishing) work.signal();
+                            return;
+                        }
+                        room.signal();
+                    } finally {
+                        lock.unlock();
                     }
-                    room.signal();
-                } finally {
-                    lock.unlock();
                 }
                 Runnable freed = afterTake;
                 if (freed != null) freed.run();
@@ -339,12 +364,17 @@ final class SendQueue {
      * connection's reader calls it, as {@link #put}, the other waiter on {@code room}.
      */
     void awaitRoom(int n) {
-        long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        long until = 0; // the clock is read only when it has to wait: none per ATTACH (issue 11)
+        boolean waited = false;
         lock.lock();
         try {
             // Not once finishing either (as put): nothing more will be queued, so there is no
             // room to wait for (the caller's offer is refused at once).
             while (!dead && !finishing && capacity - queue.size() < n) {
+                if (!waited) {
+                    until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+                    waited = true;
+                }
                 long left = until - System.nanoTime();
                 if (left <= 0) return;
                 room.awaitNanos(left);
