@@ -75,11 +75,34 @@ public final class FdSocket implements Closeable {
      * Written once, before the socket is shared.
      */
     private volatile int sliceMillis;
-    /** recvmsg and poll calls made on this socket (tests and the benchmark count them). */
-    private final java.util.concurrent.atomic.LongAdder recvmsgCalls = new java.util.concurrent.atomic.LongAdder();
-    private final java.util.concurrent.atomic.LongAdder pollCalls = new java.util.concurrent.atomic.LongAdder();
+    /**
+     * recvmsg and poll calls made on this socket (tests and the benchmark count them). Written
+     * only under {@link #receiveLock} (one writer at a time), read by anyone: plain counters
+     * with opaque stores, no atomic read-modify-write per call (issue 11).
+     */
+    private long recvmsgCalls;
+    private long pollCalls;
     // recvmsg calls that read nothing (EAGAIN: a slice passed, or nothing there; EINTR ending a wait).
-    private final java.util.concurrent.atomic.LongAdder recvmsgEmpty = new java.util.concurrent.atomic.LongAdder();
+    private long recvmsgEmpty;
+    private static final java.lang.invoke.VarHandle RECVMSG_CALLS;
+    private static final java.lang.invoke.VarHandle POLL_CALLS;
+    private static final java.lang.invoke.VarHandle RECVMSG_EMPTY;
+
+    static {
+        try {
+            java.lang.invoke.MethodHandles.Lookup l = java.lang.invoke.MethodHandles.lookup();
+            RECVMSG_CALLS = l.findVarHandle(FdSocket.class, "recvmsgCalls", long.class);
+            POLL_CALLS = l.findVarHandle(FdSocket.class, "pollCalls", long.class);
+            RECVMSG_EMPTY = l.findVarHandle(FdSocket.class, "recvmsgEmpty", long.class);
+        } catch (ReflectiveOperationException e) {
+            throw new ExceptionInInitializerError(e);
+        }
+    }
+
+    /** Adds one to a counter of {@link #ioCalls()}; the caller holds {@link #receiveLock}. */
+    private void count(java.lang.invoke.VarHandle counter) {
+        counter.setOpaque(this, (long) counter.getOpaque(this) + 1);
+    }
 
     FdSocket(UnixSocketChannel channel) {
         // Bound now, while this socket's own fd shows fds are there to be had: bound at its
@@ -418,7 +441,10 @@ public final class FdSocket implements Closeable {
     }
 
     /** {recvmsg calls, poll calls, recvmsg calls that read nothing} made on this socket so far (tests, the benchmark). */
-    long[] ioCalls() { return new long[] {recvmsgCalls.sum(), pollCalls.sum(), recvmsgEmpty.sum()}; }
+    long[] ioCalls() {
+        return new long[] {(long) RECVMSG_CALLS.getOpaque(this), (long) POLL_CALLS.getOpaque(this),
+                (long) RECVMSG_EMPTY.getOpaque(this)};
+    }
 
     /**
      * The fd limit is enforced as the fds arrive, not when the bytes are complete: each
@@ -615,14 +641,14 @@ public final class FdSocket implements Closeable {
         int r;
         int errno;
         do {
-            recvmsgCalls.increment();
+            count(RECVMSG_CALLS);
             r = io.recvmsg(fd, offset, want, control, NativeIo.MSG_CMSG_CLOEXEC | (dontWait ? NativeIo.MSG_DONTWAIT : 0));
             errno = r < 0 ? -r : 0;
         } while (r < 0 && errno == NativeIo.EINTR && !eintrEndsWait);
         if (r < 0) {
             if (guard.isClosed()) throw new ClosedChannelException();
             if (errno == NativeIo.EAGAIN || errno == NativeIo.EINTR) {
-                recvmsgEmpty.increment();
+                count(RECVMSG_EMPTY);
                 return -1;
             }
             // The peer closed with data of ours unread: nothing more will come.
@@ -645,7 +671,7 @@ public final class FdSocket implements Closeable {
         java.nio.ByteBuffer pollFd = java.nio.ByteBuffer.allocate(8).order(java.nio.ByteOrder.nativeOrder());
         pollFd.putInt(0, fd);
         pollFd.putShort(4, NativeIo.POLLIN);
-        pollCalls.increment();
+        count(POLL_CALLS);
         int r = NativeIo.poll(pollFd, 1, timeoutMillis);
         if (r >= 0) return r > 0;
         if (-r == NativeIo.EINTR) return false;
