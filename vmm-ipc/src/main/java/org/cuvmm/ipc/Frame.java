@@ -65,6 +65,10 @@ final class Frame implements AutoCloseable {
      * bytes, then the header in front (no payload array copied into a second one).
      */
     static byte[] encode(Messages.Message m, int requestId, int version) {
+        // The per-round replies and requests with a single u64 payload, built straight into
+        // their frame: no Writer and no interface calls (issue 11). The same bytes as below.
+        if (m instanceof Messages.Release r) return u64Frame(FrameType.RELEASE, r.leaseId(), requestId, version);
+        if (m instanceof Messages.Released r) return u64Frame(FrameType.RELEASED, r.leaseId(), requestId, version);
         Messages.Writer w = new Messages.Writer(Protocol.HEADER_SIZE, m.sizeHint());
         m.write(w);
         int length = w.position() - Protocol.HEADER_SIZE;
@@ -82,5 +86,21 @@ final class Frame implements AutoCloseable {
         Messages.Writer.putInt(a, 8, requestId);
         Messages.Writer.putInt(a, 12, length);
         return w.bytes();
+    }
+
+    /** A frame whose payload is one big-endian u64 ({@code RELEASE}, {@code RELEASED}). */
+    private static byte[] u64Frame(FrameType type, long value, int requestId, int version) {
+        byte[] a = new byte[Protocol.HEADER_SIZE + 8];
+        Messages.Writer.putInt(a, 0, Protocol.MAGIC);
+        a[4] = (byte) (version >>> 8);
+        a[5] = (byte) version;
+        int code = type.code();
+        a[6] = (byte) (code >>> 8);
+        a[7] = (byte) code;
+        Messages.Writer.putInt(a, 8, requestId);
+        Messages.Writer.putInt(a, 12, 8);
+        Messages.Writer.putInt(a, 16, (int) (value >>> 32));
+        Messages.Writer.putInt(a, 20, (int) value);
+        return a;
     }
 }
