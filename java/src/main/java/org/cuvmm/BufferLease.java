@@ -27,6 +27,12 @@ public final class BufferLease implements AutoCloseable {
     }
 
     private volatile boolean released;
+    /**
+     * This lease's hash: the buffer keeps its leases in a hash set, and an object's first
+     * identity hash is a call into the VM; a sharing server takes a lease per attach (issue
+     * 11). Equality stays identity.
+     */
+    private final int hash = java.util.concurrent.ThreadLocalRandom.current().nextInt();
 
     BufferLease(VirtualMemoryBuffer buffer, Object holder) {
         this.buffer = buffer;
@@ -62,6 +68,13 @@ public final class BufferLease implements AutoCloseable {
     public void close() {
         if (RELEASED.compareAndSet(this, false, true)) buffer.endLease(this);
     }
+
+    /** Identity, as before (a lease is its own). */
+    @Override
+    public boolean equals(Object o) { return this == o; }
+
+    @Override
+    public int hashCode() { return hash; }
 
     @Override
     public String toString() { return "lease held by " + holder() + (released ? " (released)" : ""); }
