@@ -69,6 +69,10 @@ final class Frame implements AutoCloseable {
         // their frame: no Writer and no interface calls (issue 11). The same bytes as below.
         if (m instanceof Messages.Release r) return u64Frame(FrameType.RELEASE, r.leaseId(), requestId, version);
         if (m instanceof Messages.Released r) return u64Frame(FrameType.RELEASED, r.leaseId(), requestId, version);
+        if (m instanceof Messages.Attach a) {
+            byte[] f = asciiNameFrame(a.name(), requestId, version);
+            if (f != null) return f;
+        }
         Messages.Writer w = new Messages.Writer(Protocol.HEADER_SIZE, m.sizeHint());
         m.write(w);
         int length = w.position() - Protocol.HEADER_SIZE;
@@ -88,9 +92,28 @@ final class Frame implements AutoCloseable {
         return w.bytes();
     }
 
-    /** A frame whose payload is one big-endian u64 ({@code RELEASE}, {@code RELEASED}). */
-    private static byte[] u64Frame(FrameType type, long value, int requestId, int version) {
-        byte[] a = new byte[Protocol.HEADER_SIZE + 8];
+    /**
+     * An ATTACH whose name is ASCII and of a valid length (1 to {@link Protocol#MAX_NAME_BYTES}
+     * bytes): its u16 length and one byte per char, as {@link Messages.Writer#string} writes
+     * it; null for any other name (the general path encodes or refuses it).
+     */
+    private static byte[] asciiNameFrame(String name, int requestId, int version) {
+        if (name == null) return null;
+        int n = name.length();
+        if (n < 1 || n > Protocol.MAX_NAME_BYTES) return null;
+        byte[] a = new byte[Protocol.HEADER_SIZE + 2 + n];
+        for (int i = 0; i < n; i++) {
+            char c = name.charAt(i);
+            if (c >= 0x80) return null;
+            a[Protocol.HEADER_SIZE + 2 + i] = (byte) c;
+        }
+        header(a, FrameType.ATTACH, requestId, version, 2 + n);
+        a[Protocol.HEADER_SIZE] = (byte) (n >>> 8);
+        a[Protocol.HEADER_SIZE + 1] = (byte) n;
+        return a;
+    }
+
+    private static void header(byte[] a, FrameType type, int requestId, int version, int length) {
         Messages.Writer.putInt(a, 0, Protocol.MAGIC);
         a[4] = (byte) (version >>> 8);
         a[5] = (byte) version;
@@ -98,7 +121,13 @@ final class Frame implements AutoCloseable {
         a[6] = (byte) (code >>> 8);
         a[7] = (byte) code;
         Messages.Writer.putInt(a, 8, requestId);
-        Messages.Writer.putInt(a, 12, 8);
+        Messages.Writer.putInt(a, 12, length);
+    }
+
+    /** A frame whose payload is one big-endian u64 ({@code RELEASE}, {@code RELEASED}). */
+    private static byte[] u64Frame(FrameType type, long value, int requestId, int version) {
+        byte[] a = new byte[Protocol.HEADER_SIZE + 8];
+        header(a, type, requestId, version, 8);
         Messages.Writer.putInt(a, 16, (int) (value >>> 32));
         Messages.Writer.putInt(a, 20, (int) value);
         return a;
