@@ -1,5 +1,6 @@
 #include "cuvmm/checked_copy.hpp"
 
+#include <sys/syscall.h>
 #include <sys/uio.h>
 #include <unistd.h>
 
@@ -13,7 +14,9 @@ namespace {
 // is always the remote side, which the kernel reaches through get_user_pages: a page that
 // is gone ends the copy there (a short count), or fails it (EFAULT) when it is the first.
 long long copy_checked(void* local, void* remote, size_t n, bool read) {
-    const pid_t self = ::getpid();
+    // The calling thread's id, not getpid(): it names the same memory, and this thread is
+    // alive, where the process's first thread may have exited (an embedded JVM): ESRCH.
+    const pid_t self = static_cast<pid_t>(::syscall(SYS_gettid));
     size_t done = 0;
     while (done < n) {
         iovec l{static_cast<char*>(local) + done, n - done};
@@ -22,7 +25,8 @@ long long copy_checked(void* local, void* remote, size_t n, bool read) {
         if (got < 0) {
             if (errno == EINTR) continue;
             if (errno == EFAULT) return static_cast<long long>(done);  // the page at `done` is gone
-            return done == 0 ? -static_cast<long long>(errno) : static_cast<long long>(done);
+            return -static_cast<long long>(errno);  // not a lost page: the caller says which
+
         }
         if (got == 0) return static_cast<long long>(done);
         done += static_cast<size_t>(got);

@@ -14,8 +14,9 @@ namespace cuvmm {
 
 // Copies `n` bytes from `mapping` (the page that may be gone) to `dst`. Returns the bytes
 // copied: `n`, or fewer when a page of `mapping` could not be read (the bytes before it are
-// copied), or -errno when the kernel refuses the call itself (ENOSYS, or EPERM where a
-// seccomp filter forbids it): then nothing was copied, and the caller must copy another way.
+// copied), or -errno when the call failed otherwise: ENOSYS, or EPERM where a seccomp filter
+// forbids it (nothing was copied: the caller must copy another way), or another error (the
+// copy failed; some bytes may have been copied).
 long long copy_from_mapping(void* dst, const void* mapping, size_t n);
 
 // The same toward `mapping`: writes `n` bytes of `src` into it.

@@ -76,7 +76,7 @@ public final class FileMappings {
         long got = NativeApi.mapping_read(stagingAddress, base + at, n);
         if (got == n) return;
         if (got >= 0) throw new LostPage(at + got);
-        uncheckedFromNowOn(got);
+        refusedOrFailed(got, "reading");
         staging.put(0, mapping, at, n);
     }
 
@@ -85,12 +85,23 @@ public final class FileMappings {
         long got = NativeApi.mapping_write(base + at, stagingAddress, n);
         if (got == n) return;
         if (got >= 0) throw new LostPage(at + got);
-        uncheckedFromNowOn(got);
+        refusedOrFailed(got, "writing");
         mapping.put(at, staging, 0, n);
     }
 
-    /** The kernel refused the checked copy itself ({@code -errno}): say so once. */
-    private static void uncheckedFromNowOn(long minusErrno) {
+    private static final long EPERM = 1;
+    private static final long ENOSYS = 38;
+
+    /**
+     * The checked copy failed with {@code -errno}, not at a lost page: when the kernel refuses
+     * the call itself (EPERM under a seccomp filter, ENOSYS), returns so that the JDK copies
+     * instead, and says once that this is unprotected; any other failure throws.
+     */
+    private static void refusedOrFailed(long minusErrno, String what) {
+        if (-minusErrno != EPERM && -minusErrno != ENOSYS) {
+            throw new IllegalStateException("checked copy " + what + " a file mapping failed: errno " + -minusErrno
+                    + " from process_vm_readv/process_vm_writev (expected: success, or a lost page)");
+        }
         if (UNCHECKED_LOGGED.compareAndSet(false, true)) {
             LOG.log(System.Logger.Level.WARNING, "copies to and from file mappings are not protected against a "
                     + "truncated file in this process: process_vm_readv/process_vm_writev failed (errno "

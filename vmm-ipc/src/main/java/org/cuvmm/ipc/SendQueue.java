@@ -343,7 +343,9 @@ final class SendQueue {
                 }
                 return;
             }
-        } catch (IOException | RuntimeException e) {
+        } catch (IOException | RuntimeException | Error e) {
+            // An Error too (a review: one thrown by afterTake or onSent kept the token taken, and
+            // later puts waited on a queue nobody would send): the queue dies, then it goes on.
             LOG.log(System.Logger.Level.DEBUG, "send on " + socket + " failed: " + e);
             if (item != null) item.release();
             dead = true;
@@ -354,6 +356,7 @@ final class SendQueue {
                 lock.unlock();
             }
             die(); // the sender thread wakes and ends too
+            if (e instanceof Error) throw (Error) e;
         }
     }
 

@@ -621,8 +621,10 @@ public final class SharingClient implements AutoCloseable {
             // After the checks, right before the send: a refused request is no activity (a
             // thread retrying one in a loop would keep the reader out of the socket for good,
             // and a DROP, EVICT or the end of a draining connection would never be read).
-            // One clock read for the request (issue 11): its activity mark, its deadline, the
-            // lead's start and the first read's slice decision all use it.
+            // One clock read before the send (issue 11) for the activity mark and the deadline;
+            // one after it for the lead's start and the first read's slice decision, so that a
+            // send that blocked is not taken for time still left (a review: a lead could start
+            // a blocking read slice past its deadline).
             long now = System.nanoTime();
             token.noteRequest(now);
             try {
@@ -636,7 +638,7 @@ public final class SharingClient implements AutoCloseable {
             }
             Frame r;
             try {
-                r = awaitReply(reply, deadlineAfter(now, timeoutNanos), now);
+                r = awaitReply(reply, deadlineAfter(now, timeoutNanos), System.nanoTime());
                 received = true;
             } catch (TimeoutException e) {
                 Consumer<CompletableFuture<Frame>> hook = afterTimeoutHook;
