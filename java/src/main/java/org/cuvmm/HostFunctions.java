@@ -47,10 +47,12 @@ final class HostFunctions {
     private static final class Task {
         final Stream stream;
         final Runnable action;
+        final Stream.HostFailures failures; // the launching thread's, for the per-thread stream
 
         Task(Stream stream, Runnable action) {
             this.stream = stream;
             this.action = action;
+            this.failures = stream.hostFailuresOfCaller();
         }
     }
 
@@ -107,14 +109,28 @@ final class HostFunctions {
         }
     }
 
+    /** {@code t}'s toString(), or its class when that throws (an application's exception may). */
+    static String describe(Throwable t) {
+        try {
+            return String.valueOf(t);
+        } catch (Throwable e) {
+            return t.getClass().getName() + " (its toString() threw " + e.getClass().getName() + ")";
+        }
+    }
+
     private static void run(long token, Task task) {
         NativeCalls.setInHostFunction(true); // from here every driver call of cuvmm's refuses (NativeCalls.status)
         try {
             task.action.run();
         } catch (Throwable t) {
-            LOG.log(System.Logger.Level.WARNING, "a host function on " + task.stream + " threw " + t
-                    + "; Stream.synchronize() will throw it", t);
-            task.stream.hostFunctionFailed(t);
+            task.failures.add(t); // first: nothing below (a toString that throws, a logger's failure) may lose it
+            try {
+                LOG.log(System.Logger.Level.WARNING, "a host function on " + task.stream + " threw " + describe(t)
+                        + (task.stream.isClosed() ? "; the stream is closed, so no synchronize() will report it"
+                                : "; Stream.synchronize() will throw it"), t);
+            } catch (Throwable logFailed) {
+                // kept for synchronize() above; only the log line is lost
+            }
         } finally {
             NativeCalls.setInHostFunction(false);
             NativeApi.host_function_done(token);

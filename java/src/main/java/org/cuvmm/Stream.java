@@ -67,10 +67,20 @@ public final class Stream implements AutoCloseable {
     private final int priority;
     private final long raw;
     private final AcquireState state = new AcquireState();
-    private final ConcurrentLinkedQueue<Throwable> hostFailures = new ConcurrentLinkedQueue<>();
+    /**
+     * Failures of host functions, kept for a {@link #synchronize()} to throw. One queue per
+     * stream object; for the per-thread stream one per thread (an independent probe: one
+     * thread's synchronize() threw other threads' failures and missed its own), which is also
+     * that thread's use key, and goes with the thread.
+     */
+    static final class HostFailures extends ConcurrentLinkedQueue<Throwable> {
+        private static final long serialVersionUID = 1L;
+    }
+
+    private final HostFailures hostFailures;
     // The per-thread stream is a different driver stream on every thread: buffers record its
     // uses per thread (useKey), else one thread's record would hide another's work.
-    private final ThreadLocal<Object> perThreadKey;
+    private final ThreadLocal<HostFailures> perThreadKey;
 
     private Stream(NativeStreamHandle handle, int device, int kind, boolean nonBlocking, int priority) {
         this.handle = handle;
@@ -79,7 +89,8 @@ public final class Stream implements AutoCloseable {
         this.nonBlocking = nonBlocking;
         this.priority = priority;
         this.raw = handle.handle();
-        this.perThreadKey = kind == PER_THREAD ? ThreadLocal.withInitial(Object::new) : null;
+        this.perThreadKey = kind == PER_THREAD ? ThreadLocal.withInitial(HostFailures::new) : null;
+        this.hostFailures = kind == PER_THREAD ? null : new HostFailures();
     }
 
     /**
@@ -113,7 +124,8 @@ public final class Stream implements AutoCloseable {
      * The per-thread default stream of {@code device} ({@code CU_STREAM_PER_THREAD}): each
      * thread that queues work with this object queues it on a blocking stream of its own, as
      * CUDA's per-thread default stream does; {@link #synchronize()} waits for the calling
-     * thread's. One object per device; {@link #close()} is a no-op. No driver call.
+     * thread's, and throws the failures of the host functions that thread launched (not other
+     * threads'). One object per device; {@link #close()} is a no-op. No driver call.
      *
      * @throws IllegalArgumentException when {@code device} is not a device of the driver
      */
@@ -325,7 +337,9 @@ public final class Stream implements AutoCloseable {
      * cause), and it must not wait for work that is not ordered before it: cuda.h says
      * host functions of independent streams may be serialized, so waiting for another stream's
      * host function, or for anything that waits for one, may deadlock. An exception it throws is
-     * logged and thrown by the next {@link #synchronize()} ({@link HostFunctionException}).
+     * logged and thrown by the next {@link #synchronize()} of this stream object
+     * ({@link HostFunctionException}); for the {@link #perThread per-thread} stream, by the next
+     * {@code synchronize()} on the thread that launched it.
      *
      * @throws IllegalStateException when closed
      * @throws CudaException when the driver refuses
@@ -376,16 +390,22 @@ public final class Stream implements AutoCloseable {
     /** What a buffer keys this stream's uses by: the stream, or the thread's for the per-thread stream. */
     Object useKey() { return perThreadKey == null ? this : perThreadKey.get(); }
 
-    /** Kept for the next {@link #synchronize()} (already logged). */
-    void hostFunctionFailed(Throwable t) { hostFailures.add(t); }
+    /**
+     * Where the failures of host functions the calling thread launches now are kept for a
+     * {@link #synchronize()}: this object's queue, or the calling thread's for the per-thread
+     * stream. Taken at launch, on the launching thread.
+     */
+    HostFailures hostFailuresOfCaller() { return perThreadKey == null ? hostFailures : perThreadKey.get(); }
 
     private void throwHostFailures() {
-        Throwable first = hostFailures.poll();
+        HostFailures failures = hostFailuresOfCaller();
+        Throwable first = failures.poll();
         if (first == null) return;
         List<Throwable> more = new ArrayList<>();
-        for (Throwable t; (t = hostFailures.poll()) != null; ) more.add(t);
-        HostFunctionException e = new HostFunctionException(this + ": a host function threw " + first
-                + (more.isEmpty() ? "" : " (and " + more.size() + " more, suppressed)"), first);
+        for (Throwable t; (t = failures.poll()) != null; ) more.add(t);
+        HostFunctionException e = new HostFunctionException(this + ": a host function threw "
+                + HostFunctions.describe(first) + (more.isEmpty() ? "" : " (and " + more.size() + " more, suppressed)"),
+                first);
         for (Throwable t : more) e.addSuppressed(t);
         throw e;
     }
