@@ -61,7 +61,12 @@ public final class LeakDetection {
     static void report(String what, Throwable site) {
         StringBuilder sb = new StringBuilder("LEAK: ").append(what)
                 .append(" was never closed; the garbage collector found it and cuvmm reclaimed it. ");
-        if (site == null) {
+        if (site == null && capturingAllocationSites()) {
+            // An independent probe: the advice below was given with the property already set.
+            sb.append("Its allocation site was not recorded although -D").append(CAPTURE_PROPERTY).append(" is true: a ")
+                    .append("pool records 1 allocation in n (VirtualMemoryPool.Builder.leakSampleRate(n)); build it with ")
+                    .append("leakSampleRate(1) to record every one (or the property was set after the allocation).");
+        } else if (site == null) {
             sb.append("Run with -D").append(CAPTURE_PROPERTY).append("=true to record where it was allocated.");
         } else {
             sb.append("It was allocated at:");

@@ -269,4 +269,29 @@ class PoolLeakTest {
         assertEquals(exported, pool.stats(PoolLifetime.EXPORTED).leaks(),
                 "exported leaks counted: " + pool.stats(PoolLifetime.EXPORTED));
     }
+
+    /**
+     * With allocation sites captured but the buffer not sampled (leakSampleRate 0), the report
+     * says why no site is shown instead of telling the user to set the property already set
+     * (an independent probe).
+     */
+    @Test
+    void anUnsampledLeakWithCaptureOnSaysWhyNoSiteIsShown() throws Exception {
+        String before = System.getProperty(LeakDetection.CAPTURE_PROPERTY);
+        System.setProperty(LeakDetection.CAPTURE_PROPERTY, "true");
+        try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
+             VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(resource).leakSampleRate(0).build()) {
+            long reports = LeakDetection.reportedLeaks();
+            PoolTestSupport.leakOneAndAwaitItsWatch(pool);
+            assertEquals(1, pool.stats(PoolLifetime.LOCAL).leaks(), "stats() took the leak back");
+            assertEquals(reports + 1, LeakDetection.reportedLeaks());
+            String report = LeakDetection.lastReport();
+            assertTrue(report.contains("Its allocation site was not recorded although -D" + LeakDetection.CAPTURE_PROPERTY
+                    + " is true"), report);
+            assertTrue(report.contains("leakSampleRate(1)"), report);
+        } finally {
+            if (before == null) System.clearProperty(LeakDetection.CAPTURE_PROPERTY);
+            else System.setProperty(LeakDetection.CAPTURE_PROPERTY, before);
+        }
+    }
 }
