@@ -152,24 +152,37 @@ public final class ArrayCopies {
                 (piece, done, n) -> FileMappings.read(src, base, srcIndex + done, piece.buffer, piece.address, n));
     }
 
-    /** Fills the start of a staging piece with {@code n} bytes of the source, from {@code done} on. */
+    /**
+     * One piece {@code [done, done + n)} of a copy and the staging piece {@code piece}: fill its
+     * start from the Java source, hand its start to the Java destination, or both ends.
+     */
     @FunctionalInterface
-    private interface PieceFill {
-        void fill(Piece piece, int done, int n);
+    private interface PieceStep {
+        void move(Piece piece, int done, int n);
     }
 
     /** One staging piece at a time: fill it from the Java source, then one driver copy into the range. */
     private static void writeInPieces(NativeRangeHandle range, NativeStreamHandle stream, long offset, int length,
-                                      PieceFill source) {
+                                      PieceStep source) {
         if (length == 0) return;
+        NativeStatus st = NativeCalls.status();
+        inPieces(length, (piece, done, n) -> {
+            source.move(piece, done, n);
+            NativeApi.write_address_on(range, offset + done, piece.address, n, stream, st);
+            NativeCalls.check(st);
+        });
+    }
+
+    /**
+     * Runs {@code step} for each piece of at most {@link #PIECE_BYTES} of a {@code length}-byte
+     * copy, in order, with one staging piece taken for the whole copy and given back after it.
+     */
+    private static void inPieces(int length, PieceStep step) {
         Piece piece = take(length);
         try {
-            NativeStatus st = NativeCalls.status();
             for (int done = 0; done < length; ) {
                 int n = Math.min(PIECE_BYTES, length - done);
-                source.fill(piece, done, n);
-                NativeApi.write_address_on(range, offset + done, piece.address, n, stream, st);
-                NativeCalls.check(st);
+                step.move(piece, done, n);
                 done += n;
             }
         } finally {
@@ -199,28 +212,15 @@ public final class ArrayCopies {
                 (piece, done, n) -> FileMappings.write(dst, base, dstIndex + done, piece.buffer, piece.address, n));
     }
 
-    /** Hands the start of a staging piece, {@code n} bytes, to the Java destination from {@code done} on. */
-    @FunctionalInterface
-    private interface PieceDrain {
-        void drain(Piece piece, int done, int n);
-    }
-
     /** One staging piece at a time: one driver copy from the range into it, then into the Java destination. */
     private static void readInPieces(NativeRangeHandle range, NativeStreamHandle stream, long offset, int length,
-                                     PieceDrain destination) {
+                                     PieceStep destination) {
         if (length == 0) return;
-        Piece piece = take(length);
-        try {
-            NativeStatus st = NativeCalls.status();
-            for (int done = 0; done < length; ) {
-                int n = Math.min(PIECE_BYTES, length - done);
-                NativeApi.read_address_on(range, offset + done, piece.address, n, stream, st);
-                NativeCalls.check(st);
-                destination.drain(piece, done, n);
-                done += n;
-            }
-        } finally {
-            give(piece);
-        }
+        NativeStatus st = NativeCalls.status();
+        inPieces(length, (piece, done, n) -> {
+            NativeApi.read_address_on(range, offset + done, piece.address, n, stream, st);
+            NativeCalls.check(st);
+            destination.move(piece, done, n);
+        });
     }
 }
