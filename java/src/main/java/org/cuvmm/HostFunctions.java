@@ -127,7 +127,7 @@ final class HostFunctions {
             try {
                 LOG.log(System.Logger.Level.WARNING, "a host function on " + task.stream + " threw " + describe(t)
                         + (task.stream.isClosed() ? "; the stream is closed, so no synchronize() will report it"
-                                : "; Stream.synchronize() will throw it"), t);
+                                : "; " + task.stream.failureReporter()), t);
             } catch (Throwable logFailed) {
                 // kept for synchronize() above; only the log line is lost
             }

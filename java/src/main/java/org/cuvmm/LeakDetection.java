@@ -58,14 +58,29 @@ public final class LeakDetection {
         return capturingAllocationSites() ? new Throwable("allocation site") : null;
     }
 
+    /** Why a pooled buffer has no site with capture on: the pool samples. */
+    static final String POOL_SAMPLES = "a pool records 1 allocation in n (VirtualMemoryPool.Builder.leakSampleRate(n)); "
+            + "build it with leakSampleRate(1) to record every one";
+    /** Why a buffer that records its site when capture is on has none: capture came later. */
+    static final String SET_AFTER = "the property was set after the allocation";
+    /** PinnedHostBuffer records no site. */
+    static final String NOT_RECORDED_HERE = "this kind of object does not record where it was allocated";
+
     static void report(String what, Throwable site) {
+        report(what, site, SET_AFTER);
+    }
+
+    /**
+     * Logs and counts a leak. {@code whyNoSite} says, for the report, why {@code site} is null
+     * while {@value #CAPTURE_PROPERTY} is on (an independent probe: the report advised setting
+     * the property already set).
+     */
+    static void report(String what, Throwable site, String whyNoSite) {
         StringBuilder sb = new StringBuilder("LEAK: ").append(what)
                 .append(" was never closed; the garbage collector found it and cuvmm reclaimed it. ");
         if (site == null && capturingAllocationSites()) {
-            // An independent probe: the advice below was given with the property already set.
-            sb.append("Its allocation site was not recorded although -D").append(CAPTURE_PROPERTY).append(" is true: a ")
-                    .append("pool records 1 allocation in n (VirtualMemoryPool.Builder.leakSampleRate(n)); build it with ")
-                    .append("leakSampleRate(1) to record every one (or the property was set after the allocation).");
+            sb.append("Its allocation site was not recorded although -D").append(CAPTURE_PROPERTY).append(" is true: ")
+                    .append(whyNoSite).append('.');
         } else if (site == null) {
             sb.append("Run with -D").append(CAPTURE_PROPERTY).append("=true to record where it was allocated.");
         } else {

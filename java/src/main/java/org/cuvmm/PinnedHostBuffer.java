@@ -82,7 +82,7 @@ public final class PinnedHostBuffer implements AutoCloseable {
             StreamUses u = uses;
             try {
                 if (!explicit) {
-                    LeakDetection.report(description, null);
+                    LeakDetection.report(description, null, LeakDetection.NOT_RECORDED_HERE);
                     if (u != null) u.awaitAll(description); // close() waited already
                 }
                 handle.deallocate();

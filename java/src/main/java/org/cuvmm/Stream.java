@@ -70,17 +70,19 @@ public final class Stream implements AutoCloseable {
     /**
      * Failures of host functions, kept for a {@link #synchronize()} to throw. One queue per
      * stream object; for the per-thread stream one per thread (an independent probe: one
-     * thread's synchronize() threw other threads' failures and missed its own), which is also
-     * that thread's use key, and goes with the thread.
+     * thread's synchronize() threw other threads' failures and missed its own), which goes
+     * with the thread: a failure its thread never synchronizes for is only logged.
      */
     static final class HostFailures extends ConcurrentLinkedQueue<Throwable> {
         private static final long serialVersionUID = 1L;
     }
 
     private final HostFailures hostFailures;
+    private final ThreadLocal<HostFailures> perThreadFailures;
     // The per-thread stream is a different driver stream on every thread: buffers record its
-    // uses per thread (useKey), else one thread's record would hide another's work.
-    private final ThreadLocal<HostFailures> perThreadKey;
+    // uses per thread (useKey), else one thread's record would hide another's work. A plain
+    // object, not the failure queue: buffers and pool slots keep keys long after the thread.
+    private final ThreadLocal<Object> perThreadKey;
 
     private Stream(NativeStreamHandle handle, int device, int kind, boolean nonBlocking, int priority) {
         this.handle = handle;
@@ -89,7 +91,8 @@ public final class Stream implements AutoCloseable {
         this.nonBlocking = nonBlocking;
         this.priority = priority;
         this.raw = handle.handle();
-        this.perThreadKey = kind == PER_THREAD ? ThreadLocal.withInitial(HostFailures::new) : null;
+        this.perThreadKey = kind == PER_THREAD ? ThreadLocal.withInitial(Object::new) : null;
+        this.perThreadFailures = kind == PER_THREAD ? ThreadLocal.withInitial(HostFailures::new) : null;
         this.hostFailures = kind == PER_THREAD ? null : new HostFailures();
     }
 
@@ -339,7 +342,8 @@ public final class Stream implements AutoCloseable {
      * host function, or for anything that waits for one, may deadlock. An exception it throws is
      * logged and thrown by the next {@link #synchronize()} of this stream object
      * ({@link HostFunctionException}); for the {@link #perThread per-thread} stream, by the next
-     * {@code synchronize()} on the thread that launched it.
+     * {@code synchronize()} on the thread that launched it (a thread that never calls it again
+     * leaves the failure logged only).
      *
      * @throws IllegalStateException when closed
      * @throws CudaException when the driver refuses
@@ -395,7 +399,13 @@ public final class Stream implements AutoCloseable {
      * {@link #synchronize()}: this object's queue, or the calling thread's for the per-thread
      * stream. Taken at launch, on the launching thread.
      */
-    HostFailures hostFailuresOfCaller() { return perThreadKey == null ? hostFailures : perThreadKey.get(); }
+    HostFailures hostFailuresOfCaller() { return perThreadFailures == null ? hostFailures : perThreadFailures.get(); }
+
+    /** Whose {@link #synchronize()} reports a failure of a host function launched now, for the log. */
+    String failureReporter() {
+        return perThreadFailures == null ? "Stream.synchronize() will throw it"
+                : "the synchronize() of the thread that launched it will throw it (if that thread calls it again)";
+    }
 
     private void throwHostFailures() {
         HostFailures failures = hostFailuresOfCaller();

@@ -76,7 +76,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
             @Override
             public void reportLeak(long address, long size, Throwable site) {
-                LeakDetection.report(describe(address, size), site);
+                LeakDetection.report(describe(address, size), site, LeakDetection.POOL_SAMPLES);
             }
 
             @Override

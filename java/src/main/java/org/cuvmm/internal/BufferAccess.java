@@ -47,9 +47,9 @@ public final class BufferAccess {
         Throwable captureSite();
 
         /**
-         * Logs and counts the leak of a buffer at {@code address} of {@code size} bytes with
-         * {@link org.cuvmm.LeakDetection}'s warning ({@code site}: from {@link #captureSite()},
-         * or null).
+         * Logs and counts the leak of a pooled buffer at {@code address} of {@code size} bytes
+         * with {@link org.cuvmm.LeakDetection}'s warning ({@code site}: from {@link #captureSite()},
+         * or null when the pool did not sample it).
          */
         void reportLeak(long address, long size, Throwable site);
 
