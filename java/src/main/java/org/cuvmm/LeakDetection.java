@@ -77,7 +77,8 @@ public final class LeakDetection {
      */
     static void report(String what, Throwable site, String whyNoSite) {
         StringBuilder sb = new StringBuilder("LEAK: ").append(what)
-                .append(" was never closed; the garbage collector found it and cuvmm reclaimed it. ");
+                .append(" was never closed; the garbage collector found it, and cuvmm releases it (after the stream ")
+                .append("work recorded on it, if any). ");
         if (site == null && capturingAllocationSites()) {
             sb.append("Its allocation site was not recorded although -D").append(CAPTURE_PROPERTY).append(" is true: ")
                     .append(whyNoSite).append('.');

@@ -75,8 +75,8 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             }
 
             @Override
-            public void reportLeak(long address, long size, Throwable site) {
-                LeakDetection.report(describe(address, size), site, LeakDetection.POOL_SAMPLES);
+            public void reportLeak(long address, long size, String pool, Throwable site) {
+                LeakDetection.report(describe(address, size) + " of " + pool, site, LeakDetection.POOL_SAMPLES);
             }
 
             @Override

@@ -47,11 +47,11 @@ public final class BufferAccess {
         Throwable captureSite();
 
         /**
-         * Logs and counts the leak of a pooled buffer at {@code address} of {@code size} bytes
-         * with {@link org.cuvmm.LeakDetection}'s warning ({@code site}: from {@link #captureSite()},
-         * or null when the pool did not sample it).
+         * Logs and counts the leak of a buffer of {@code pool} ("pool frames (local)") at
+         * {@code address} of {@code size} bytes with {@link org.cuvmm.LeakDetection}'s warning
+         * ({@code site}: from {@link #captureSite()}, or null when the pool did not sample it).
          */
-        void reportLeak(long address, long size, Throwable site);
+        void reportLeak(long address, long size, String pool, Throwable site);
 
         /**
          * What identifies {@code stream}'s queue: the stream itself, or for

@@ -299,7 +299,8 @@ final class LifetimePool {
         if (!slot.claimWatch(w)) return false;
         try {
             // reqSize: written before setWatch's release store, read after the claim's CAS.
-            BRIDGE.reportLeak(slot.range.address(), slot.reqSize, w.site);
+            BRIDGE.reportLeak(slot.range.address(), slot.reqSize, "pool " + pool.name() + " (" + lifetime.key() + ")",
+                    w.site);
         } catch (Throwable t) {
             LOG.log(System.Logger.Level.ERROR, "pool " + pool.name() + " (" + lifetime.key() + "): reporting the leak of "
                     + slot + " failed", t);

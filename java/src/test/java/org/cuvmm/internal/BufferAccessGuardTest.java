@@ -34,7 +34,7 @@ class BufferAccessGuardTest {
             public Throwable captureSite() { return null; }
 
             @Override
-            public void reportLeak(long address, long size, Throwable site) {}
+            public void reportLeak(long address, long size, String pool, Throwable site) {}
 
             @Override
             public Object streamKey(org.cuvmm.Stream stream) { throw new AssertionError("the foreign bridge was used"); }

@@ -280,7 +280,8 @@ class PoolLeakTest {
         String before = System.getProperty(LeakDetection.CAPTURE_PROPERTY);
         System.setProperty(LeakDetection.CAPTURE_PROPERTY, "true");
         try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
-             VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(resource).leakSampleRate(0).build()) {
+             VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(resource).name("unsampled").leakSampleRate(0)
+                     .build()) {
             long reports = LeakDetection.reportedLeaks();
             PoolTestSupport.leakOneAndAwaitItsWatch(pool);
             assertEquals(1, pool.stats(PoolLifetime.LOCAL).leaks(), "stats() took the leak back");
@@ -289,6 +290,7 @@ class PoolLeakTest {
             assertTrue(report.contains("Its allocation site was not recorded although -D" + LeakDetection.CAPTURE_PROPERTY
                     + " is true"), report);
             assertTrue(report.contains("leakSampleRate(1)"), report);
+            assertTrue(report.contains(" of pool unsampled (local) was never closed"), "the report names the pool: " + report);
         } finally {
             if (before == null) System.clearProperty(LeakDetection.CAPTURE_PROPERTY);
             else System.setProperty(LeakDetection.CAPTURE_PROPERTY, before);
