@@ -5,6 +5,7 @@ import java.nio.ByteBuffer;
 import org.bytedeco.javacpp.Pointer;
 import org.cuvmm.internal.AcquireState;
 import org.cuvmm.internal.Checks;
+import org.cuvmm.internal.FileMappings;
 import org.cuvmm.internal.NativeCalls;
 import org.cuvmm.internal.jni.NativeApi;
 import org.cuvmm.internal.jni.NativePinnedHandle;
@@ -121,13 +122,16 @@ public final class PinnedHostBuffer implements AutoCloseable {
      * reachable until {@link #close()}, which unregisters it; offsets of this object count from
      * the buffer's position at this call.
      *
-     * <p>A file mapping ({@code FileChannel.map}) can be registered, but the driver then reads
-     * and writes its pages itself: its file must not be truncated while it is registered and
-     * copies are queued, since an access to a lost page ends the process ({@code SIGBUS}; cuvmm
-     * cannot catch it there). {@link VirtualMemoryBuffer#copyFrom(long, ByteBuffer)} of a
-     * mapping is protected instead.
+     * <p>A file mapping ({@code FileChannel.map}, or a slice, duplicate or view of one) is
+     * refused: the driver would read and write its pages itself, and a truncation of the file
+     * (one {@code FileChannel.truncate} call, from any process) while copies are queued would
+     * end the process ({@code SIGBUS} in native code, which neither cuvmm nor the JVM can
+     * catch). Copy a mapping with {@link VirtualMemoryBuffer#copyFrom(long, ByteBuffer)} and
+     * {@link VirtualMemoryBuffer#copyTo(long, ByteBuffer)}, which check every page, or into
+     * {@link #allocate(long)} memory.
      *
-     * @throws IllegalArgumentException when {@code buffer} is not direct or has no bytes remaining
+     * @throws IllegalArgumentException when {@code buffer} is not direct, is a file mapping, or
+     *     has no bytes remaining
      * @throws CudaException when the driver refuses (for example the memory is registered already:
      *     {@code CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED})
      */
@@ -141,6 +145,12 @@ public final class PinnedHostBuffer implements AutoCloseable {
             throw new IllegalArgumentException("buffer: " + buffer + " (expected: at least one byte between position and limit)");
         }
         Driver.get();
+        if (FileMappings.isFileMapping(buffer)) {
+            throw new IllegalArgumentException("buffer: " + buffer + " is a file mapping (expected: memory that "
+                    + "stays mapped: a truncation of the file while the driver reads its pages would end the process "
+                    + "with SIGBUS; copy the mapping with VirtualMemoryBuffer.copyFrom/copyTo, which check every "
+                    + "page, or into allocate(size) memory)");
+        }
         long base;
         try (Pointer p = new Pointer(buffer)) {
             base = p.address() + buffer.position();
@@ -153,7 +163,7 @@ public final class PinnedHostBuffer implements AutoCloseable {
             CudaException e = NativeCalls.toException(st);
             throw e.code() != CUDA_ERROR_INVALID_VALUE || !buffer.isReadOnly() ? e : e.withDetail("buffer: " + buffer
                     + " is read-only (expected: memory mapped for reading and writing: the driver pins writable pages; "
-                    + "map a file READ_WRITE, or copy it into allocate(size) memory)");
+                    + "copy it into allocate(size) memory)");
         }
         return new PinnedHostBuffer(h, buffer.slice()); // the slice keeps the caller's buffer reachable
     }

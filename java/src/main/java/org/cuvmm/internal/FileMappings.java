@@ -28,8 +28,8 @@ import org.cuvmm.internal.jni.NativeApi;
  * taken for plain memory, as before this check existed.
  *
  * <p>Not covered: a mapping made in native code and wrapped as a direct buffer (JNI's
- * {@code NewDirectByteBuffer}) carries no {@code fd}; {@code PinnedHostBuffer.register} of a
- * file mapping hands its pages to the driver, which reads them itself; and where the kernel
+ * {@code NewDirectByteBuffer}) carries no {@code fd} (so {@code PinnedHostBuffer.register},
+ * which refuses file mappings, takes it for plain memory); and where the kernel
  * refuses {@code process_vm_readv} (a seccomp filter), the JDK copies the pieces, with its
  * asynchronous error (logged once).
  */
