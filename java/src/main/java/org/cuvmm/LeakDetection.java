@@ -58,6 +58,31 @@ public final class LeakDetection {
         return capturingAllocationSites() ? new Throwable("allocation site") : null;
     }
 
+    /**
+     * The index of the first frame of {@code frames} outside this library (the allocation's
+     * caller), or 0 when every frame is inside it. cuvmm's own frames (this class, the buffer's
+     * constructor, the resource's or pool's allocate) say nothing to the reader: a report
+     * starts at the caller's line. "Inside" means: a class with this class's code source, that
+     * is the same jar or classes directory, looked up by name without initializing it. A
+     * class that cannot be looked up (another class loader) counts as outside; so does
+     * cuvmm's other modules (vmm-ipc), whose frames name the call that made the buffer.
+     */
+    static int firstCallerFrame(StackTraceElement[] frames) {
+        java.security.CodeSource own = LeakDetection.class.getProtectionDomain().getCodeSource();
+        if (own == null) return 0;
+        ClassLoader loader = LeakDetection.class.getClassLoader();
+        for (int i = 0; i < frames.length; i++) {
+            String name = frames[i].getClassName();
+            if (!name.startsWith("org.cuvmm.")) return i;
+            try {
+                if (!own.equals(Class.forName(name, false, loader).getProtectionDomain().getCodeSource())) return i;
+            } catch (ClassNotFoundException | LinkageError | SecurityException e) {
+                return i;
+            }
+        }
+        return 0;
+    }
+
     /** Why a pooled buffer has no site with capture on: the pool samples. */
     static final String POOL_SAMPLES = "a pool records 1 allocation in n (VirtualMemoryPool.Builder.leakSampleRate(n)); "
             + "build it with leakSampleRate(1) to record every one";
@@ -86,7 +111,10 @@ public final class LeakDetection {
             sb.append("Run with -D").append(CAPTURE_PROPERTY).append("=true to record where it was allocated.");
         } else {
             sb.append("It was allocated at:");
-            for (StackTraceElement e : site.getStackTrace()) sb.append("\n\tat ").append(e);
+            StackTraceElement[] frames = site.getStackTrace();
+            int first = firstCallerFrame(frames);
+            for (int i = first; i < frames.length; i++) sb.append("\n\tat ").append(frames[i]);
+            if (first > 0) sb.append("\n\t(").append(first).append(" frames inside cuvmm omitted before the first)");
         }
         String text = sb.toString();
         synchronized (RECENT) {

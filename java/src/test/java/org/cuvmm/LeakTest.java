@@ -40,6 +40,10 @@ class LeakTest {
                 .orElseThrow(() -> new AssertionError("no leak report names " + tag + ": " + LeakDetection.recentReports()));
         assertTrue(report.contains("was never closed"), report);
         assertTrue(report.contains("leakOne"), "report names the allocation site: " + report);
+        // The site starts at the caller's line, not inside cuvmm (the constructor, allocate).
+        String firstFrame = report.substring(report.indexOf("It was allocated at:")).split("\n")[1];
+        assertTrue(firstFrame.contains("LeakTest.leakOne"), "first frame: " + firstFrame + "; report: " + report);
+        assertTrue(report.contains("frames inside cuvmm omitted before the first)"), report);
         // The report is written just before the release: wait for the counters too.
         while (!before.equals(LiveObjects.now()) && System.nanoTime() < deadline) Thread.sleep(10);
         LiveObjects.assertBack(before, "after the cleaner released the leaked buffer");
