@@ -7,8 +7,15 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cerrno>
 #include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include <cstdio>
 
@@ -37,10 +44,101 @@ bool peer_access_refused(int dev, int peer) {
 
 }  // namespace
 
+namespace {
+
+// The whole of a small file (a cgroup or proc file), or "" when it cannot be read.
+std::string read_small_file(const std::string& path) {
+    std::ifstream in(path);
+    if (!in) return "";
+    std::ostringstream all;
+    all << in.rdbuf();
+    return all.str();
+}
+
+// A cgroup limit file's value in bytes: memory.max (v2: "max" is none) or
+// memory.limit_in_bytes (v1: "no limit" is a number near 2^63). 0: none or unreadable.
+size_t parse_limit(const std::string& text) {
+    if (text.empty() || text.compare(0, 3, "max") == 0) return 0;
+    errno = 0;
+    char* end = nullptr;
+    unsigned long long v = std::strtoull(text.c_str(), &end, 10);
+    if (errno != 0 || end == text.c_str() || v == 0 || v >= (1ULL << 62)) return 0;
+    return static_cast<size_t>(v);
+}
+
+size_t smaller_limit(size_t a, size_t b) { return a == 0 ? b : b == 0 ? a : std::min(a, b); }
+
+}  // namespace
+
+size_t cgroup_memory_limit(const char* proc_cgroup_path, const char* mountinfo_path) {
+    // Where the memory controllers are mounted: {fs kind (2 or 1), mount root, mount point}.
+    struct Mount {
+        int version;
+        std::string root;
+        std::string point;
+    };
+    std::vector<Mount> mounts;
+    std::istringstream mountinfo(read_small_file(mountinfo_path));
+    for (std::string line; std::getline(mountinfo, line);) {
+        // "ID PARENT MAJ:MIN ROOT POINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER_OPTIONS"
+        size_t dash = line.find(" - ");
+        if (dash == std::string::npos) continue;
+        std::istringstream head(line.substr(0, dash));
+        std::istringstream tail(line.substr(dash + 3));
+        std::string id, parent, dev, root, point, fstype, source, super;
+        if (!(head >> id >> parent >> dev >> root >> point) || !(tail >> fstype >> source)) continue;
+        tail >> super;
+        if (fstype == "cgroup2") {
+            mounts.push_back({2, root, point});
+        } else if (fstype == "cgroup" && ("," + super + ",").find(",memory,") != std::string::npos) {
+            mounts.push_back({1, root, point});
+        }
+    }
+    size_t limit = 0;
+    std::istringstream cgroups(read_small_file(proc_cgroup_path));
+    for (std::string line; std::getline(cgroups, line);) {
+        // "HIERARCHY:CONTROLLERS:PATH"; v2 is "0::PATH", v1's memory line names "memory".
+        size_t c1 = line.find(':');
+        size_t c2 = c1 == std::string::npos ? std::string::npos : line.find(':', c1 + 1);
+        if (c2 == std::string::npos) continue;
+        std::string controllers = line.substr(c1 + 1, c2 - c1 - 1);
+        std::string path = line.substr(c2 + 1);
+        int version = controllers.empty() ? 2 : ("," + controllers + ",").find(",memory,") != std::string::npos ? 1 : 0;
+        if (version == 0) continue;
+        for (const Mount& m : mounts) {
+            if (m.version != version) continue;
+            // The cgroup's directory under this mount; a path outside the mount's root is not here.
+            std::string rel;
+            if (m.root == "/") {
+                rel = path == "/" ? "" : path;
+            } else if (path.compare(0, m.root.size(), m.root) == 0 &&
+                       (path.size() == m.root.size() || path[m.root.size()] == '/')) {
+                rel = path.substr(m.root.size());
+            } else {
+                continue;
+            }
+            const char* file = version == 2 ? "/memory.max" : "/memory.limit_in_bytes";
+            // The smallest limit of the cgroup and its ancestors up to the mount point: each bounds it.
+            for (;;) {
+                limit = smaller_limit(limit, parse_limit(read_small_file(m.point + rel + file)));
+                if (rel.empty()) break;
+                size_t slash = rel.rfind('/');
+                rel = slash == std::string::npos ? "" : rel.substr(0, slash);
+            }
+        }
+    }
+    return limit;
+}
+
 size_t device_memory_bytes() {
-    long pages = ::sysconf(_SC_PHYS_PAGES);
-    long page = ::sysconf(_SC_PAGESIZE);
-    return pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+    // Read once: the cgroup files are a few reads, and cuMemCreate asks under the state lock.
+    static const size_t bytes = [] {
+        long pages = ::sysconf(_SC_PHYS_PAGES);
+        long page = ::sysconf(_SC_PAGESIZE);
+        size_t physical = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+        return smaller_limit(physical, cgroup_memory_limit("/proc/self/cgroup", "/proc/self/mountinfo"));
+    }();
+    return bytes;
 }
 
 namespace entry {

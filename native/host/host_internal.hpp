@@ -325,14 +325,24 @@ struct State {
     long long memfds = 0;                               // fds held open by the driver
     // Bytes of the live allocations this process created (not imported), per location:
     // slot = device ordinal for DEVICE, kMaxDevices for the host locations. cuMemCreate
-    // refuses past the location's memory (device_memory_bytes) as a GPU's runs out of its
-    // memory, although a sparse memfd would take it (a port of cuda.core's tests found it).
+    // refuses past device_memory_bytes, as a GPU's memory runs out, although a sparse memfd
+    // would take it (a port of cuda.core's tests found it); the budget is the slots' sum,
+    // since every location's pages come from the same RAM (an independent probe: three
+    // locations of 3/4 of the RAM each were granted, and filling one in a memory cgroup got
+    // the JVM killed).
     std::array<size_t, kMaxDevices + 1> created_bytes{};
 };
 
-// The memory of every location of the host driver: this machine's physical memory (what
-// cuDeviceTotalMem reports). 0 when the system does not say.
+// The memory of the host driver, shared by all its locations (devices and host): this
+// machine's physical memory, or this process's memory cgroup limit where that is smaller
+// (what cuDeviceTotalMem reports for each device). Read once. 0 when the system does not say.
 size_t device_memory_bytes();
+
+// The smallest memory limit of this process's memory cgroup and its ancestors (cgroup v2's
+// memory.max, v1's memory.limit_in_bytes), found through the two proc files named (normally
+// /proc/self/cgroup and /proc/self/mountinfo; tests pass their own). 0: no limit, or none
+// found.
+size_t cgroup_memory_limit(const char* proc_cgroup_path, const char* mountinfo_path);
 
 // created_bytes' slot for an allocation at `loc` (a normalised location).
 inline size_t created_slot(const CUmemLocation& loc) {

@@ -95,10 +95,13 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, 
     Exclusive lock(g_state->mutex);
     State& st = *g_state;
     // As a GPU's memory runs out (cuMemCreate commits it whole): the live allocations this
-    // process created at the location may not exceed its memory, though the memfd is sparse.
+    // process created may not exceed the memory, though the memfd is sparse. One budget for
+    // every location: their pages all come from this machine's (or cgroup's) memory.
     const size_t slot = created_slot(recorded.location);
     const size_t total = device_memory_bytes();
-    if (total != 0 && size > total - std::min(total, st.created_bytes[slot])) {
+    size_t created = 0;
+    for (size_t b : st.created_bytes) created += b;
+    if (total != 0 && size > total - std::min(total, created)) {
         lock.unlock();
         ::close(fd);
         return CUDA_ERROR_OUT_OF_MEMORY;

@@ -10,6 +10,7 @@
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -39,6 +40,12 @@ void operator delete(void* p, std::size_t) noexcept { std::free(p); }
 void operator delete[](void* p, std::size_t) noexcept { std::free(p); }
 
 using namespace cuvmm;
+
+namespace cuvmm {
+namespace host {
+size_t cgroup_memory_limit(const char* proc_cgroup_path, const char* mountinfo_path);  // devices.cpp
+}  // namespace host
+}  // namespace cuvmm
 
 namespace {
 
@@ -395,6 +402,81 @@ void test_props_and_granularity() {
     q = dev_prop(0);
     q.allocFlags.compressionType = CU_MEM_ALLOCATION_COMP_GENERIC;
     EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, gran(q));
+}
+
+// Writes `text` to `path`, making the directories on the way.
+void write_file(const std::string& path, const std::string& text) {
+    for (size_t i = 1; i < path.size(); ++i) {
+        if (path[i] == '/') ::mkdir(path.substr(0, i).c_str(), 0700);
+    }
+    FILE* f = std::fopen(path.c_str(), "w");
+    CHECK(f != nullptr);
+    if (f == nullptr) return;
+    std::fputs(text.c_str(), f);
+    std::fclose(f);
+}
+
+// The memory budget follows the process's memory cgroup (v1 and v2, ancestors included,
+// a namespaced mount root, a path outside a mount), read through fake proc files.
+void test_cgroup_memory_limit() {
+    char tmpl[] = "/tmp/cuvmm-cgroup-XXXXXX";
+    const char* dir = ::mkdtemp(tmpl);
+    CHECK(dir != nullptr);
+    if (dir == nullptr) return;
+    const std::string d = dir;
+    const std::string cg = d + "/cgroup", mi = d + "/mountinfo";
+    const std::string mem1 = d + "/v1mem", uni = d + "/unified";
+    // v1: the cgroup says no limit, its parent 1 GiB: the parent bounds it.
+    write_file(mem1 + "/a/b/memory.limit_in_bytes", "9223372036854771712\n");
+    write_file(mem1 + "/a/memory.limit_in_bytes", "1073741824\n");
+    write_file(mem1 + "/memory.limit_in_bytes", "9223372036854771712\n");
+    write_file(mi, "31 30 0:28 / " + d + "/cpu rw,relatime - cgroup cgroup rw,cpu\n"
+                   "35 30 0:30 / " + mem1 + " rw,relatime shared:9 - cgroup cgroup rw,memory\n");
+    write_file(cg, "5:cpu:/\n4:memory:/a/b\n0::/\n");
+    CHECK(host::cgroup_memory_limit(cg.c_str(), mi.c_str()) == (size_t(1) << 30));
+    // No memory line, or no mount for it: no limit.
+    write_file(cg, "5:cpu:/\n");
+    CHECK(host::cgroup_memory_limit(cg.c_str(), mi.c_str()) == 0);
+    // v2: "max" on the cgroup, 512 MiB on its parent; v1 and v2 both: the smaller.
+    write_file(uni + "/x/y/memory.max", "max\n");
+    write_file(uni + "/x/memory.max", "536870912\n");
+    write_file(mi, "40 22 0:40 / " + uni + " rw,nosuid - cgroup2 cgroup2 rw\n"
+                   "35 30 0:30 / " + mem1 + " rw,relatime - cgroup cgroup rw,memory\n");
+    write_file(cg, "0::/x/y\n");
+    CHECK(host::cgroup_memory_limit(cg.c_str(), mi.c_str()) == (size_t(512) << 20));
+    write_file(cg, "4:memory:/a/b\n0::/x/y\n");
+    CHECK(host::cgroup_memory_limit(cg.c_str(), mi.c_str()) == (size_t(512) << 20));
+    // A cgroup namespace: the mount's root is /x, so /x/y lives at the mount point's y/.
+    const std::string ns = d + "/ns";
+    write_file(ns + "/y/memory.max", "268435456\n");
+    write_file(mi, "40 22 0:40 /x " + ns + " rw - cgroup2 cgroup2 rw\n");
+    write_file(cg, "0::/x/y\n");
+    CHECK(host::cgroup_memory_limit(cg.c_str(), mi.c_str()) == (size_t(256) << 20));
+    // A path outside the mount's root (/xz is not under /x): not read.
+    write_file(cg, "0::/xz\n");
+    CHECK(host::cgroup_memory_limit(cg.c_str(), mi.c_str()) == 0);
+    // Unreadable proc files: no limit.
+    CHECK(host::cgroup_memory_limit((d + "/none").c_str(), (d + "/none").c_str()) == 0);
+    std::string rm = "rm -rf '" + d + "'";
+    CHECK(std::system(rm.c_str()) == 0);
+}
+
+// One budget for every location: 60% on device 0 leaves no room for 60% on device 1 or on
+// the host, however sparse the memfds (they would all fill the same RAM).
+void test_one_memory_budget() {
+    size_t total = 0;
+    OK(T.cuDeviceTotalMem(&total, 0));
+    const size_t share = (total * 6 / 10) / G * G;
+    CUmemGenericAllocationHandle a = 0, b = 0;
+    CUmemAllocationProp d0 = dev_prop(0), d1 = dev_prop(1);
+    CUmemAllocationProp hp = prop_on(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, kPosix);
+    OK(T.cuMemCreate(&a, share, &d0, 0));
+    EXPECT_RC(CUDA_ERROR_OUT_OF_MEMORY, T.cuMemCreate(&b, share, &d1, 0));
+    EXPECT_RC(CUDA_ERROR_OUT_OF_MEMORY, T.cuMemCreate(&b, share, &hp, 0));
+    OK(T.cuMemRelease(a));
+    OK(T.cuMemCreate(&b, share, &d1, 0));  // fits once the first is gone
+    OK(T.cuMemRelease(b));
+    CHECK(host_live_counts().allocations == 0 && host_live_counts().memfds == 0);
 }
 
 void test_create_release() {
@@ -1559,6 +1641,8 @@ int main() {
     test_streams();
     test_props_and_granularity();
     test_create_release();
+    test_cgroup_memory_limit();
+    test_one_memory_budget();
     test_reserve_free();
     test_map_unmap_access();
     test_copies();

@@ -36,7 +36,11 @@ public final class Device {
 
     public int ordinal() { return ordinal; }
     public String name() { return name; }
-    /** Device memory in bytes (host driver: the machine's physical memory). */
+    /**
+     * Device memory in bytes. Host driver: the machine's physical memory, or this process's
+     * memory cgroup limit where that is smaller; every device and the host location share it
+     * (their allocations together may not exceed it).
+     */
     public long totalMemory() { return totalMemory; }
     /** {@code cuMemCreate}/{@code cuMemMap} are available. */
     public boolean supportsVirtualMemoryManagement() { return virtualMemoryManagement; }
