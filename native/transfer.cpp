@@ -61,9 +61,10 @@ void check_access(const Range& range, size_t offset, size_t bytes, int device, b
                               " of " + std::to_string(chunks) + ", bytes " + std::to_string(begin) + " to " +
                               std::to_string(at) + "); " + (write ? "writing" : "reading") + " it needs " +
                               access_name(need) + ". Refused by cuvmm before calling the driver (on a GPU the "
-                              "copy would fault the context); allocate with " +
-                              (write ? "selfAccess(READ_WRITE)" : "selfAccess or peerAccess READ or READ_WRITE") +
-                              " for this device");
+                              "copy would fault the context); for device " + std::to_string(device) +
+                              " allocate with " + (write ? "selfAccess(READ_WRITE)" : "selfAccess READ or READ_WRITE") +
+                              " if it is the buffer's own device, else with peers(" + std::to_string(device) +
+                              ") and " + (write ? "peerAccess(READ_WRITE)" : "peerAccess READ or READ_WRITE"));
     }
 }
 

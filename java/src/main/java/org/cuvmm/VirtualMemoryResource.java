@@ -209,6 +209,17 @@ public final class VirtualMemoryResource implements AutoCloseable {
      */
     CudaException namingTheRequest(CudaException e, String what, long size) {
         if (e.code() != CUDA_ERROR_OUT_OF_MEMORY) return e;
+        // Out of fds, not memory: the driver's message already says so and what to do; memory
+        // advice after it would contradict it (an independent probe at RLIMIT_NOFILE 400).
+        if (e.getMessage() != null && e.getMessage().contains("file descriptor limit")) return e;
+        long alignment = options.addressAlignment();
+        if ("cuMemAddressReserve".equals(e.call()) && alignment > spec.granularity()) {
+            // Address space, not memory: with an alignment as large as 2^62 no range exists,
+            // whatever the size (an independent probe: the message blamed a 1-byte size).
+            return e.withDetail(what + " " + size + " bytes: no free address range of that size aligned to "
+                    + alignment + " bytes (options.addressAlignment; expected: an alignment the address space "
+                    + "can hold, such as the granularity " + spec.granularity() + " or a few GiB at most)");
+        }
         long total = driver.device(device).totalMemory();
         return e.withDetail(what + " " + size + " bytes (device " + device + " has " + total + " bytes of memory; "
                 + "ask for less, or close or trim() what holds memory)");

@@ -159,6 +159,7 @@ public final class VirtualMemoryResourceOptions {
         public Builder addressAlignment(long value) { addressAlignment = value; return this; }
         /** Replaces the peer set: device ordinals given {@link #peerAccess}. */
         public Builder peers(int... ordinals) {
+            require("peers", ordinals);
             peers.clear();
             for (int p : ordinals) peers.add(p);
             return this;

@@ -25,6 +25,10 @@ class AccessCheckedCopyTest {
             assertEquals("CUDA_ERROR_INVALID_VALUE", e.resultName());
             assertTrue(e.getMessage().contains("device 0 has READ access to the destination " + b), e.getMessage());
             assertTrue(e.getMessage().contains("needs READWRITE"), e.getMessage());
+            // The advice covers both cases: the buffer's own device and a peer (an independent
+            // probe: a peer's write was told to use selfAccess).
+            assertTrue(e.getMessage().contains("for device 0 allocate with selfAccess(READ_WRITE) if it is the "
+                    + "buffer's own device, else with peers(0) and peerAccess(READ_WRITE)"), e.getMessage());
             CudaException f = assertThrows(CudaException.class, () -> b.fill((byte) 1));
             assertEquals(memset, k.calls("cuMemsetD8Async"), "no cuMemsetD8Async for a refused fill");
             assertTrue(f.getMessage().contains("device 0 has READ access"), f.getMessage());
@@ -42,6 +46,8 @@ class AccessCheckedCopyTest {
             CudaException e = assertThrows(CudaException.class, () -> b.copyTo(0, new byte[16], 0, 16));
             assertEquals(dtoh, k.calls("cuMemcpyDtoHAsync"), "no cuMemcpyDtoHAsync for a refused copy");
             assertTrue(e.getMessage().contains("device 0 has no access to the source " + b), e.getMessage());
+            assertTrue(e.getMessage().contains("selfAccess READ or READ_WRITE if it is the buffer's own device, else "
+                    + "with peers(0) and peerAccess READ or READ_WRITE"), e.getMessage());
         }
     }
 }

@@ -1,5 +1,6 @@
 package org.cuvmm;
 
+import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -93,6 +94,29 @@ class ArgumentMessagesTest {
         assertTrue(e.getMessage().contains("CUDA_ERROR_OUT_OF_MEMORY"), e.getMessage());
         assertTrue(e.getMessage().contains("allocate: size " + (1L << 60) + " bytes of page-locked host memory"),
                 e.getMessage());
+    }
+
+    @Test
+    void anAbsurdAddressAlignmentIsNamedNotTheSize() {
+        // No address range is aligned to 2^62: the reserve fails, and the message must name the
+        // alignment, not blame a 1-byte size with memory advice (an independent probe).
+        VirtualMemoryResourceOptions o = VirtualMemoryResourceOptions.builder().addressAlignment(1L << 62).build();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0, o)) {
+            CudaException e = assertThrows(CudaException.class, () -> r.allocate(1).close());
+            assertTrue(e.getMessage().contains("CUDA_ERROR_OUT_OF_MEMORY"), e.getMessage());
+            assertTrue(e.getMessage().contains("allocate: size 1 bytes: no free address range of that size aligned to "
+                    + (1L << 62) + " bytes (options.addressAlignment"), e.getMessage());
+            assertFalse(e.getMessage().contains("ask for less"), e.getMessage());
+        }
+    }
+
+    @Test
+    void nullPeersAreNamed() {
+        // As every other option of the builder: IllegalArgumentException naming it (it was a bare
+        // NullPointerException on the array's length; peers(Set) already named it).
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> VirtualMemoryResourceOptions.builder().peers((int[]) null));
+        assertEquals("peers: null (expected: a value)", e.getMessage());
     }
 
     @Test
