@@ -161,9 +161,17 @@ public final class PinnedHostBuffer implements AutoCloseable {
         if (st.code() != 0) {
             h.deallocate();
             CudaException e = NativeCalls.toException(st);
-            throw e.code() != CUDA_ERROR_INVALID_VALUE || !buffer.isReadOnly() ? e : e.withDetail("buffer: " + buffer
-                    + " is read-only (expected: memory mapped for reading and writing: the driver pins writable pages; "
-                    + "copy it into allocate(size) memory)");
+            if (e.code() != CUDA_ERROR_INVALID_VALUE) throw e;
+            if (buffer.isReadOnly()) {
+                throw e.withDetail("buffer: " + buffer + " is read-only (expected: memory mapped for reading and "
+                        + "writing: the driver pins writable pages; copy it into allocate(size) memory)");
+            }
+            // The driver says only INVALID_VALUE; the two causes a caller can meet (an
+            // independent probe registered a host VirtualMemoryBuffer's view and got no hint).
+            throw e.withDetail("buffer: " + buffer + " at 0x" + Long.toHexString(base) + " (expected: ordinary host "
+                    + "memory mapped for reading and writing; the driver refuses memory it maps itself, such as a "
+                    + "VirtualMemoryBuffer's asByteBuffer() view, which needs no registration: copy to and from the "
+                    + "VirtualMemoryBuffer directly, or register allocate(size) memory)");
         }
         return new PinnedHostBuffer(h, buffer.slice()); // the slice keeps the caller's buffer reachable
     }

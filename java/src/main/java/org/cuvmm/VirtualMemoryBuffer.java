@@ -483,9 +483,10 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * Copies {@code length} bytes from {@code src} at {@code srcOffset} into this buffer at
      * {@code offset}.
      *
-     * @throws IllegalArgumentException for a window outside either buffer, or windows that
-     *     share memory (the same buffer, an alias or a view of it, at overlapping offsets: an
-     *     overlapping copy is undefined on the driver)
+     * @throws IndexOutOfBoundsException for a window outside either buffer (as every copy)
+     * @throws IllegalArgumentException for windows that share memory (the same buffer, an alias
+     *     or a view of it, at overlapping offsets: an overlapping copy is undefined on the driver)
+     * @throws IllegalStateException when this buffer or {@code src} is closed
      */
     public void copyFrom(long offset, VirtualMemoryBuffer src, long srcOffset, long length) {
         Checks.notNull("src", src);

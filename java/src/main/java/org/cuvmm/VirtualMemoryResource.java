@@ -247,6 +247,12 @@ public final class VirtualMemoryResource implements AutoCloseable {
      * options makes a buffer whose chunks differ; {@link VirtualMemoryBuffer#access(int, int)}
      * reports each, {@link VirtualMemoryBuffer#access(int)} the weakest.
      *
+     * <p>Address options: {@code options}' {@code addressAlignment} applies to a move only
+     * (the new range is reserved with it); an alias or a grow in place keeps the buffer's
+     * base, which was aligned as its own resource asked when it was reserved, so a larger
+     * alignment asked here does not move it. {@code addressHint} is not used by a grow: a move
+     * takes any free range.
+     *
      * @param options options for the new chunk, or null for this resource's; they may not
      *     change the handle type, device or location
      * @throws IllegalArgumentException for a negative size, a buffer of another resource, or

@@ -4,6 +4,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.io.RandomAccessFile;
 import java.nio.ByteBuffer;
@@ -107,6 +108,24 @@ class ArgumentMessagesTest {
             assertTrue(e.getMessage().contains("allocate: size 1 bytes: no free address range of that size aligned to "
                     + (1L << 62) + " bytes (options.addressAlignment"), e.getMessage());
             assertFalse(e.getMessage().contains("ask for less"), e.getMessage());
+        }
+    }
+
+    @Test
+    void registeringAVirtualMemoryBuffersViewSaysWhy() {
+        // Host-located VMM memory is the driver's own mapping: refused with INVALID_VALUE, and the
+        // message says why and what to do (an independent probe got the bare code). The code a
+        // GPU driver gives here is not documented: host-backed drivers only.
+        assumeTrue(TestSupport.onHostDriver() || Driver.get().isHostLibrary(), "host-backed driver only");
+        VirtualMemoryResourceOptions host = VirtualMemoryResourceOptions.builder().locationType(LocationType.HOST)
+                .handleType(HandleType.NONE).build();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0, host);
+             VirtualMemoryBuffer b = r.allocate(r.granularity())) {
+            ByteBuffer view = b.asByteBuffer();
+            CudaException e = assertThrows(CudaException.class, () -> PinnedHostBuffer.register(view).close());
+            assertEquals("CUDA_ERROR_INVALID_VALUE", e.resultName(), e.getMessage());
+            assertTrue(e.getMessage().contains("the driver refuses memory it maps itself, such as a "
+                    + "VirtualMemoryBuffer's asByteBuffer() view"), e.getMessage());
         }
     }
 
