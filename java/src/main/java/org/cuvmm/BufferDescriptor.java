@@ -59,6 +59,8 @@ public final class BufferDescriptor implements AutoCloseable {
 
     private final int[] fds;
     private final long[] sizes;
+    /** fromFds: the caller's fds these are duplicates of (for messages); null otherwise. */
+    private final int[] duplicatedFrom;
     private final long size;
     private final HandleType handleType;
     // Imports register a use, so close() cannot close fds an import is reading: it
@@ -78,6 +80,11 @@ public final class BufferDescriptor implements AutoCloseable {
 
     /** Takes ownership of {@code fds} (already duplicated or freshly exported). */
     BufferDescriptor(int[] fds, long[] sizes, long size, HandleType handleType) {
+        this(fds, sizes, size, handleType, null);
+    }
+
+    private BufferDescriptor(int[] fds, long[] sizes, long size, HandleType handleType, int[] duplicatedFrom) {
+        this.duplicatedFrom = duplicatedFrom;
         this.fds = fds;
         this.sizes = sizes;
         this.size = size;
@@ -140,7 +147,18 @@ public final class BufferDescriptor implements AutoCloseable {
             for (int i = 0; i < made; i++) NativeApi.fd_close(owned[i]);
             throw e;
         }
-        return new BufferDescriptor(owned, sizes.clone(), size, handleType);
+        return new BufferDescriptor(owned, sizes.clone(), size, handleType, fds.clone());
+    }
+
+    /**
+     * For an import's error message: which of the caller's fds this descriptor's fds
+     * duplicate ({@link #fromFds}), since the driver names the duplicate it was given (an
+     * independent probe: "fd 25 is not open read-write" for the caller's fd 0). "" otherwise.
+     */
+    String duplicatesNote() {
+        int[] from = duplicatedFrom;
+        return from == null ? "" : "this descriptor's fds " + Arrays.toString(fds) + " are fromFds' duplicates of "
+                + "the caller's fds " + Arrays.toString(from) + ", in that order";
     }
 
     /**

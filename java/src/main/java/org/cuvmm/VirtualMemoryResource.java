@@ -371,7 +371,8 @@ public final class VirtualMemoryResource implements AutoCloseable {
                 if (st.code() != 0) {
                     CudaException e = NativeCalls.toException(st);
                     range.close();
-                    throw e;
+                    String note = descriptor.duplicatesNote();
+                    throw note.isEmpty() ? e : e.withDetail(note);
                 }
                 // On failure adopt releases the range; the hold is dropped unfired.
                 ImportHold hold = whenUnmapped == null ? null : new ImportHold(whenUnmapped, "the import of 0x"

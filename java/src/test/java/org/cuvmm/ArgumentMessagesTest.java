@@ -130,6 +130,21 @@ class ArgumentMessagesTest {
     }
 
     @Test
+    void aRefusedImportNamesTheCallersFdsBesideTheDuplicates() {
+        // fromFds duplicates: the driver names the duplicate it was given, so the message maps
+        // it back to the caller's fd (an independent probe saw "fd 25" for the fd 0 it passed).
+        assumeTrue(TestSupport.onHostDriver() || Driver.get().isHostLibrary(), "host-backed driver only");
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            long g = r.granularity();
+            try (BufferDescriptor d = BufferDescriptor.fromFds(new int[] {0}, new long[] {g}, HandleType.POSIX_FD, g)) {
+                CudaException e = assertThrows(CudaException.class, () -> r.importBuffer(d).close());
+                assertTrue(e.getMessage().contains("this descriptor's fds [" + d.fds()[0] + "] are fromFds' "
+                        + "duplicates of the caller's fds [0], in that order"), e.getMessage());
+            }
+        }
+    }
+
+    @Test
     void nullPeersAreNamed() {
         // As every other option of the builder: IllegalArgumentException naming it (it was a bare
         // NullPointerException on the array's length; peers(Set) already named it).
