@@ -600,8 +600,20 @@ public final class VirtualMemoryPool implements AutoCloseable {
     }
 
     private void unregisterMBeans() {
-        MBeanServer server = ManagementFactory.getPlatformMBeanServer();
         synchronized (registered) {
+            // Nothing registered (registerMBeans(false), the default): no JMX at all. The
+            // platform MBean server loads a native library on first use, which a close at the
+            // open-file limit cannot do (an independent probe: close() threw
+            // UnsatisfiedLinkError for a pool that never registered anything).
+            if (registered.isEmpty()) return;
+            MBeanServer server;
+            try {
+                server = ManagementFactory.getPlatformMBeanServer();
+            } catch (RuntimeException | LinkageError e) {
+                LOG.log(System.Logger.Level.WARNING, "pool " + name + ": unregistering " + registered + " failed", e);
+                registered.clear();
+                return;
+            }
             for (ObjectName objectName : registered) {
                 try {
                     server.unregisterMBean(objectName);
