@@ -653,8 +653,10 @@ public final class SharingServer implements AutoCloseable {
             return;
         }
         if (c.leases.size() >= limits.maxLeasesPerConnection()) {
-            c.reply(requestId, ErrorCode.TOO_MANY_LEASES, "this connection holds " + c.leases.size() + " leases, the "
-                    + "most one connection may hold on this server; release some first (RELEASE)");
+            int holding = c.leases.size();
+            c.reply(requestId, ErrorCode.TOO_MANY_LEASES, "this connection holds " + holding + " lease"
+                    + (holding == 1 ? "" : "s") + ", the most one connection may hold on this server; release some "
+                    + "first (RELEASE)");
             return;
         }
         // Wait for room outside the publication's lock, so unpublish never waits behind a slow client.
@@ -695,10 +697,12 @@ public final class SharingServer implements AutoCloseable {
                 if (assigned == null) {
                     p.endHold(held);
                     int fresh = ids.freshNeeded(layout.allocationIds());
+                    int heldIds = ids.held();
                     c.reply(requestId, ErrorCode.TOO_MANY_IDS, "attach '" + name + "' needs " + fresh
                             + " new allocation id" + (fresh == 1 ? "" : "s") + " (the buffer has " + n
                             + " chunk" + (n == 1 ? "" : "s") + ", each named by an id) but this connection holds "
-                            + ids.held() + " ids and may hold at most " + maxIdsPerConnection + " on this server; "
+                            + heldIds + " id" + (heldIds == 1 ? "" : "s") + " and may hold at most "
+                            + maxIdsPerConnection + " on this server; "
                             + "FORGET ids no longer needed first");
                     return;
                 }

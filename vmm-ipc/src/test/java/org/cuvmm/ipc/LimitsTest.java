@@ -168,6 +168,20 @@ class LimitsTest {
         }
     }
 
+    /** One lease is "1 lease", not "1 leases". */
+    @Test
+    void theLeaseLimitOfOneSaysLeaseInTheSingular() throws Exception {
+        try (SharingServer server = builder().maxLeasesPerConnection(1).build()) {
+            server.publish("b", buffer);
+            try (FdSocket s = helloed()) {
+                long a = attach(s, 2);
+                s.send(frame(3, 3, str("b")), null);
+                expectError(s, ErrorCode.TOO_MANY_LEASES, 3, "this connection holds 1 lease, the most one connection");
+                release(s, 4, a);
+            }
+        }
+    }
+
     @Test
     void aConnectionThatSendsNoHelloIsClosed() throws Exception {
         try (SharingServer server = builder().handshakeTimeout(Duration.ofMillis(200)).build();

@@ -248,6 +248,25 @@ class ProtocolV2Test {
         }
     }
 
+    /** Singular where the count is 1: "1 new allocation id", "1 chunk", "holds 1 id". */
+    @Test
+    void theIdLimitMessageCountsOneInTheSingular() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             VirtualMemoryBuffer one = r.allocate(r.granularity());
+             VirtualMemoryBuffer two = r.allocate(r.granularity());
+             SharingServer server = SharingServer.builder(sock).maxIdsPerConnection(1).build()) {
+            server.publish("one", one);
+            server.publish("two", two);
+            try (FdSocket s = helloV2()) {
+                Messages.DescriptorV2 d = attach(s, "one", 1);
+                s.send(frame2(3, nextId++, str("two")), null);
+                expectError(FrameIO.read(s), ErrorCode.TOO_MANY_IDS, "needs 1 new allocation id (the buffer has 1 chunk, "
+                        + "each named by an id) but this connection holds 1 id and may hold at most 1 on this server");
+                release(s, d.leaseId());
+            }
+        }
+    }
+
     @Test
     void versionOneAndTwoClientsOnOneServer() throws Exception {
         try (IpcTestSupport.ThreeChunks owner = new IpcTestSupport.ThreeChunks();
