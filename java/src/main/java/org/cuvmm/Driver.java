@@ -115,10 +115,9 @@ public final class Driver {
         }
         Driver d = new Driver(kind, NativeApi.driver_reason(), NativeApi.driver_version(),
                 Collections.unmodifiableList(list), NativeApi.driver_is_host_library());
-        // Every close asks whether it runs inside a host function: that class is loaded here,
-        // with the driver, so that a process at its open-file limit can still close (loading
-        // a class from a classes directory opens a file; CloseAtFdLimitTest).
-        HostFunctions.insideHostFunction();
+        // What closing and releasing need, loaded with the driver: a process at its open-file
+        // limit must still be able to close (ReleasePathClasses; CloseAtFdLimitTest).
+        ReleasePathClasses.load();
         instance = d;
         return d;
     }

@@ -122,6 +122,13 @@ public final class LeakDetection {
             RECENT.addLast(text);
         }
         LEAKS.incrementAndGet();
-        LOG.log(System.Logger.Level.WARNING, text);
+        try {
+            LOG.log(System.Logger.Level.WARNING, text);
+        } catch (RuntimeException | Error e) {
+            // Never throws: the caller releases the memory after this, and (for a buffer with
+            // recorded stream work) waits for that work first; a logging failure (a handler that
+            // cannot open a file at the fd limit: a review) must skip neither.
+            System.err.println(text + " (logging it failed: " + e + ")");
+        }
     }
 }

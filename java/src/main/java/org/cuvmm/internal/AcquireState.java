@@ -24,11 +24,6 @@ public final class AcquireState {
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
-        // Loaded with the objects, not at their first close: a process at its open-file limit
-        // must still be able to close, and loading a class from a classes directory (or an
-        // exploded image) opens a file (an independent probe: NoClassDefFoundError for
-        // CloseResult at the first close at the limit; CloseAtFdLimitTest).
-        CloseResult.values();
     }
 
     // Starts at 0, OPEN, by default: an explicit "= OPEN" would be a volatile store, and the

@@ -87,13 +87,6 @@ final class LifetimePool {
     private final PoolLifetime lifetime;
     private final SizeClasses classes;
     private final int stripeMask;
-    static {
-        // Loaded with the pool, not at the first release: a process at its open-file limit must
-        // still be able to close a pooled buffer, and loading a class from a classes directory
-        // opens a file (an independent probe; CloseAtFdLimitTest).
-        FreeListStripe.class.getName();
-    }
-
     /** sizeIdx -> that class's stripes, created on the class's first release. */
     private final AtomicReferenceArray<FreeListStripe[]> freeLists;
     /** Bit sizeIdx set: class sizeIdx may have idle buffers (see the class comment). */

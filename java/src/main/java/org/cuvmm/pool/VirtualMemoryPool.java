@@ -610,8 +610,9 @@ public final class VirtualMemoryPool implements AutoCloseable {
             try {
                 server = ManagementFactory.getPlatformMBeanServer();
             } catch (RuntimeException | LinkageError e) {
-                LOG.log(System.Logger.Level.WARNING, "pool " + name + ": unregistering " + registered + " failed", e);
-                registered.clear();
+                String names = registered.toString();
+                registered.clear(); // first: the log below may fail too
+                LOG.log(System.Logger.Level.WARNING, "pool " + name + ": unregistering " + names + " failed", e);
                 return;
             }
             for (ObjectName objectName : registered) {
