@@ -46,13 +46,38 @@ bool peer_access_refused(int dev, int peer) {
 
 namespace {
 
+// Set when a file could not be opened for want of an fd (EMFILE/ENFILE): the answer is then
+// incomplete and must not be kept (device_memory_bytes).
+thread_local bool tl_out_of_fds = false;
+
 // The whole of a small file (a cgroup or proc file), or "" when it cannot be read.
 std::string read_small_file(const std::string& path) {
     std::ifstream in(path);
-    if (!in) return "";
+    if (!in) {
+        if (errno == EMFILE || errno == ENFILE) tl_out_of_fds = true;
+        return "";
+    }
     std::ostringstream all;
     all << in.rdbuf();
     return all.str();
+}
+
+// A mountinfo field with its octal escapes decoded: the kernel writes a space, tab, newline
+// and backslash in a path as \040, \011, \012 and \134 (proc_pid_mountinfo(5)).
+std::string unescape_mountinfo(const std::string& field) {
+    std::string out;
+    out.reserve(field.size());
+    for (size_t i = 0; i < field.size(); ++i) {
+        if (field[i] == '\\' && i + 3 < field.size() &&
+            field[i + 1] >= '0' && field[i + 1] <= '3' && field[i + 2] >= '0' && field[i + 2] <= '7' &&
+            field[i + 3] >= '0' && field[i + 3] <= '7') {
+            out += static_cast<char>((field[i + 1] - '0') * 64 + (field[i + 2] - '0') * 8 + (field[i + 3] - '0'));
+            i += 3;
+        } else {
+            out += field[i];
+        }
+    }
+    return out;
 }
 
 // A cgroup limit file's value in bytes: memory.max (v2: "max" is none) or
@@ -89,9 +114,9 @@ size_t cgroup_memory_limit(const char* proc_cgroup_path, const char* mountinfo_p
         if (!(head >> id >> parent >> dev >> root >> point) || !(tail >> fstype >> source)) continue;
         tail >> super;
         if (fstype == "cgroup2") {
-            mounts.push_back({2, root, point});
+            mounts.push_back({2, unescape_mountinfo(root), unescape_mountinfo(point)});
         } else if (fstype == "cgroup" && ("," + super + ",").find(",memory,") != std::string::npos) {
-            mounts.push_back({1, root, point});
+            mounts.push_back({1, unescape_mountinfo(root), unescape_mountinfo(point)});
         }
     }
     size_t limit = 0;
@@ -131,13 +156,19 @@ size_t cgroup_memory_limit(const char* proc_cgroup_path, const char* mountinfo_p
 }
 
 size_t device_memory_bytes() {
-    // Read once: the cgroup files are a few reads, and cuMemCreate asks under the state lock.
-    static const size_t bytes = [] {
-        long pages = ::sysconf(_SC_PHYS_PAGES);
-        long page = ::sysconf(_SC_PAGESIZE);
-        size_t physical = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
-        return smaller_limit(physical, cgroup_memory_limit("/proc/self/cgroup", "/proc/self/mountinfo"));
-    }();
+    // Kept once read whole: the cgroup files are a few reads, and cuMemCreate asks under the
+    // state lock. A read that ran out of fds is not kept (a review: "no limit" read at the fd
+    // limit stayed for good): it answers this once and the next call reads again. The driver's
+    // install reads it first, normally with fds to spare.
+    static std::atomic<size_t> kept{0};
+    size_t bytes = kept.load(std::memory_order_acquire);
+    if (bytes != 0) return bytes;
+    long pages = ::sysconf(_SC_PHYS_PAGES);
+    long page = ::sysconf(_SC_PAGESIZE);
+    size_t physical = pages > 0 && page > 0 ? static_cast<size_t>(pages) * static_cast<size_t>(page) : 0;
+    tl_out_of_fds = false;
+    bytes = smaller_limit(physical, cgroup_memory_limit("/proc/self/cgroup", "/proc/self/mountinfo"));
+    if (!tl_out_of_fds) kept.store(bytes, std::memory_order_release);
     return bytes;
 }
 

@@ -81,6 +81,8 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, 
     recorded.requestedHandleTypes = prop->requestedHandleTypes;
     recorded.location = normalised_location(prop->location);
 
+    // Before the memfd takes what may be the last fd: the budget's cgroup files need some.
+    const size_t total = device_memory_bytes();
     // Sparse: ftruncate only, pages appear on first touch. Sealed against resizing so
     // that no holder (an importer included) can shrink it under a mapping (SIGBUS).
     std::string name = memfd_name(recorded);
@@ -98,7 +100,6 @@ CUresult CUDAAPI cuMemCreate(CUmemGenericAllocationHandle* handle, size_t size, 
     // process created may not exceed the memory, though the memfd is sparse. One budget for
     // every location: their pages all come from this machine's (or cgroup's) memory.
     const size_t slot = created_slot(recorded.location);
-    const size_t total = device_memory_bytes();
     size_t created = 0;
     for (size_t b : st.created_bytes) created += b;
     if (total != 0 && size > total - std::min(total, created)) {

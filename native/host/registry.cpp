@@ -189,6 +189,7 @@ void install_host_driver(DriverTable& table, const HostDriverConfig& config) {
             st->config = host::sanitise(config, st->page_size);
             host::g_state.publish(st);
             host_set_stream_delay_micros(st->config.stream_delay_micros);
+            host::device_memory_bytes();  // the memory budget, read now while fds are to spare
         }
     }
     // The X-macro assigns every member, so none can stay null. Each is the entry point

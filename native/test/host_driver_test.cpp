@@ -457,6 +457,21 @@ void test_cgroup_memory_limit() {
     CHECK(host::cgroup_memory_limit(cg.c_str(), mi.c_str()) == 0);
     // Unreadable proc files: no limit.
     CHECK(host::cgroup_memory_limit((d + "/none").c_str(), (d + "/none").c_str()) == 0);
+    // mountinfo escapes a space as \040 in a mount point and a mount root; /proc/self/cgroup
+    // does not (a review: both were compared undecoded and found no limit).
+    write_file(d + "/my cg/x/memory.max", "268435456\n");
+    write_file(mi, "40 22 0:40 / " + d + "/my\\040cg rw - cgroup2 cgroup2 rw\n");
+    write_file(cg, "0::/x\n");
+    CHECK(host::cgroup_memory_limit(cg.c_str(), mi.c_str()) == (size_t(256) << 20));
+    write_file(d + "/ns2/y/memory.max", "134217728\n");
+    write_file(mi, "40 22 0:40 /a\\040b " + d + "/ns2 rw - cgroup2 cgroup2 rw\n");
+    write_file(cg, "0::/a b/y\n");
+    CHECK(host::cgroup_memory_limit(cg.c_str(), mi.c_str()) == (size_t(128) << 20));
+    // v1 memory co-mounted with cpu.
+    write_file(d + "/cm/g/memory.limit_in_bytes", "1073741824\n");
+    write_file(mi, "35 30 0:30 / " + d + "/cm rw,relatime - cgroup cgroup rw,cpu,memory\n");
+    write_file(cg, "4:cpu,memory:/g\n");
+    CHECK(host::cgroup_memory_limit(cg.c_str(), mi.c_str()) == (size_t(1) << 30));
     std::string rm = "rm -rf '" + d + "'";
     CHECK(std::system(rm.c_str()) == 0);
 }

@@ -44,19 +44,22 @@ class CgroupMemoryBudgetTest {
     void aChildInAOneGibCgroupSeesOneGibAndIsRefusedMore() throws Exception {
         assumeTrue(TestSupport.onHostDriver() || Driver.get().isHostLibrary(), "host-backed driver only");
         Path mount = Path.of("/sys/fs/cgroup/memory");
-        assumeTrue(Files.isWritable(mount) && Files.exists(mount.resolve("memory.limit_in_bytes")),
-                "no writable cgroup v1 memory hierarchy at " + mount + " (needs root and cgroup v1)");
-        Path group = mount.resolve("cuvmm-test-" + ProcessHandle.current().pid());
-        try {
-            Files.createDirectory(group);
-            Files.writeString(group.resolve("memory.limit_in_bytes"), Long.toString(LIMIT));
-        } catch (IOException e) {
-            assumeTrue(false, "cannot make a memory cgroup at " + group + ": " + e);
-        }
+        Path own = ownMemoryCgroup(mount);
+        assumeTrue(own != null && Files.isWritable(own) && Files.exists(own.resolve("memory.limit_in_bytes")),
+                "no writable cgroup v1 memory hierarchy at " + mount + " for this process (needs root and cgroup v1)");
+        // A child of this process's own group: the child JVM stays inside the job's accounting.
+        Path group = own.resolve("cuvmm-test-" + ProcessHandle.current().pid());
         File log = File.createTempFile("cuvmm-cgroup", ".log");
+        Process p = null;
         try {
+            try {
+                Files.createDirectory(group);
+                Files.writeString(group.resolve("memory.limit_in_bytes"), Long.toString(LIMIT));
+            } catch (IOException e) {
+                assumeTrue(false, "cannot make a memory cgroup at " + group + ": " + e);
+            }
             // The shell joins the cgroup, then becomes the JVM (which stays in it).
-            Process p = ChildJvm.start(Child.class, log, List.of("sh", "-c",
+            p = ChildJvm.start(Child.class, log, List.of("sh", "-c",
                     "echo $$ > " + group.resolve("cgroup.procs") + " && exec \"$@\"", "sh"), List.of("-Xmx64m"));
             assertTrue(p.waitFor(120, TimeUnit.SECONDS), "child finished: " + ChildJvm.read(log));
             String out = ChildJvm.read(log);
@@ -64,6 +67,10 @@ class CgroupMemoryBudgetTest {
             assertTrue(out.contains("total " + LIMIT + "\n"), "the device memory is the cgroup's limit:\n" + out);
             assertTrue(out.contains("refused CUDA_ERROR_OUT_OF_MEMORY"), "1.5 GiB refused:\n" + out);
         } finally {
+            if (p != null && p.isAlive()) {
+                p.destroyForcibly();
+                p.waitFor(10, TimeUnit.SECONDS);
+            }
             log.delete();
             // The child has ended: the cgroup is empty and can go (a retry covers a slow exit).
             for (int i = 0; i < 50 && Files.exists(group); i++) {
@@ -74,5 +81,16 @@ class CgroupMemoryBudgetTest {
                 }
             }
         }
+    }
+
+    /** This process's cgroup v1 memory group under {@code mount} ("N:memory:/path" in /proc/self/cgroup), or null. */
+    private static Path ownMemoryCgroup(Path mount) throws IOException {
+        for (String line : Files.readAllLines(Path.of("/proc/self/cgroup"))) {
+            String[] f = line.split(":", 3);
+            if (f.length == 3 && java.util.Arrays.asList(f[1].split(",")).contains("memory")) {
+                return f[2].equals("/") ? mount : mount.resolve(f[2].substring(1));
+            }
+        }
+        return null;
     }
 }
