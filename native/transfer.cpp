@@ -39,6 +39,20 @@ unsigned long long device_access(const Mapping& mapping, int device) {
 // the process. So cuvmm refuses it before the driver sees it, with the code the host
 // driver gives (INVALID_VALUE), naming the buffer, the device and the access it has.
 // Access is fixed per mapping when it is mapped (Mapping::access), so this is exact.
+// What to allocate with instead: selfAccess on the buffer's own device (the one its resource
+// was made for), peers and peerAccess on another (an independent probe: a peer's write was
+// told selfAccess; a review: then the own device was offered peers of itself, which create
+// refuses).
+std::string access_advice(const Range& range, int device, bool write) {
+    const bool own = range.spec() && range.spec()->device == device;
+    const char* level = write ? "READ_WRITE" : "READ or READ_WRITE";
+    if (own) return std::string("allocate with selfAccess ") + level + " (device " + std::to_string(device) +
+                    " is the buffer's own device)";
+    return "allocate with peers(" + std::to_string(device) + ") and peerAccess " + level + " (device " +
+           std::to_string(device) + " is a peer of the buffer's device " +
+           (range.spec() ? std::to_string(range.spec()->device) : std::string("?")) + ")";
+}
+
 void check_access(const Range& range, size_t offset, size_t bytes, int device, bool write, const char* call,
                   const char* role) {
     const unsigned long long need = write ? CU_MEM_ACCESS_FLAGS_PROT_READWRITE : CU_MEM_ACCESS_FLAGS_PROT_READ;
@@ -61,10 +75,7 @@ void check_access(const Range& range, size_t offset, size_t bytes, int device, b
                               " of " + std::to_string(chunks) + ", bytes " + std::to_string(begin) + " to " +
                               std::to_string(at) + "); " + (write ? "writing" : "reading") + " it needs " +
                               access_name(need) + ". Refused by cuvmm before calling the driver (on a GPU the "
-                              "copy would fault the context); for device " + std::to_string(device) +
-                              " allocate with " + (write ? "selfAccess(READ_WRITE)" : "selfAccess READ or READ_WRITE") +
-                              " if it is the buffer's own device, else with peers(" + std::to_string(device) +
-                              ") and " + (write ? "peerAccess(READ_WRITE)" : "peerAccess READ or READ_WRITE"));
+                              "copy would fault the context); " + access_advice(range, device, write));
     }
 }
 

@@ -1171,7 +1171,8 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         if (closePending) tryDeferredClose();
     }
 
-    VirtualMemoryBuffer grow(NativeSpecHandle spec, long newSize) {
+    /** {@code alignment}: the addressAlignment of the options {@code spec} was built from (for messages). */
+    VirtualMemoryBuffer grow(NativeSpecHandle spec, long newSize, long alignment) {
         acquire();
         try {
             NativeRangeHandle out = new NativeRangeHandle();
@@ -1180,7 +1181,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             if (st.code() != 0) {
                 CudaException e = NativeCalls.toException(st);
                 out.close();
-                throw resource.namingTheRequest(e, "modifyAllocation: newSize", newSize);
+                throw resource.namingTheRequest(e, "modifyAllocation: newSize", newSize, alignment);
             }
             BufferOrigin o;
             switch (outcome) {

@@ -190,7 +190,7 @@ public final class VirtualMemoryResource implements AutoCloseable {
             if (st.code() != 0) {
                 CudaException e = NativeCalls.toException(st);
                 range.close();
-                throw namingTheRequest(e, "allocate: size", size);
+                throw namingTheRequest(e, "allocate: size", size, options.addressAlignment());
             }
             return range;
         } finally {
@@ -198,29 +198,41 @@ public final class VirtualMemoryResource implements AutoCloseable {
         }
     }
 
+    /** A process's address space on x86-64 and arm64 Linux (47 bits, 4-level page tables), in bytes. */
+    private static final long ADDRESS_SPACE = 1L << 47;
+
     /** CUresult of the driver's "out of memory". */
     private static final int CUDA_ERROR_OUT_OF_MEMORY = 2;
 
     /**
      * {@code e}, and for the driver's OUT_OF_MEMORY the same with the request named ({@code
-     * what}: "allocate: size", "modifyAllocation: newSize"), the device's memory and what to do
-     * (the driver's message names only the call and the step, for a size as absurd as {@code
-     * Long.MAX_VALUE} too; an independent probe).
+     * what}: "allocate: size", "modifyAllocation: newSize"), what ran out and what to do (the
+     * driver's message names only the call and the step, for a size as absurd as {@code
+     * Long.MAX_VALUE} too; an independent probe). {@code alignment}: the addressAlignment of
+     * the options the request used (a grow may pass its own).
      */
-    CudaException namingTheRequest(CudaException e, String what, long size) {
+    CudaException namingTheRequest(CudaException e, String what, long size, long alignment) {
         if (e.code() != CUDA_ERROR_OUT_OF_MEMORY) return e;
         // Out of fds, not memory: the driver's message already says so and what to do; memory
         // advice after it would contradict it (an independent probe at RLIMIT_NOFILE 400).
         if (e.getMessage() != null && e.getMessage().contains("file descriptor limit")) return e;
-        long alignment = options.addressAlignment();
-        if ("cuMemAddressReserve".equals(e.call()) && alignment > spec.granularity()) {
-            // Address space, not memory: with an alignment as large as 2^62 no range exists,
-            // whatever the size (an independent probe: the message blamed a 1-byte size).
-            return e.withDetail(what + " " + size + " bytes: no free address range of that size aligned to "
-                    + alignment + " bytes (options.addressAlignment; expected: an alignment the address space "
-                    + "can hold, such as the granularity " + spec.granularity() + " or a few GiB at most)");
-        }
         long total = driver.device(device).totalMemory();
+        long g = spec.granularity();
+        if ("cuMemAddressReserve".equals(e.call()) && alignment >= ADDRESS_SPACE && size < ADDRESS_SPACE) {
+            // The alignment alone cannot be met (a probe: 2^62 was blamed on a 1-byte size).
+            return e.withDetail(what + " " + size + " bytes: no address range is aligned to " + alignment
+                    + " bytes (options.addressAlignment; expected: an alignment well below the " + ADDRESS_SPACE
+                    + "-byte address space, down to the granularity " + g + ")");
+        }
+        if ("cuMemAddressReserve".equals(e.call()) && alignment > g) {
+            // Address space, not memory, and either the size or the alignment may be what does
+            // not fit: name both (a review: a 1 PiB size was blamed on a 4 MiB alignment).
+            return e.withDetail(what + " " + size + " bytes: no free address range of that size aligned to "
+                    + alignment + " bytes (" + (size > total ? "device " + device + " has " + total
+                    + " bytes of memory; " : "") + "expected: a size and an options.addressAlignment the address "
+                    + "space can hold: ask for less, or for a smaller addressAlignment, down to the granularity " + g
+                    + ")");
+        }
         return e.withDetail(what + " " + size + " bytes (device " + device + " has " + total + " bytes of memory; "
                 + "ask for less, or close or trim() what holds memory)");
     }
@@ -287,7 +299,7 @@ public final class VirtualMemoryResource implements AutoCloseable {
                 growSpec = buildSpec(device, options);
             }
             try {
-                return buffer.grow(growSpec, newSize);
+                return buffer.grow(growSpec, newSize, (options == null ? this.options : options).addressAlignment());
             } finally {
                 if (growSpec != spec) growSpec.close();
             }

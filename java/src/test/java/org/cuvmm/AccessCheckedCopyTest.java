@@ -2,6 +2,7 @@ package org.cuvmm;
 
 import static org.cuvmm.TestSupport.MiB;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -25,10 +26,11 @@ class AccessCheckedCopyTest {
             assertEquals("CUDA_ERROR_INVALID_VALUE", e.resultName());
             assertTrue(e.getMessage().contains("device 0 has READ access to the destination " + b), e.getMessage());
             assertTrue(e.getMessage().contains("needs READWRITE"), e.getMessage());
-            // The advice covers both cases: the buffer's own device and a peer (an independent
-            // probe: a peer's write was told to use selfAccess).
-            assertTrue(e.getMessage().contains("for device 0 allocate with selfAccess(READ_WRITE) if it is the "
-                    + "buffer's own device, else with peers(0) and peerAccess(READ_WRITE)"), e.getMessage());
+            // The advice for the buffer's own device: selfAccess, never peers of itself (which
+            // create refuses: a review).
+            assertTrue(e.getMessage().contains("allocate with selfAccess READ_WRITE (device 0 is the buffer's own "
+                    + "device)"), e.getMessage());
+            assertFalse(e.getMessage().contains("peers("), e.getMessage());
             CudaException f = assertThrows(CudaException.class, () -> b.fill((byte) 1));
             assertEquals(memset, k.calls("cuMemsetD8Async"), "no cuMemsetD8Async for a refused fill");
             assertTrue(f.getMessage().contains("device 0 has READ access"), f.getMessage());
@@ -46,8 +48,8 @@ class AccessCheckedCopyTest {
             CudaException e = assertThrows(CudaException.class, () -> b.copyTo(0, new byte[16], 0, 16));
             assertEquals(dtoh, k.calls("cuMemcpyDtoHAsync"), "no cuMemcpyDtoHAsync for a refused copy");
             assertTrue(e.getMessage().contains("device 0 has no access to the source " + b), e.getMessage());
-            assertTrue(e.getMessage().contains("selfAccess READ or READ_WRITE if it is the buffer's own device, else "
-                    + "with peers(0) and peerAccess READ or READ_WRITE"), e.getMessage());
+            assertTrue(e.getMessage().contains("allocate with selfAccess READ or READ_WRITE (device 0 is the buffer's "
+                    + "own device)"), e.getMessage());
         }
     }
 }

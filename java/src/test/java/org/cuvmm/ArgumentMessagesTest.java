@@ -105,9 +105,48 @@ class ArgumentMessagesTest {
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0, o)) {
             CudaException e = assertThrows(CudaException.class, () -> r.allocate(1).close());
             assertTrue(e.getMessage().contains("CUDA_ERROR_OUT_OF_MEMORY"), e.getMessage());
-            assertTrue(e.getMessage().contains("allocate: size 1 bytes: no free address range of that size aligned to "
-                    + (1L << 62) + " bytes (options.addressAlignment"), e.getMessage());
+            assertTrue(e.getMessage().contains("allocate: size 1 bytes: no address range is aligned to " + (1L << 62)
+                    + " bytes (options.addressAlignment"), e.getMessage());
             assertFalse(e.getMessage().contains("ask for less"), e.getMessage());
+        }
+    }
+
+    @Test
+    void aHugeSizeWithAModestAlignmentNamesTheSizeFirst() {
+        // The reserve fails for the size (1 PiB), not for a 2-granule alignment: both are named,
+        // the size with the device's memory first (a review: the alignment alone was blamed).
+        long g;
+        try (VirtualMemoryResource r0 = VirtualMemoryResource.create(0)) {
+            g = r0.granularity();
+        }
+        VirtualMemoryResourceOptions o = VirtualMemoryResourceOptions.builder().addressAlignment(2 * g).build();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0, o)) {
+            long total = r.driver().device(0).totalMemory();
+            CudaException e = assertThrows(CudaException.class, () -> r.allocate(1L << 50).close());
+            assertTrue(e.getMessage().contains("CUDA_ERROR_OUT_OF_MEMORY"), e.getMessage());
+            assertTrue(e.getMessage().contains("allocate: size " + (1L << 50) + " bytes: no free address range of that "
+                    + "size aligned to " + 2 * g + " bytes (device 0 has " + total + " bytes of memory; expected: a "
+                    + "size and an options.addressAlignment the address space can hold: ask for less"), e.getMessage());
+        }
+    }
+
+    @Test
+    void aMoveRefusedForTheCallsOwnAlignmentNamesThatAlignment() {
+        // modifyAllocation's own options carry the alignment (a review: the resource's were read).
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             VirtualMemoryBuffer b = r.allocate(r.granularity())) {
+            long g = r.granularity();
+            VirtualMemoryResourceOptions after = VirtualMemoryResourceOptions.builder()
+                    .addressHint(b.address() + b.mappedSize()).build();
+            try (VirtualMemoryResource r2 = VirtualMemoryResource.create(0, after);
+                 VirtualMemoryBuffer blocker = r2.allocate(g)) {
+                assumeTrue(blocker.address() == b.address() + b.mappedSize(), "the hint was not honoured: no move forced");
+                VirtualMemoryResourceOptions huge = VirtualMemoryResourceOptions.builder().addressAlignment(1L << 62).build();
+                CudaException e = assertThrows(CudaException.class, () -> r.modifyAllocation(b, 2 * g, huge).close());
+                assertTrue(e.getMessage().contains("modifyAllocation: newSize " + 2 * g + " bytes: no address range is "
+                        + "aligned to " + (1L << 62) + " bytes"), e.getMessage());
+                assertFalse(e.getMessage().contains("ask for less"), e.getMessage());
+            }
         }
     }
 
