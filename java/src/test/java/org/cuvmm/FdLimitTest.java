@@ -181,7 +181,10 @@ class FdLimitTest {
             assertTrue(result.startsWith("FAILED "), mode + " should fail with no fd to spare: " + result);
             String fds = readUntil(out, "FDS ");
             String[] parts = fds.split(" ");
-            assertEquals(parts[1], parts[2], "fds after the failed " + mode + " equal fds before: " + fds);
+            // Not more after than before (a leak): fewer is a transient fd some JVM thread held
+            // when `before` was counted (seen once under load: "FDS 20 19").
+            assertTrue(Integer.parseInt(parts[2]) <= Integer.parseInt(parts[1]),
+                    "fds after the failed " + mode + " no more than fds before: " + fds);
         } finally {
             assertTrue(p.waitFor(60, TimeUnit.SECONDS), "child finished");
         }
