@@ -1,8 +1,8 @@
 package org.cuvmm.ipc;
 
 /**
- * Loads, once per JVM, the classes that building and reading an ERROR needs, before they are
- * needed. A class is loaded the first time it is used, and from a class path of directories
+ * Loads, once per JVM, every class of vmm-ipc, and initializes those that building and reading
+ * an ERROR needs, before they are needed. A class is loaded the first time it is used, and from a class path of directories
  * (an IDE, {@code mvn exec}, a test run) that opens its {@code .class} file: at the open-file
  * limit the open fails exactly when an ERROR must be built (an export refused for want of an
  * fd), the server's reader died with {@code NoClassDefFoundError} and the client read the end
@@ -15,7 +15,14 @@ final class ErrorPathClasses {
     /** Loaded and initialized (the enums) by this class's initializer. */
     private static final Class<?>[] CLASSES;
 
+    /** How many of vmm-ipc's classes were loaded (tests). */
+    static final int LOADED;
+
     static {
+        // Every class of this module, not a list: a probe found the reader thread, the event
+        // thread and a leading caller dying at the limit on classes the list had not named
+        // (Messages$Forget, $Forgotten, the version-1 $Descriptor), the connection lost for good.
+        LOADED = org.cuvmm.internal.ClassPreload.loadAll(ErrorPathClasses.class, "org/cuvmm/ipc/");
         ErrorCode.values(); // initialized: its constants are read on the error path
         FdTransferException.Reason.values();
         FrameType.values();

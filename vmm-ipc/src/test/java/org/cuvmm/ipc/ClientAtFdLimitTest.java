@@ -1,0 +1,111 @@
+package org.cuvmm.ipc;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
+
+import java.io.File;
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import org.cuvmm.VirtualMemoryBuffer;
+import org.cuvmm.VirtualMemoryResource;
+import org.junit.jupiter.api.Test;
+
+/**
+ * A client at its open-file limit (a child JVM with the test's class directories, which lowers
+ * its own soft limit a few fds above what it holds, then attaches one buffer after another):
+ * each attach that finds no fd fails with a {@link SharingException} naming the limit, never an
+ * {@code Error}, and the connection survives. An independent probe saw the reader thread, the
+ * event thread and a leading caller die with {@code NoClassDefFoundError} (classes of
+ * FORGET/FORGOTTEN and the version-1 DESCRIPTOR, never loaded before the limit), the
+ * connection lost for good, 4 runs of 4.
+ */
+class ClientAtFdLimitTest {
+    private static final int BUFFERS = 60;
+
+    /** Child: args SOCK VERSION HEADROOM. */
+    public static final class Child {
+        static int fds() {
+            String[] l = new File("/proc/self/fd").list();
+            return l == null ? -1 : l.length;
+        }
+
+        public static void main(String[] args) throws Exception {
+            Path sock = Path.of(args[0]);
+            int version = Integer.parseInt(args[1]);
+            int headroom = Integer.parseInt(args[2]);
+            try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
+                 SharingClient c = SharingClient.builder(sock).protocolVersion(version).build()) {
+                int limit = fds() + headroom;
+                Process p = new ProcessBuilder("prlimit", "--pid", String.valueOf(ProcessHandle.current().pid()),
+                        "--nofile=" + limit + ":").inheritIO().start();
+                if (p.waitFor() != 0) throw new IllegalStateException("prlimit failed");
+                List<Attachment> held = new ArrayList<>();
+                int failed = 0;
+                for (int i = 0; i < BUFFERS; i++) {
+                    try {
+                        held.add(c.attach("f" + i, resource));
+                    } catch (SharingException e) {
+                        failed++;
+                        if (failed == 1) System.out.println("FIRST FAILURE " + e.getMessage());
+                    } catch (Throwable t) {
+                        System.out.println("UNEXPECTED " + t);
+                        t.printStackTrace(System.out);
+                    }
+                }
+                System.out.println("HELD " + held.size() + " FAILED " + failed + " CONNECTED " + c.isConnected());
+                for (Attachment a : held) a.close();
+                System.out.println("AFTER CLOSE CONNECTED " + c.isConnected());
+            }
+            System.out.flush();
+        }
+    }
+
+    @Test
+    void attachesThatFindNoFdFailCleanlyAndTheConnectionSurvives() throws Exception {
+        assumeTrue(Files.isExecutable(Path.of("/usr/bin/prlimit")), "prlimit (util-linux) is not installed");
+        Path sock = IpcTestSupport.socketPath();
+        try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
+             SharingServer server = SharingServer.builder(sock).build()) {
+            List<VirtualMemoryBuffer> buffers = new ArrayList<>();
+            try {
+                for (int i = 0; i < BUFFERS; i++) {
+                    VirtualMemoryBuffer b = resource.allocate(resource.granularity());
+                    buffers.add(b);
+                    server.publish("f" + i, b);
+                }
+                for (String version : new String[] {"2", "1"}) {
+                    File log = File.createTempFile("cuvmm-client-limit", ".log");
+                    try {
+                        Process p = IpcTestSupport.startChild(Child.class, log, List.of(), List.of(), sock.toString(),
+                                version, "30");
+                        assertTrue(p.waitFor(120, TimeUnit.SECONDS), "child finished:\n" + IpcTestSupport.read(log));
+                        String out = IpcTestSupport.read(log);
+                        System.out.println("v" + version + " child:\n" + out);
+                        assertEquals(0, p.exitValue(), "v" + version + ":\n" + out);
+                        assertFalse(out.contains("UNEXPECTED") || out.contains("NoClassDefFoundError")
+                                || out.contains("Exception in thread"), "v" + version + ":\n" + out);
+                        assertTrue(out.contains("FIRST FAILURE") && out.contains("RLIMIT_NOFILE"),
+                                "some attach ran out of fds and said so (v" + version + "):\n" + out);
+                        assertTrue(out.contains("CONNECTED true") && out.contains("AFTER CLOSE CONNECTED true"),
+                                "the connection survived (v" + version + "):\n" + out);
+                    } finally {
+                        log.delete();
+                    }
+                    IpcTestSupport.await("the child's connection to end", 10, () -> server.connectionCount() == 0);
+                }
+                assertEquals(0, server.totalLeaseCount());
+            } finally {
+                for (int i = 0; i < buffers.size(); i++) server.unpublish("f" + i);
+                for (VirtualMemoryBuffer b : buffers) b.close();
+            }
+        } finally {
+            IpcTestSupport.deleteTree(sock.getParent());
+        }
+    }
+}
