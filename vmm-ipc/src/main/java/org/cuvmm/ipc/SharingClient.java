@@ -369,7 +369,11 @@ public final class SharingClient implements AutoCloseable {
      * @throws SharingException the server's ERROR (UNKNOWN_NAME, ...), a bad DESCRIPTOR, or
      *     an import that failed (code null; the cause is the core's exception). Version 2:
      *     on TOO_MANY_IDS the import cache first gives back its idle mappings (FORGET, awaited)
-     *     and the attach is asked once more; TOO_MANY_IDS again is thrown
+     *     and the attach is asked once more; TOO_MANY_IDS again is thrown. Likewise when
+     *     this process ran out of fds receiving or importing the reply (the message names
+     *     {@code RLIMIT_NOFILE}): the cache's idle entries, each holding an fd and a mapping,
+     *     are given back and the attach is tried once more (version 1 keeps nothing: the
+     *     failure stands)
      * @throws IOException the connection failed or the server did not answer in time
      * @throws IllegalStateException when {@code resource} is closed (refused before any request)
      */
@@ -386,6 +390,42 @@ public final class SharingClient implements AutoCloseable {
             throw new IllegalArgumentException("resource: " + resource + " (expected: handle type POSIX_FD, to import "
                     + "shared memory)");
         }
+        try {
+            return attachOnce(name, resource);
+        } catch (SharingException e) {
+            // Out of fds here: what the import cache keeps idle holds an fd per id (and a
+            // mapping); closing attachments frees none of it, so without this a client at its
+            // limit could not recover but by close() (an independent probe: 46 of 46 retries
+            // failed after every attachment was closed). Give back the idle entries (FORGET,
+            // awaited) and try once more; nothing idle: the failure stands.
+            if (!outOfFds(e)) throw e;
+            try {
+                if (!cache.dropIdle(java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(timeoutNanos))) throw e;
+            } catch (InterruptedException x) {
+                Thread.currentThread().interrupt();
+                throw e;
+            }
+            return attachOnce(name, resource);
+        }
+    }
+
+    /**
+     * True when {@code e} says this process ran out of fds: the kernel dropped the reply's fds
+     * ({@code MSG_CTRUNC}) or the import could not duplicate one (the driver's message names
+     * {@code RLIMIT_NOFILE} in both, from {@code NativeIo.openFileLimitText} and the core's
+     * fd-limit hint).
+     */
+    private static boolean outOfFds(SharingException e) {
+        for (Throwable t = e; t != null; t = t.getCause()) {
+            if (t instanceof ProtocolException p && p.fdsDroppedHere) return true;
+            String m = t.getMessage();
+            if (m != null && m.contains("RLIMIT_NOFILE")) return true;
+        }
+        return false;
+    }
+
+    /** {@link #attach}'s request and import, after its argument checks. */
+    private Attachment attachOnce(String name, VirtualMemoryResource resource) throws IOException {
         Frame f;
         try {
             f = request(new Messages.Attach(name), FrameType.DESCRIPTOR);

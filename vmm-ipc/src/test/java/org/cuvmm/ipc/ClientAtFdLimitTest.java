@@ -23,7 +23,9 @@ import org.junit.jupiter.api.Test;
  * {@code Error}, and the connection survives. An independent probe saw the reader thread, the
  * event thread and a leading caller die with {@code NoClassDefFoundError} (classes of
  * FORGET/FORGOTTEN and the version-1 DESCRIPTOR, never loaded before the limit), the
- * connection lost for good, 4 runs of 4.
+ * connection lost for good, 4 runs of 4. Then, with its attachments closed, every attach that
+ * failed succeeds: version 2's import cache gives back the fds and mappings it keeps idle when
+ * an attach runs out of fds (the same probe: 0 of 46 retries succeeded, the cache holding them).
  */
 class ClientAtFdLimitTest {
     private static final int BUFFERS = 60;
@@ -46,21 +48,32 @@ class ClientAtFdLimitTest {
                         "--nofile=" + limit + ":").inheritIO().start();
                 if (p.waitFor() != 0) throw new IllegalStateException("prlimit failed");
                 List<Attachment> held = new ArrayList<>();
-                int failed = 0;
+                List<Integer> failed = new ArrayList<>();
                 for (int i = 0; i < BUFFERS; i++) {
                     try {
                         held.add(c.attach("f" + i, resource));
                     } catch (SharingException e) {
-                        failed++;
-                        if (failed == 1) System.out.println("FIRST FAILURE " + e.getMessage());
+                        failed.add(i);
+                        if (failed.size() == 1) System.out.println("FIRST FAILURE " + e.getMessage());
                     } catch (Throwable t) {
                         System.out.println("UNEXPECTED " + t);
                         t.printStackTrace(System.out);
                     }
                 }
-                System.out.println("HELD " + held.size() + " FAILED " + failed + " CONNECTED " + c.isConnected());
+                System.out.println("HELD " + held.size() + " FAILED " + failed.size() + " CONNECTED " + c.isConnected());
                 for (Attachment a : held) a.close();
                 System.out.println("AFTER CLOSE CONNECTED " + c.isConnected());
+                // With the attachments closed, the failed ones fit one at a time: the cache gives
+                // back what it keeps idle when an attach runs out of fds.
+                int ok = 0;
+                for (int i : failed) {
+                    try (Attachment a = c.attach("f" + i, resource)) {
+                        ok++;
+                    } catch (SharingException e) {
+                        System.out.println("RETRY FAILURE " + e.getMessage());
+                    }
+                }
+                System.out.println("RETRIED " + ok + " OF " + failed.size());
             }
             System.out.flush();
         }
@@ -94,6 +107,9 @@ class ClientAtFdLimitTest {
                                 "some attach ran out of fds and said so (v" + version + "):\n" + out);
                         assertTrue(out.contains("CONNECTED true") && out.contains("AFTER CLOSE CONNECTED true"),
                                 "the connection survived (v" + version + "):\n" + out);
+                        java.util.regex.Matcher m = java.util.regex.Pattern.compile("RETRIED (\\d+) OF (\\d+)").matcher(out);
+                        assertTrue(m.find() && m.group(1).equals(m.group(2)), "every failed attach fits once the "
+                                + "attachments are closed (v" + version + "):\n" + out);
                     } finally {
                         log.delete();
                     }
