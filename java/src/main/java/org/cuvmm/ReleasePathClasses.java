@@ -11,8 +11,10 @@ import org.cuvmm.internal.ClassPreload;
  * NoClassDefFoundError} (the state word's close result, the host-function check, the
  * stream-ordered release and its event, the pool's free lists and statistics), some after the
  * object was already marked closed, so that its memory stayed mapped for good. Listing the
- * classes a close needs by hand missed some every time; loading all of them (about a hundred,
- * a few milliseconds, loaded but not initialized: {@link ClassPreload}) cannot. vmm-ipc, a
+ * classes a close needs by hand missed some every time; loading all of them (95, loaded but not
+ * initialized: {@link ClassPreload}; measured at about 45-150 ms of a first {@code
+ * Driver.get()} from a classes directory on a busy 2-core VM, much of it paid later anyway by
+ * an application that uses buffers, streams and pools) cannot. vmm-ipc, a
  * separate jar, loads its own the same way ({@code ErrorPathClasses}). From a jar a class load
  * opens no file either way. Package-private.
  *
@@ -30,7 +32,8 @@ final class ReleasePathClasses {
     static final int LOADED;
 
     static {
-        LOADED = ClassPreload.loadAll(ReleasePathClasses.class, "org/cuvmm/");
+        LOADED = ClassPreload.loadAll(ReleasePathClasses.class, "org/cuvmm/", "org/cuvmm/internal/",
+                "org/cuvmm/internal/jni/", "org/cuvmm/pool/");
         try {
             System.getLogger("org.cuvmm"); // the logging configuration (JUL's LogManager)
             java.time.ZoneId.systemDefault().getRules();

@@ -216,7 +216,13 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         public void run() {
             StreamUses u = uses;
             try {
-                if (!explicit) LeakDetection.report(description(), site);
+                if (!explicit) {
+                    try {
+                        LeakDetection.report(description(), site);
+                    } catch (RuntimeException | Error e) {
+                        // The report is for people; the wait below is for the memory: never skipped (a review).
+                    }
+                }
                 if (!explicit && u != null) u.awaitAll(description()); // explicit closes waited already
             } finally {
                 try {

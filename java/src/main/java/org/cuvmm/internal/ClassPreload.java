@@ -30,12 +30,13 @@ public final class ClassPreload {
     private ClassPreload() {}
 
     /**
-     * Loads (without initializing) every class under {@code packagePath} (for example {@code
-     * "org/cuvmm/ipc/"}) found where {@code anchor} came from: a classes directory or a jar.
-     * Returns how many; 0 where the location is neither (another kind of class loader: the
-     * classes then load as they are used). Never throws.
+     * Loads (without initializing) every class of the packages {@code packagePaths} (each
+     * like {@code "org/cuvmm/ipc/"}, its subpackages not included: a shaded jar or a shared
+     * output directory may hold other modules under them) found where {@code anchor} came
+     * from: a classes directory or a jar. Returns how many; 0 where the location is neither
+     * (another kind of class loader: the classes then load as they are used). Never throws.
      */
-    public static int loadAll(Class<?> anchor, String packagePath) {
+    public static int loadAll(Class<?> anchor, String... packagePaths) {
         List<String> names = new ArrayList<>();
         try {
             CodeSource source = anchor.getProtectionDomain().getCodeSource();
@@ -43,24 +44,30 @@ public final class ClassPreload {
             if (location == null || !"file".equals(location.getProtocol())) return 0;
             Path where = Path.of(location.toURI());
             if (Files.isDirectory(where)) {
-                Path dir = where.resolve(packagePath);
-                if (!Files.isDirectory(dir)) return 0;
-                try (Stream<Path> files = Files.walk(dir)) {
-                    files.filter(p -> p.toString().endsWith(".class"))
-                            .forEach(p -> names.add(className(where.relativize(p).toString().replace('\\', '/'))));
+                for (String packagePath : packagePaths) {
+                    Path dir = where.resolve(packagePath);
+                    if (!Files.isDirectory(dir)) continue;
+                    try (Stream<Path> files = Files.list(dir)) {
+                        files.filter(p -> p.toString().endsWith(".class"))
+                                .forEach(p -> names.add(className(where.relativize(p).toString().replace('\\', '/'))));
+                    }
                 }
             } else {
                 try (JarFile jar = new JarFile(where.toFile())) {
                     for (Enumeration<JarEntry> e = jar.entries(); e.hasMoreElements();) {
                         String n = e.nextElement().getName();
-                        if (n.startsWith(packagePath) && n.endsWith(".class") && !n.startsWith("META-INF/")) {
-                            names.add(className(n));
+                        if (!n.endsWith(".class")) continue;
+                        for (String packagePath : packagePaths) {
+                            if (n.startsWith(packagePath) && n.indexOf('/', packagePath.length()) < 0) {
+                                names.add(className(n));
+                            }
                         }
                     }
                 }
             }
         } catch (IOException | URISyntaxException | RuntimeException e) {
-            LOG.log(System.Logger.Level.DEBUG, "listing the classes of " + packagePath + " failed; they load as used", e);
+            LOG.log(System.Logger.Level.DEBUG, "listing the classes of " + List.of(packagePaths) + " failed; they load "
+                    + "as used", e);
         }
         ClassLoader loader = anchor.getClassLoader();
         int loaded = 0;
@@ -69,7 +76,7 @@ public final class ClassPreload {
             try {
                 Class.forName(name, false, loader);
                 loaded++;
-            } catch (ClassNotFoundException | LinkageError e) {
+            } catch (ClassNotFoundException | LinkageError | RuntimeException e) { // a sealing SecurityException too
                 LOG.log(System.Logger.Level.DEBUG, "preloading " + name + " failed", e);
             }
         }

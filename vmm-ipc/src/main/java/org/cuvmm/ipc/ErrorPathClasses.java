@@ -22,7 +22,8 @@ final class ErrorPathClasses {
         // Every class of this module, not a list: a probe found the reader thread, the event
         // thread and a leading caller dying at the limit on classes the list had not named
         // (Messages$Forget, $Forgotten, the version-1 $Descriptor), the connection lost for good.
-        LOADED = org.cuvmm.internal.ClassPreload.loadAll(ErrorPathClasses.class, "org/cuvmm/ipc/");
+        LOADED = org.cuvmm.internal.ClassPreload.loadAll(ErrorPathClasses.class, "org/cuvmm/ipc/",
+                "org/cuvmm/ipc/internal/");
         ErrorCode.values(); // initialized: its constants are read on the error path
         FdTransferException.Reason.values();
         FrameType.values();

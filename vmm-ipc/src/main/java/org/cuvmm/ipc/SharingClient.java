@@ -405,7 +405,12 @@ public final class SharingClient implements AutoCloseable {
                 Thread.currentThread().interrupt();
                 throw e;
             }
-            return attachOnce(name, resource);
+            try {
+                return attachOnce(name, resource);
+            } catch (IOException | RuntimeException again) {
+                again.addSuppressed(e); // the first failure, which the retry answered
+                throw again;
+            }
         }
     }
 
@@ -418,6 +423,12 @@ public final class SharingClient implements AutoCloseable {
     private static boolean outOfFds(SharingException e) {
         for (Throwable t = e; t != null; t = t.getCause()) {
             if (t instanceof ProtocolException p && p.fdsDroppedHere) return true;
+        }
+        // Only a failure here (no code: the import): a server's ERROR can name RLIMIT_NOFILE
+        // too (its own export at its limit), and giving back this side's cache would only make
+        // it send those fds again (a review).
+        if (e.code() != null) return false;
+        for (Throwable t = e; t != null; t = t.getCause()) {
             String m = t.getMessage();
             if (m != null && m.contains("RLIMIT_NOFILE")) return true;
         }
@@ -1223,26 +1234,7 @@ public final class SharingClient implements AutoCloseable {
         }
         events.shutdown();
         cache.connectionEnded();
-        // What the event thread still has queued (a cache entry evicted just before, closed
-        // there: a driver call) runs before close() returns, so that nothing the cache kept is
-        // still mapped then (an independent probe: 15-19% of closes returned with a mapping
-        // left, ids still counted as held). Not on the event thread itself (it would wait for
-        // itself) nor on the reader; bounded, since a drop listener may block the event thread.
-        if (!onEventThread() && Thread.currentThread() != reader) {
-            try {
-                if (!events.awaitTermination(EVENT_DRAIN_SECONDS, java.util.concurrent.TimeUnit.SECONDS)) {
-                    LOG.log(System.Logger.Level.DEBUG, "close of the client of " + path + ": the event thread is "
-                            + "still busy after " + EVENT_DRAIN_SECONDS + " s (a drop listener?); what it has "
-                            + "queued runs when it is free");
-                }
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-        }
     }
-
-    /** How long a close waits for the event thread's queued work (cache closes, sends). */
-    private static final int EVENT_DRAIN_SECONDS = 5;
 
     @Override
     public String toString() {
