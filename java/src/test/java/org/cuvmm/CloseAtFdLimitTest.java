@@ -11,6 +11,7 @@ import java.util.List;
 import java.util.Map;
 
 import org.cuvmm.testing.ChildJvm;
+import org.cuvmm.testing.OpenFds;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -37,12 +38,7 @@ class CloseAtFdLimitTest {
             org.cuvmm.pool.VirtualMemoryPool pool = kinds.contains("o")
                     ? org.cuvmm.pool.VirtualMemoryPool.builder().resource(r).name("at-limit").build() : null;
             VirtualMemoryBuffer pooled = pool == null ? null : pool.allocate(1L << 20);
-            List<FileInputStream> hog = new ArrayList<>();
-            try {
-                for (;;) hog.add(new FileInputStream("/dev/null"));
-            } catch (IOException full) {
-                // EMFILE: no fd left (FileNotFoundException "Too many open files")
-            }
+            List<FileInputStream> hog = OpenFds.takeAll();
             String result;
             try {
                 if (pooled != null) pooled.close();

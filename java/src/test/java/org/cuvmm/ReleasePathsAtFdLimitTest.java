@@ -11,6 +11,7 @@ import java.util.Map;
 
 import org.cuvmm.pool.VirtualMemoryPool;
 import org.cuvmm.testing.ChildJvm;
+import org.cuvmm.testing.OpenFds;
 import org.cuvmm.testing.LiveObjects;
 import org.junit.jupiter.api.Test;
 
@@ -166,12 +167,7 @@ class ReleasePathsAtFdLimitTest {
                 }
                 default: throw new IllegalArgumentException(scenario);
             }
-            List<FileInputStream> hog = new ArrayList<>();
-            try {
-                for (;;) hog.add(new FileInputStream("/dev/null"));
-            } catch (IOException full) {
-                // EMFILE
-            }
+            List<FileInputStream> hog = OpenFds.takeAll();
             String result;
             try {
                 result = "CLOSED ALL";

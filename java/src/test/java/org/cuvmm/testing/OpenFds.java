@@ -119,4 +119,17 @@ public final class OpenFds {
         return target.equals("/dev/random") || target.equals("/dev/urandom") || target.startsWith("/sys/fs/cgroup")
                 || target.endsWith(".jar");
     }
+
+    /**
+     * Opens /dev/null until the process has no fd left (EMFILE) and returns what it opened:
+     * the tests of the fd limit take every fd, then close what they test, then close these.
+     */
+    public static java.util.List<java.io.FileInputStream> takeAll() {
+        java.util.List<java.io.FileInputStream> taken = new java.util.ArrayList<>();
+        try {
+            for (;;) taken.add(new java.io.FileInputStream("/dev/null"));
+        } catch (java.io.IOException full) {
+            return taken; // "Too many open files"
+        }
+    }
 }
