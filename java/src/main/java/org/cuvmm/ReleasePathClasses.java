@@ -28,8 +28,8 @@ import org.cuvmm.internal.ClassPreload;
 final class ReleasePathClasses {
     private ReleasePathClasses() {}
 
-    /** How many of this library's classes were loaded (tests). */
-    static final int LOADED;
+    /** How many of this library's classes the initializer loaded; read by {@link #load()} only to run it. */
+    private static final int LOADED;
 
     static {
         LOADED = ClassPreload.loadAll(ReleasePathClasses.class, "org/cuvmm/", "org/cuvmm/internal/",

@@ -56,7 +56,7 @@ class CgroupMemoryBudgetTest {
                 Files.createDirectory(group);
                 Files.writeString(group.resolve("memory.limit_in_bytes"), Long.toString(LIMIT));
             } catch (IOException e) {
-                assumeTrue(false, "cannot make a memory cgroup at " + group + ": " + e);
+                org.junit.jupiter.api.Assumptions.abort("cannot make a memory cgroup at " + group + ": " + e);
             }
             // The shell joins the cgroup, then becomes the JVM (which stays in it).
             p = ChildJvm.start(Child.class, log, List.of("sh", "-c",
