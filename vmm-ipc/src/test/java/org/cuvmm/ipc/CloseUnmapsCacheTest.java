@@ -5,6 +5,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Path;
 import java.util.Map;
+import java.util.TreeMap;
 
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
@@ -18,6 +19,15 @@ import org.junit.jupiter.api.Test;
  * counted as held; it went a moment later).
  */
 class CloseUnmapsCacheTest {
+    /** The counts in {@code now} above those in {@code base}. */
+    private static Map<String, Long> above(Map<String, Long> now, Map<String, Long> base) {
+        Map<String, Long> above = new TreeMap<>();
+        now.forEach((k, v) -> {
+            if (v > base.getOrDefault(k, 0L)) above.put(k, v);
+        });
+        return above;
+    }
+
     @Test
     void nothingTheCacheKeptIsMappedWhenCloseReturns() throws Exception {
         Path sock = IpcTestSupport.socketPath();
@@ -40,10 +50,17 @@ class CloseUnmapsCacheTest {
                     c.close();
                     Map<String, Long> now = LiveObjects.now();
                     ImportCache.Stats s = c.importCache().stats();
-                    if (!now.equals(base) || s.entries() != 0 || s.idsHeld() != 0 || s.fdsKept() != 0) {
+                    if (!above(now, base).isEmpty() || s.entries() != 0 || s.idsHeld() != 0 || s.fdsKept() != 0) {
                         left++;
                         if (sample == null) sample = "round " + i + ": live " + now + " vs " + base + ", cache " + s;
-                        IpcTestSupport.await("the late unmap", 10, () -> LiveObjects.now().equals(base));
+                        Map<String, Long> from = base;
+                        IpcTestSupport.await("the late unmap (first: " + sample + ")", 10,
+                                () -> above(LiveObjects.now(), from).isEmpty());
+                    } else if (!now.equals(base)) {
+                        // The counts are the process's: an earlier test's objects (a view the GC
+                        // collects, a server ending a connection) may go while this runs. Fewer
+                        // is never this client's doing; the baseline follows them down.
+                        base = now;
                     }
                 }
                 assertEquals(0, left, "closes that returned with something of the cache left; first: " + sample);

@@ -45,6 +45,10 @@ class CloseWithBusyListenerTest {
                     ms = (System.nanoTime() - t0) / 1_000_000;
                 }
                 System.out.println("REVIEW " + (now ? "closeNow" : "close") + " took " + ms + " ms; " + att);
+                // The server ends the client's lease when it reads the connection's end, on its
+                // own thread, after close returns: the buffer is in use until then.
+                IpcTestSupport.await("the server to end the closed client's lease", 10,
+                        () -> server.totalLeaseCount() == 0);
                 return ms;
             } finally {
                 a.close();
