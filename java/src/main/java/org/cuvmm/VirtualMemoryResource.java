@@ -57,7 +57,9 @@ public final class VirtualMemoryResource implements AutoCloseable {
      *     existing device, a peer cannot access memory on the device ({@link
      *     Driver#canAccessPeer}; asked for device-located memory with peer access), or the device
      *     lacks a capability the options need
-     * @throws CudaException when the driver refuses the options (granularity query)
+     * @throws CudaException when the driver refuses the options (the granularity query: for
+     *     example {@code AllocationType.MANAGED}, which {@code cuMemCreate} does not take, or a
+     *     {@code HOST_NUMA} locationId that is not a NUMA node); its message names the options
      */
     public static VirtualMemoryResource create(int device, VirtualMemoryResourceOptions options) {
         Checks.notNull("options", options);
@@ -159,7 +161,18 @@ public final class VirtualMemoryResource implements AutoCloseable {
             if (st.code() != 0) {
                 CudaException e = NativeCalls.toException(st);
                 spec.close();
-                throw e;
+                // The driver says only INVALID_VALUE or NOT_SUPPORTED: name what it was asked
+                // (an independent probe: a MANAGED type and a missing NUMA node named nothing).
+                String expected = o.allocationType() != AllocationType.PINNED
+                        ? "allocationType PINNED: cuMemCreate takes no other"
+                        : o.locationType() == LocationType.HOST_NUMA
+                                ? "a locationId that is a NUMA node of this machine (/sys/devices/system/node)"
+                                : "options this device and driver support";
+                throw e.withDetail("the driver refused the options allocationType " + o.allocationType()
+                        + ", locationType " + o.locationType() + (o.locationType() == LocationType.HOST_NUMA
+                                ? ", locationId " + o.locationId() : "") + ", handleType " + o.handleType()
+                        + ", granularity " + o.granularity() + " on device " + device + " (expected: " + expected
+                        + ")");
             }
             return spec;
         } finally {
@@ -311,7 +324,10 @@ public final class VirtualMemoryResource implements AutoCloseable {
     /**
      * Maps memory exported by another process (or this one): reserves exactly the
      * descriptor's extent, imports and maps each allocation with this resource's access
-     * settings. The descriptor keeps its fds (close it after import); the buffer keeps no fd.
+     * settings. The descriptor keeps its fds (close it after import); the buffer keeps none of
+     * them. On the host driver (and the host library under the cuda driver) each imported
+     * allocation holds one fd of its own (a duplicate of the memfd: its reference to the
+     * memory, as a real driver keeps one), closed with the buffer.
      * The result is {@link VirtualMemoryBuffer#isImported() imported}: it cannot be exported
      * again, nor can any alias or grow of it.
      *

@@ -7,9 +7,14 @@ import java.util.TreeSet;
 
 /**
  * Immutable options of a {@link VirtualMemoryResource}: what every physical allocation is
- * created with and who may access its mappings. Built with {@link #builder()}; every
- * combination the driver would refuse is rejected by {@link Builder#build()} with a message
- * that names the option.
+ * created with and who may access its mappings. Built with {@link #builder()}; a combination
+ * that is wrong on every device is rejected by {@link Builder#build()} with a message that
+ * names the option. What depends on the machine is checked by {@link
+ * VirtualMemoryResource#create(int, VirtualMemoryResourceOptions)}: a capability the device
+ * lacks is an {@code IllegalArgumentException} naming the option; what only the driver can
+ * judge (an allocation type {@code cuMemCreate} does not take, a NUMA node that does not
+ * exist) is a {@link CudaException} from the granularity query whose message names the
+ * options it was asked with.
  *
  * <table class="striped">
  * <caption>Options and defaults</caption>

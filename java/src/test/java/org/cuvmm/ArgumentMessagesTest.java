@@ -215,4 +215,36 @@ class ArgumentMessagesTest {
         ByteBuffer plain = ByteBuffer.allocateDirect(1 << 16);
         PinnedHostBuffer.register(plain).close();
     }
+    @Test
+    void optionsOnlyTheDriverRefusesAreNamed() {
+        // The granularity query's INVALID_VALUE / NOT_SUPPORTED named no option (a port of
+        // cuda.core's tests): cuMemCreate takes no MANAGED type, and node 4095 is no NUMA node.
+        CudaException managed = assertThrows(CudaException.class, () -> VirtualMemoryResource.create(0,
+                VirtualMemoryResourceOptions.builder().allocationType(AllocationType.MANAGED)
+                        .handleType(HandleType.NONE).build()).close());
+        assertTrue(managed.getMessage().contains("the driver refused the options allocationType MANAGED, "
+                + "locationType DEVICE, handleType NONE"), managed.getMessage());
+        assertTrue(managed.getMessage().contains("(expected: allocationType PINNED: cuMemCreate takes no other)"),
+                managed.getMessage());
+        assertTrue(managed.getMessage().startsWith("cuMemGetAllocationGranularity failed"), managed.getMessage());
+        CudaException node = assertThrows(CudaException.class, () -> VirtualMemoryResource.create(0,
+                VirtualMemoryResourceOptions.builder().locationType(LocationType.HOST_NUMA).locationId(4095)
+                        .build()).close());
+        assertTrue(node.getMessage().contains("locationType HOST_NUMA, locationId 4095"), node.getMessage());
+        assertTrue(node.getMessage().contains("(expected: a locationId that is a NUMA node of this machine"),
+                node.getMessage());
+    }
+
+    @Test
+    void aCloseRefusedForALeaseAloneSaysCallsOrLeases() {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            VirtualMemoryBuffer b = r.allocate(r.granularity());
+            try (BufferLease lease = b.lease("consumer pid 4242")) {
+                IllegalStateException e = assertThrows(IllegalStateException.class, b::close);
+                assertTrue(e.getMessage().contains("is in use by 1 holder (calls in progress or leases); leases: "
+                        + "consumer pid 4242"), e.getMessage());
+            }
+            b.close();
+        }
+    }
 }

@@ -87,7 +87,7 @@ public final class AcquireState {
         if (witness == OPEN) return CloseResult.CLOSED_NOW;
         if (witness == CLOSED) return CloseResult.ALREADY_CLOSED;
         throw new IllegalStateException(what + " is in use by " + witness + " holder" + (witness == 1 ? "" : "s")
-                + " (calls in progress" + (holders.isEmpty() ? "" : " and leases") + ")" + holders
+                + " (calls in progress" + (holders.isEmpty() ? "" : " or leases") + ")" + holders
                 + "; it stays open and usable: close it again after "
                 + (witness == 1 ? "it is released" : "they are released"));
     }
