@@ -767,7 +767,10 @@ public final class SharingServer implements AutoCloseable {
             if (d != null) d.close(); // never queued
             if (assigned != null) ids.rollback(assigned);
             p.endHold(held);
-            c.reply(requestId, failure, why);
+            // The watchdog's cut closes the send queue right behind its TIMEOUT (id 0): no
+            // reply of this ATTACH's own, which only a race with that close could have let
+            // out, before the connection's TIMEOUT (PROTOCOL.md section 8).
+            if (failure != ErrorCode.TIMEOUT) c.reply(requestId, failure, why);
             return;
         }
         if (listeners.isEmpty()) return; // no event object per round when nobody listens

@@ -13,6 +13,7 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -20,6 +21,7 @@ import java.util.concurrent.Executors;
 import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.BiConsumer;
 import java.util.function.Predicate;
 
@@ -70,6 +72,7 @@ class AttachRollbackTest {
     void tearDown() {
         cutoff.shutdownNow();
         SharingServer.failAttachAt = null;
+        IdleWatchdog.beforeTimeOut = c -> {};
         SendQueue.beforeDirectSend = directSend;
         SendQueue.beforeSend = queuedSend;
         IpcTestSupport.deleteTree(sock.getParent());
@@ -320,6 +323,46 @@ class AttachRollbackTest {
                 assertArrayEquals(new int[] {1, 1, 1}, d.flags());
                 release(s, d.leaseId());
             }
+        }
+    }
+    /**
+     * An ATTACH the reader is still working on when the idle timeout cuts the connection
+     * (PROTOCOL.md section 8): no DESCRIPTOR, no lease, no reply of its own; the client reads
+     * the connection's TIMEOUT (request id 0), then the end of the stream; its fresh ids and
+     * its export's fds go.
+     */
+    @Test
+    void anAttachMetByTheIdleCutGetsOnlyTheConnectionsTimeout() throws Exception {
+        AtomicReference<ServerConnection> cut = new AtomicReference<>();
+        try (IpcTestSupport.ThreeChunks owner = new IpcTestSupport.ThreeChunks();
+             SharingServer server = SharingServer.builder(sock).idleTimeout(Duration.ofMillis(200)).build()) {
+            server.publish("three", owner.buffer);
+            Map<String, Integer> fds = IpcTestSupport.fdSnapshot();
+            IdleWatchdog.beforeTimeOut = cut::set;
+            // At "frame" (ids assigned, the export's fds open) the reader waits for the cut.
+            SharingServer.failAttachAt = step -> {
+                if (!step.equals("frame")) return false;
+                try {
+                    IpcTestSupport.await("the idle cut", 10, () -> cut.get() != null && cut.get().isEnding());
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                }
+                return false;
+            };
+            FdSocket s = helloV2();
+            int attachId = nextId;
+            s.send(frame2(3, nextId++, str("three")), null);
+            try (Frame f = FrameIO.read(s)) {
+                assertNotNull(f, "the connection ended without its TIMEOUT");
+                assertSame(FrameType.ERROR, f.type, "got " + f);
+                assertEquals(0, f.requestId, "the connection's TIMEOUT, not a reply to ATTACH " + attachId);
+                assertEquals(ErrorCode.TIMEOUT, ((Messages.Error) f.message).errorCode(), f.toString());
+                assertEquals(0, f.fdCount());
+            }
+            assertNull(FrameIO.read(s), "nothing after the connection's TIMEOUT but the end of the stream");
+            s.close();
+            IpcTestSupport.await("the connection to end", 10, () -> server.connectionCount() == 0);
+            assertNothingLeft(server, 0, 0, fds, "after the cut ATTACH");
         }
     }
 }
