@@ -45,6 +45,9 @@ public final class BufferLease implements AutoCloseable {
      * throws or returns null gives a fixed text naming that: this never throws, so a refused
      * close still says why it refused).
      */
+    /** The most of a failed description's exception text {@link #holder()} quotes. */
+    private static final int MAX_FAILURE_TEXT = 200;
+
     @SuppressWarnings("unchecked")
     public String holder() {
         if (holder instanceof String s) return s;
@@ -54,7 +57,12 @@ public final class BufferLease implements AutoCloseable {
         } catch (RuntimeException | Error e) {
             // An Error too (an assertion, a stack overflow in the caller's description): it is
             // a diagnostic text, and a refused close must still refuse with its own message.
-            return "(holder description unavailable: " + e + ")";
+            // Bounded: a supplier that closes its own buffer fails with the refusal, whose
+            // message holds this text again, down to a stack overflow (an independent probe:
+            // a 378 KB message).
+            String why = String.valueOf(e);
+            if (why.length() > MAX_FAILURE_TEXT) why = why.substring(0, MAX_FAILURE_TEXT) + "...";
+            return "(holder description unavailable: " + why + ")";
         }
         return text == null ? "(no holder description)" : text;
     }

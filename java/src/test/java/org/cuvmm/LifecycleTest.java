@@ -116,6 +116,20 @@ class LifecycleTest {
                     && refusedByError.getMessage().contains("description failed"), refusedByError.getMessage());
             assertTrue(erring.toString().contains("holder description unavailable"), erring.toString());
             erring.close();
+            // A supplier that closes its own buffer: each refusal asks it again, down to a stack
+            // overflow; the message stays short (an independent probe: 330-378 KB before).
+            BufferLease reentrant = b.leaseDescribedBy(() -> {
+                b.close();
+                return "unreachable";
+            });
+            IllegalStateException refusedReentrant = assertThrows(IllegalStateException.class, b::close);
+            assertTrue(refusedReentrant.getMessage().length() < 2000, "message of "
+                    + refusedReentrant.getMessage().length() + " chars: "
+                    + refusedReentrant.getMessage().substring(0, 300));
+            assertTrue(refusedReentrant.getMessage().contains("holder description unavailable"),
+                    refusedReentrant.getMessage());
+            assertFalse(b.isClosed(), "the refused close leaves the buffer open");
+            reentrant.close();
             BufferLease nothing = b.leaseDescribedBy(() -> null);
             assertEquals("(no holder description)", nothing.holder());
             nothing.close();
