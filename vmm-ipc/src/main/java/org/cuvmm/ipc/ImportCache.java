@@ -161,7 +161,9 @@ public final class ImportCache {
             int kept = 0;
             for (Id r : ids.values()) if (r.fd >= 0) kept++;
             int held = 0;
-            for (Id r : ids.values()) if (r.state != State.FORGETTING) held++;
+            // Not one the server let go of: FORGOTTEN read, or the connection ended (a probe:
+            // still counted after the end while a lease mapped it).
+            for (Id r : ids.values()) if (r.state != State.FORGETTING && !r.gone) held++;
             return new Stats(hits, misses, entries.size(), bytes, held, kept, evictions, forgets, fdsReceived);
         }
     }

@@ -243,6 +243,36 @@ class ImportCacheTest {
     }
 
     /**
+     * After the connection ends the client holds no id on any server, also while a lease of
+     * that connection still maps the memory (a probe: idsHeld stayed 1 until the attachment closed).
+     */
+    @Test
+    void noIdIsHeldOnceTheConnectionEnded() throws Exception {
+        SharingClient c;
+        Attachment a;
+        try (SharingServer server = SharingServer.builder(sock).build()) {
+            VirtualMemoryBuffer b = resource.allocate(resource.granularity());
+            BytePattern.fill(b, 9);
+            server.publish("b", b);
+            c = SharingClient.connect(sock);
+            a = c.attach("b", resource);
+            assertEquals(1, c.importCache().stats().idsHeld());
+            server.unpublish("b");
+            b.closeWhenUnused();
+        }
+        try {
+            await("the client to see the end", 10, () -> !c.isConnected());
+            ImportCache.Stats s = c.importCache().stats();
+            assertEquals(0, s.idsHeld(), s.toString());
+            BytePattern.verify(a.buffer(), 9); // the attachment still reads what it mapped
+        } finally {
+            a.close();
+            c.close();
+        }
+        assertEquals(0, c.importCache().stats().fdsKept());
+    }
+
+    /**
      * A fake version-2 server sends EVICT while the client holds a lease on the cached
      * mapping: the mapping stays (readable, no FORGET) until the lease ends; then RELEASE and
      * FORGET both go out.
