@@ -19,7 +19,9 @@ import java.lang.management.BufferPoolMXBean;
  * any process maps it: an exported buffer's allocations may still be mapped by consumers
  * (protocol version 2 keeps them mapped in the consumer's import cache until the server's
  * EVICT is acknowledged). The sharing server counts them: {@code
- * org.cuvmm.ipc.SharingServer.stats()}, "released, still mapped by N consumers".
+ * org.cuvmm.ipc.SharingServer.stats()}, "released, still mapped by N consumers", and in JMX
+ * its {@code org.cuvmm.ipc.SharingServerMXBean} ({@code org.cuvmm:type=SharingServer,...},
+ * registered when the server is built with {@code registerMBean(true)}).
  */
 public interface VirtualMemoryPoolMXBean extends BufferPoolMXBean {
     /** The pool's name ({@link VirtualMemoryPool#name()}). */

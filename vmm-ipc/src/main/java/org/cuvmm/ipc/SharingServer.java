@@ -68,6 +68,7 @@ import org.cuvmm.VirtualMemoryBuffer;
  * nothing. When the producer really releases an allocation a version-2 consumer holds, the
  * server sends an EVICT; until the consumer's FORGET, {@link #stats()} counts it as
  * "released, still mapped": the physical memory stays alive while any process maps it.
+ * {@link Builder#registerMBean(boolean)} shows the same in JMX ({@link SharingServerMXBean}).
  *
  * <p>The server does not own published buffers. Each lease holds a {@link BufferLease} on
  * the published buffer, so the owner's {@code close()} refuses while a consumer holds it
@@ -126,6 +127,9 @@ public final class SharingServer implements AutoCloseable {
      */
     private AutoCloseable releaseRegistration;
     private final Object releaseLock = new Object();
+    /** The bean's name while registered, else null; taken once by {@link #unregisterMBean()}. */
+    private final java.util.concurrent.atomic.AtomicReference<javax.management.ObjectName> registeredName =
+            new java.util.concurrent.atomic.AtomicReference<>();
 
     private SharingServer(Builder b, FdServerSocket socket) {
         ErrorPathClasses.load(); // before any connection can need an ERROR at the fd limit
@@ -159,6 +163,7 @@ public final class SharingServer implements AutoCloseable {
         private int maxIdsPerConnection = DEFAULT_MAX_IDS_PER_CONNECTION;
         private int maxProtocolVersion = Protocol.LATEST_VERSION;
         private final List<SharingListener> listeners = new ArrayList<>();
+        private boolean registerMBean;
 
         private Builder(Path path) {
             this.path = FdSocket.checkPath(path);
@@ -281,6 +286,17 @@ public final class SharingServer implements AutoCloseable {
         }
 
         /**
+         * Registers a {@link SharingServerMXBean} (connections, leases, ids, and the memory
+         * "released, still mapped by N consumers") with the platform MBean server under {@link
+         * SharingServer#objectName()}, unregistered by {@link SharingServer#close()}. Default
+         * false: no JMX at all (the platform MBean server is never touched).
+         */
+        public Builder registerMBean(boolean register) {
+            registerMBean = register;
+            return this;
+        }
+
+        /**
          * Binds the socket and starts accepting.
          *
          * @throws IllegalArgumentException when a {@link #socketFileGroup} is set with a mode
@@ -300,6 +316,14 @@ public final class SharingServer implements AutoCloseable {
             }
             FdServerSocket s = FdServerSocket.bind(path, fileMode, fileGroup, backlog);
             SharingServer server = new SharingServer(this, s);
+            if (registerMBean) {
+                try {
+                    server.registerMBean();
+                } catch (RuntimeException | Error e) {
+                    server.close(); // nothing accepted yet: releases the socket and its file
+                    throw e;
+                }
+            }
             server.acceptThread.start();
             return server;
         }
@@ -388,6 +412,47 @@ public final class SharingServer implements AutoCloseable {
     /** The socket file's absolute path. */
     public Path socketPath() { return listenSocket.path(); }
 
+    /**
+     * The name of this server's {@link SharingServerMXBean}: {@code
+     * org.cuvmm:type=SharingServer,name=<the socket path, quoted>}; registered only when the
+     * builder asked for it ({@link Builder#registerMBean(boolean)}).
+     */
+    public javax.management.ObjectName objectName() {
+        try {
+            return new javax.management.ObjectName(org.cuvmm.pool.VirtualMemoryPool.JMX_DOMAIN
+                    + ":type=SharingServer,name=" + javax.management.ObjectName.quote(socketPath().toString()));
+        } catch (javax.management.MalformedObjectNameException e) {
+            throw new IllegalStateException("socket path " + socketPath() + " makes no ObjectName: " + e, e);
+        }
+    }
+
+
+    private void registerMBean() {
+        javax.management.ObjectName name = objectName();
+        try {
+            java.lang.management.ManagementFactory.getPlatformMBeanServer().registerMBean(
+                    new javax.management.StandardMBean(new SharingServerMXBeanImpl(this), SharingServerMXBean.class,
+                            true), name);
+        } catch (javax.management.InstanceAlreadyExistsException e) {
+            throw new IllegalStateException("registerMBean: " + name + " is already registered (expected: no other "
+                    + "registered bean for this socket path; close the server that registered it first)", e);
+        } catch (javax.management.JMException e) {
+            throw new IllegalStateException("registering " + name + " failed: " + e, e);
+        }
+        registeredName.set(name);
+    }
+
+    /** Never throws: a failure is logged (close goes on). No JMX call when nothing was registered. */
+    private void unregisterMBean() {
+        javax.management.ObjectName name = registeredName.getAndSet(null);
+        if (name == null) return;
+        try {
+            java.lang.management.ManagementFactory.getPlatformMBeanServer().unregisterMBean(name);
+        } catch (javax.management.JMException | RuntimeException | LinkageError e) {
+            log(System.Logger.Level.WARNING, "unregistering " + name + " failed: " + e, e);
+        }
+    }
+
     /** Most allocation ids one version-2 connection may hold ({@link Builder#maxIdsPerConnection(int)}). */
     public int maxIdsPerConnection() { return maxIdsPerConnection; }
 
@@ -471,6 +536,7 @@ public final class SharingServer implements AutoCloseable {
             return;
         }
         try {
+            unregisterMBean();
             listenSocket.close();
             watchdog.close();
             AutoCloseable notices;

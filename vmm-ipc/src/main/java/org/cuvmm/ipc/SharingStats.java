@@ -12,6 +12,11 @@ import java.util.List;
  * it: the producer's own accounting (its pool's stats and MXBean) no longer shows those
  * bytes, but they are not free until every consumer named in {@code consumers} has
  * unmapped them (or died). A consumer that holds a lease on them unmaps after its RELEASE.
+ * The server counts a consumer until its FORGET or the end of its connection: one whose
+ * connection ended first (closed, or cut by the idle timeout while it held ids but no lease)
+ * is no longer counted, though it may still map the memory until it reads that end (a Java
+ * client then unmaps its idle cached entries; an attachment still open keeps its mapping
+ * until closed). JMX shows the same figures: {@link SharingServerMXBean}.
  *
  * @param connections one entry per connection being served
  * @param releasedStillMapped the allocations released by the producer and still held by
