@@ -82,7 +82,9 @@ public final class FdServerSocket implements Closeable {
      *
      * @throws IllegalArgumentException when the path is too long for a socket address
      * @throws IOException when a live server answers at {@code path}, the path exists and is
-     *     not a socket, its directory does not exist, or binding fails (each message says which)
+     *     not a socket, its directory does not exist or is not a directory, this process may
+     *     not create a file there ("Permission denied"), or binding fails (each message names
+     *     the path, says which and what to do)
      */
     public static FdServerSocket bind(Path path) throws IOException {
         return bind(path, DEFAULT_FILE_MODE, null, DEFAULT_BACKLOG);
@@ -106,10 +108,18 @@ public final class FdServerSocket implements Closeable {
         FdSocket.checkPath(target);
         NativeIo.posix();
         Path dir = target.getParent();
-        if (dir == null || !Files.isDirectory(dir)) {
-            throw new IOException("cannot bind " + target + ": directory " + dir + " does not exist");
+        if (dir == null || !Files.exists(dir)) {
+            throw new IOException("cannot bind " + target + ": directory " + dir + " does not exist (create it first, "
+                    + "or choose another path)");
         }
-        removeStale(target);
+        if (!Files.isDirectory(dir)) {
+            throw new IOException("cannot bind " + target + ": " + dir + " is not a directory (choose another path)");
+        }
+        try {
+            removeStale(target);
+        } catch (java.nio.file.FileSystemException e) {
+            throw explained(target, "cannot look at " + (e.getFile() != null ? e.getFile() : target), e);
+        }
         UnixServerSocketChannel ch = UnixServerSocketChannel.open();
         try {
             Path privateDir = dir.resolve(String.format(".cuvmm-%08x", RANDOM.nextInt()));
@@ -158,7 +168,15 @@ public final class FdServerSocket implements Closeable {
     private static void bindViaPrivateDirectory(UnixServerSocketChannel ch, Path privateDir, Path privatePath,
                                                 Path target, int fileMode, String group, int backlog)
             throws IOException {
-        Files.createDirectory(privateDir, PosixFilePermissions.asFileAttribute(PosixFilePermissions.fromString("rwx------")));
+        try {
+            Files.createDirectory(privateDir, PosixFilePermissions.asFileAttribute(
+                    PosixFilePermissions.fromString("rwx------")));
+        } catch (java.nio.file.FileSystemException e) {
+            // The message named only the private directory (an independent probe: "cuvmm serve:
+            // /tmp/ro/.cuvmm-fde00ad6" for a directory this user cannot write).
+            throw explained(target, "cannot create a file in " + target.getParent() + " (its private directory "
+                    + privateDir.getFileName() + ")", e);
+        }
         try {
             ch.socket().bind(new UnixSocketAddress(privatePath.toFile()), backlog);
             Files.setPosixFilePermissions(privatePath, PosixFilePermissions.fromString("rw-------"));
@@ -175,6 +193,8 @@ public final class FdServerSocket implements Closeable {
                 Files.move(privatePath, target, StandardCopyOption.ATOMIC_MOVE);
             }
         } catch (IOException e) {
+            // Ours already names the path (it said "cannot bind X: cannot bind X: ..." before).
+            if (e.getMessage() != null && e.getMessage().startsWith("cannot bind " + target + ": ")) throw e;
             throw new IOException("cannot bind " + target + ": " + e.getMessage(), e);
         } finally {
             Files.deleteIfExists(privatePath);
@@ -249,6 +269,23 @@ public final class FdServerSocket implements Closeable {
     }
 
     /** Unlinks a dead server's socket at {@code target}; refuses a live one or a non-socket. */
+    /**
+     * A file-system failure while binding {@code target}, said in words: what was being done,
+     * the file, the reason ("Permission denied" rather than a bare path, which is all an
+     * AccessDeniedException's message holds) and what to do.
+     */
+    private static IOException explained(Path target, String what, java.nio.file.FileSystemException e) {
+        String reason = e.getReason() != null ? e.getReason()
+                : e instanceof java.nio.file.AccessDeniedException ? "Permission denied"
+                : e instanceof NoSuchFileException ? "No such file or directory"
+                : e.getClass().getSimpleName();
+        String hint = reason.toLowerCase(java.util.Locale.ROOT).contains("permission")
+                ? " (expected: a directory this process may write to and search; choose another path, or run as a "
+                        + "user who may)"
+                : " (choose another path)";
+        return new IOException("cannot bind " + target + ": " + what + ": " + reason + hint, e);
+    }
+
     private static void removeStale(Path target) throws IOException {
         Map<String, Object> a;
         try {

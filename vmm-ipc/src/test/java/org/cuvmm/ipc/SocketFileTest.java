@@ -110,6 +110,27 @@ class SocketFileTest {
         assertTrue(e.getMessage().contains("does not exist"), e.getMessage());
     }
 
+    /**
+     * A directory where no socket can be made (an independent probe: the message was only the
+     * private directory's path, "/proc/.cuvmm-087db014", for /proc and for a directory the
+     * user may not write), and a path under a regular file ("does not exist" before).
+     */
+    @Test
+    void aDirectoryWhereNothingCanBeCreatedIsExplained() throws Exception {
+        Path inProc = Path.of("/proc/cuvmm-test.sock");
+        IOException e = assertThrows(IOException.class, () -> SharingServer.builder(inProc).build());
+        assertTrue(e.getMessage().startsWith("cannot bind /proc/cuvmm-test.sock: cannot create a file in /proc (its "
+                + "private directory .cuvmm-"), e.getMessage());
+        assertTrue(e.getMessage().endsWith("(choose another path)") || e.getMessage().contains("(expected: a directory "
+                + "this process may write to"), e.getMessage());
+        Path file = sock.getParent().resolve("plain-file");
+        Files.writeString(file, "x");
+        IOException under = assertThrows(IOException.class,
+                () -> SharingServer.builder(file.resolve("s.sock")).build());
+        assertEquals("cannot bind " + file.resolve("s.sock") + ": " + file + " is not a directory (choose another path)",
+                under.getMessage());
+    }
+
     /** Says HELLO; ok when HELLO_OK comes back. */
     private static final class Stream implements AutoCloseable {
         final boolean ok;
