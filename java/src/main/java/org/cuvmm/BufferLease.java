@@ -34,6 +34,9 @@ public final class BufferLease implements AutoCloseable {
      */
     private final int hash = java.util.concurrent.ThreadLocalRandom.current().nextInt();
 
+    /** The most of a failed description's exception text {@link #holder()} quotes. */
+    private static final int MAX_FAILURE_TEXT = 200;
+
     BufferLease(VirtualMemoryBuffer buffer, Object holder) {
         this.buffer = buffer;
         this.holder = holder;
@@ -45,9 +48,6 @@ public final class BufferLease implements AutoCloseable {
      * throws or returns null gives a fixed text naming that: this never throws, so a refused
      * close still says why it refused).
      */
-    /** The most of a failed description's exception text {@link #holder()} quotes. */
-    private static final int MAX_FAILURE_TEXT = 200;
-
     @SuppressWarnings("unchecked")
     public String holder() {
         if (holder instanceof String s) return s;

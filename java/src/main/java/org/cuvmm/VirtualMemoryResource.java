@@ -161,11 +161,14 @@ public final class VirtualMemoryResource implements AutoCloseable {
             if (st.code() != 0) {
                 CudaException e = NativeCalls.toException(st);
                 spec.close();
-                // The driver says only INVALID_VALUE or NOT_SUPPORTED: name what it was asked
-                // (an independent probe: a MANAGED type and a missing NUMA node named nothing).
+                // Only the granularity query judges the options (the spec's other steps, the
+                // context's retain say, fail for other reasons): the driver says only
+                // INVALID_VALUE or NOT_SUPPORTED, so name what it was asked (an independent
+                // probe: a MANAGED type and a missing NUMA node named nothing).
+                if (!"cuMemGetAllocationGranularity".equals(e.call())) throw e;
                 String expected = o.allocationType() != AllocationType.PINNED
                         ? "allocationType PINNED: cuMemCreate takes no other"
-                        : o.locationType() == LocationType.HOST_NUMA
+                        : o.locationType() == LocationType.HOST_NUMA && e.resultName().equals("CUDA_ERROR_INVALID_VALUE")
                                 ? "a locationId that is a NUMA node of this machine (/sys/devices/system/node)"
                                 : "options this device and driver support";
                 throw e.withDetail("the driver refused the options allocationType " + o.allocationType()

@@ -123,9 +123,9 @@ class LifecycleTest {
                 return "unreachable";
             });
             IllegalStateException refusedReentrant = assertThrows(IllegalStateException.class, b::close);
-            assertTrue(refusedReentrant.getMessage().length() < 2000, "message of "
-                    + refusedReentrant.getMessage().length() + " chars: "
-                    + refusedReentrant.getMessage().substring(0, 300));
+            String text = refusedReentrant.getMessage();
+            assertTrue(text.length() < 2000, () -> "message of " + text.length() + " chars: "
+                    + text.substring(0, Math.min(300, text.length())));
             assertTrue(refusedReentrant.getMessage().contains("holder description unavailable"),
                     refusedReentrant.getMessage());
             assertFalse(b.isClosed(), "the refused close leaves the buffer open");

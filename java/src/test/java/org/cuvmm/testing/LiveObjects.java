@@ -56,7 +56,7 @@ public final class LiveObjects {
     }
 
     /** The counts now above {@code expected}, with their values now. */
-    private static Map<String, Long> above(Map<String, Long> expected) {
+    public static Map<String, Long> above(Map<String, Long> expected) {
         Map<String, Long> above = new TreeMap<>();
         now().forEach((k, v) -> { if (v > expected.getOrDefault(k, 0L)) above.put(k, v); });
         return above;

@@ -60,6 +60,11 @@ public final class FdServerSocket implements Closeable {
     private static final int S_IFSOCK = 0140000;
     private static final Object UMASK_LOCK = new Object();
     private static final SecureRandom RANDOM = new SecureRandom();
+    /** What to do after a refusal by the file system (a bind's messages end with one). */
+    private static final String WRITE_HINT = " (expected: a directory this process may write to; choose another "
+            + "path, or run as a user who may)";
+    private static final String SEARCH_HINT = " (expected: a path whose directories this process may search; "
+            + "choose another path, or run as a user who may)";
 
     private final UnixServerSocketChannel channel;
     private final Path path;
@@ -108,18 +113,24 @@ public final class FdServerSocket implements Closeable {
         FdSocket.checkPath(target);
         NativeIo.posix();
         Path dir = target.getParent();
-        if (dir == null || !Files.exists(dir)) {
+        java.nio.file.attribute.BasicFileAttributes dirAttributes;
+        try {
+            // Not Files.exists: it answers false for a directory it may not look at (a review).
+            dirAttributes = dir == null ? null : Files.readAttributes(dir,
+                    java.nio.file.attribute.BasicFileAttributes.class);
+        } catch (NoSuchFileException e) {
+            dirAttributes = null;
+        } catch (java.nio.file.FileSystemException e) {
+            throw explained(target, "cannot look at " + dir, e, SEARCH_HINT);
+        }
+        if (dirAttributes == null) {
             throw new IOException("cannot bind " + target + ": directory " + dir + " does not exist (create it first, "
                     + "or choose another path)");
         }
-        if (!Files.isDirectory(dir)) {
+        if (!dirAttributes.isDirectory()) {
             throw new IOException("cannot bind " + target + ": " + dir + " is not a directory (choose another path)");
         }
-        try {
-            removeStale(target);
-        } catch (java.nio.file.FileSystemException e) {
-            throw explained(target, "cannot look at " + (e.getFile() != null ? e.getFile() : target), e);
-        }
+        removeStale(target);
         UnixServerSocketChannel ch = UnixServerSocketChannel.open();
         try {
             Path privateDir = dir.resolve(String.format(".cuvmm-%08x", RANDOM.nextInt()));
@@ -175,7 +186,7 @@ public final class FdServerSocket implements Closeable {
             // The message named only the private directory (an independent probe: "cuvmm serve:
             // /tmp/ro/.cuvmm-fde00ad6" for a directory this user cannot write).
             throw explained(target, "cannot create a file in " + target.getParent() + " (its private directory "
-                    + privateDir.getFileName() + ")", e);
+                    + privateDir.getFileName() + ")", e, WRITE_HINT);
         }
         try {
             ch.socket().bind(new UnixSocketAddress(privatePath.toFile()), backlog);
@@ -209,7 +220,9 @@ public final class FdServerSocket implements Closeable {
             try {
                 ch.socket().bind(new UnixSocketAddress(target.toFile()), backlog);
             } catch (IOException e) {
-                throw new IOException("cannot bind " + target + ": " + e.getMessage(), e);
+                String m = String.valueOf(e.getMessage());
+                throw new IOException("cannot bind " + target + ": " + m
+                        + (m.toLowerCase(java.util.Locale.ROOT).contains("permission") ? WRITE_HINT : ""), e);
             } finally {
                 NativeIo.posix().umask(old);
             }
@@ -268,30 +281,28 @@ public final class FdServerSocket implements Closeable {
         return a.get("dev") + ":" + a.get("ino");
     }
 
-    /** Unlinks a dead server's socket at {@code target}; refuses a live one or a non-socket. */
     /**
      * A file-system failure while binding {@code target}, said in words: what was being done,
-     * the file, the reason ("Permission denied" rather than a bare path, which is all an
-     * AccessDeniedException's message holds) and what to do.
+     * the reason ("Permission denied" rather than a bare path, which is all an
+     * AccessDeniedException's message holds) and {@code hint} (what to do).
      */
-    private static IOException explained(Path target, String what, java.nio.file.FileSystemException e) {
+    private static IOException explained(Path target, String what, java.nio.file.FileSystemException e, String hint) {
         String reason = e.getReason() != null ? e.getReason()
                 : e instanceof java.nio.file.AccessDeniedException ? "Permission denied"
                 : e instanceof NoSuchFileException ? "No such file or directory"
                 : e.getClass().getSimpleName();
-        String hint = reason.toLowerCase(java.util.Locale.ROOT).contains("permission")
-                ? " (expected: a directory this process may write to and search; choose another path, or run as a "
-                        + "user who may)"
-                : " (choose another path)";
         return new IOException("cannot bind " + target + ": " + what + ": " + reason + hint, e);
     }
 
+    /** Unlinks a dead server's socket at {@code target}; refuses a live one or a non-socket. */
     private static void removeStale(Path target) throws IOException {
         Map<String, Object> a;
         try {
             a = Files.readAttributes(target, "unix:mode", LinkOption.NOFOLLOW_LINKS);
         } catch (NoSuchFileException e) {
             return;
+        } catch (java.nio.file.FileSystemException e) {
+            throw explained(target, "cannot look at " + target, e, SEARCH_HINT);
         }
         int mode = (Integer) a.get("mode");
         if ((mode & S_IFMT) != S_IFSOCK) {
@@ -301,7 +312,12 @@ public final class FdServerSocket implements Closeable {
         // Decided by connect's errno, never by the words of a (possibly localized) message.
         int errno = SocketProbe.connectErrno(target);
         if (errno == SocketProbe.ECONNREFUSED) {
-            Files.deleteIfExists(target);
+            try {
+                Files.deleteIfExists(target);
+            } catch (java.nio.file.FileSystemException e) {
+                throw explained(target, "cannot remove the dead server's socket there", e, " (remove it as its owner "
+                        + "or as root, or choose another path)");
+            }
             return;
         }
         if (errno == SocketProbe.ENOENT) return;

@@ -217,6 +217,34 @@ final class SendQueue {
     }
 
     /**
+     * {@link #offer} of {@code item} and {@link #finish()} under one lock: nothing another
+     * thread queues can come after {@code item} (the watchdog's TIMEOUT is the last frame of a
+     * connection it cuts: PROTOCOL.md section 8). False (item released) when it found no room;
+     * the queue is finishing either way. Never blocks.
+     */
+    boolean offerLast(Item item) {
+        boolean queued = false;
+        boolean full;
+        lock.lock();
+        try {
+            if (!dead && !finishing && queue.size() < capacity) {
+                queue.addLast(item);
+                queued = true;
+            }
+            finishing = true;
+            full = queue.size() >= capacity;
+            work.signal();
+            room.signalAll(); // a reader in awaitRoom or put stops waiting: nothing more is queued
+        } finally {
+            lock.unlock();
+        }
+        if (!queued) item.release();
+        if (dead) drain();
+        if (full) socket.shutdown();
+        return queued;
+    }
+
+    /**
      * Queues {@code item}, waiting for room while the writer lives, then {@link #flush()}es.
      * Only the connection's reader calls this (it may send). False (item released) if the
      * writer died or the queue is finishing.

@@ -116,8 +116,8 @@ final class ServerConnection {
      * Ends a connection that did not speak in time (called by the {@link IdleWatchdog}), unless
      * it now holds a lease or a frame arrived since the watchdog read {@code seenLastFrame}
      * (then false: nothing done, the watchdog looks again). Otherwise marks it ending (from
-     * then on an ATTACH is refused with {@code TIMEOUT}), queues an ERROR {@code TIMEOUT}
-     * (request id 0) and lets the writer send it and close the socket, which wakes the
+     * then on an ATTACH gets no lease and no reply of its own), queues an ERROR {@code TIMEOUT}
+     * (request id 0) as the connection's last frame and lets the writer send it and close the socket, which wakes the
      * reader, which ends the connection and reports the timeout to the listeners (on the
      * reader's thread, like every other event of the connection). Never blocks.
      */
@@ -127,14 +127,15 @@ final class ServerConnection {
             ending = true;
             timeoutReason = why; // reported by the reader in end(): listeners never run on the watchdog
         }
-        out.offer(new SendQueue.Item(encode(new Messages.Error(ErrorCode.TIMEOUT, why), 0), null, null));
-        out.finish();
+        // One step: a reply the reader queues meanwhile goes before this TIMEOUT, never after.
+        out.offerLast(new SendQueue.Item(encode(new Messages.Error(ErrorCode.TIMEOUT, why), 0), null, null));
         return true;
     }
 
     /**
      * Records a lease unless the connection is ending (then false, nothing recorded: the
-     * caller answers TIMEOUT). Called by the reader, under the publication's monitor.
+     * caller sends no reply, the connection's TIMEOUT answers). Called by the reader, under the
+     * publication's monitor.
      */
     boolean addLeaseUnlessEnding(long leaseId, Publication.Lease lease) {
         synchronized (bookkeeping) {

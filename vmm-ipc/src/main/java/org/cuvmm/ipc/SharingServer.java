@@ -289,7 +289,8 @@ public final class SharingServer implements AutoCloseable {
          * Registers a {@link SharingServerMXBean} (connections, leases, ids, and the memory
          * "released, still mapped by N consumers") with the platform MBean server under {@link
          * SharingServer#objectName()}, unregistered by {@link SharingServer#close()}. Default
-         * false: no JMX at all (the platform MBean server is never touched).
+         * false: no JMX at all (the platform MBean server is never touched). {@link #build()}
+         * throws {@code IllegalStateException} when another bean holds that name.
          */
         public Builder registerMBean(boolean register) {
             registerMBean = register;
@@ -301,6 +302,8 @@ public final class SharingServer implements AutoCloseable {
          *
          * @throws IllegalArgumentException when a {@link #socketFileGroup} is set with a mode
          *     that gives the group no access (0600, 0606)
+         * @throws IllegalStateException with {@link #registerMBean(boolean) registerMBean(true)},
+         *     when a bean is already registered under the name (nothing is left bound)
          * @throws IOException when a live server answers at the path, or binding fails
          */
         public SharingServer build() throws IOException {
@@ -316,15 +319,15 @@ public final class SharingServer implements AutoCloseable {
             }
             FdServerSocket s = FdServerSocket.bind(path, fileMode, fileGroup, backlog);
             SharingServer server = new SharingServer(this, s);
-            if (registerMBean) {
-                try {
-                    server.registerMBean();
-                } catch (RuntimeException | Error e) {
-                    server.close(); // nothing accepted yet: releases the socket and its file
-                    throw e;
-                }
+            try {
+                if (registerMBean) server.registerMBean();
+                server.acceptThread.start();
+            } catch (RuntimeException | Error e) {
+                // Nothing accepted yet: releases the socket, its file and the bean (the caller
+                // never gets this server, so nothing else could close it).
+                server.close();
+                throw e;
             }
-            server.acceptThread.start();
             return server;
         }
     }

@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Path;
 import java.util.Map;
-import java.util.TreeMap;
 
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
@@ -19,15 +18,6 @@ import org.junit.jupiter.api.Test;
  * counted as held; it went a moment later).
  */
 class CloseUnmapsCacheTest {
-    /** The counts in {@code now} above those in {@code base}. */
-    private static Map<String, Long> above(Map<String, Long> now, Map<String, Long> base) {
-        Map<String, Long> above = new TreeMap<>();
-        now.forEach((k, v) -> {
-            if (v > base.getOrDefault(k, 0L)) above.put(k, v);
-        });
-        return above;
-    }
-
     @Test
     void nothingTheCacheKeptIsMappedWhenCloseReturns() throws Exception {
         Path sock = IpcTestSupport.socketPath();
@@ -50,12 +40,12 @@ class CloseUnmapsCacheTest {
                     c.close();
                     Map<String, Long> now = LiveObjects.now();
                     ImportCache.Stats s = c.importCache().stats();
-                    if (!above(now, base).isEmpty() || s.entries() != 0 || s.idsHeld() != 0 || s.fdsKept() != 0) {
+                    if (!LiveObjects.above(base).isEmpty() || s.entries() != 0 || s.idsHeld() != 0 || s.fdsKept() != 0) {
                         left++;
                         if (sample == null) sample = "round " + i + ": live " + now + " vs " + base + ", cache " + s;
                         Map<String, Long> from = base;
                         IpcTestSupport.await("the late unmap (first: " + sample + ")", 10,
-                                () -> above(LiveObjects.now(), from).isEmpty());
+                                () -> LiveObjects.above(from).isEmpty());
                     } else if (!now.equals(base)) {
                         // The counts are the process's: an earlier test's objects (a view the GC
                         // collects, a server ending a connection) may go while this runs. Fewer
