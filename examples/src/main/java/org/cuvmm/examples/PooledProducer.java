@@ -126,14 +126,20 @@ public final class PooledProducer {
     public record Result(List<Round> rounds, boolean ok) {}
 
     public static void main(String[] args) throws InterruptedException {
-        Path socket = args.length > 0 ? Path.of(args[0]) : defaultSocket();
+        String usage = "PooledProducer [SOCKET [ROUNDS [CONSUMERS]]]";
+        if (ExampleArgs.wantsHelp(args)) {
+            ExampleArgs.printUsage(usage);
+            return;
+        }
+        Path socket;
         int rounds;
         int consumers;
         try {
+            socket = ExampleArgs.socketPath(args, 0, defaultSocket());
             rounds = ExampleArgs.wholeNumber(args, 1, "ROUNDS", DEFAULT_ROUNDS, 1);
             consumers = ExampleArgs.wholeNumber(args, 2, "CONSUMERS", 1, 1);
         } catch (IllegalArgumentException e) {
-            ExampleArgs.exitWithUsage("PooledProducer", e, "PooledProducer [SOCKET [ROUNDS [CONSUMERS]]]");
+            ExampleArgs.exitWithUsage("PooledProducer", e, usage);
             return;
         }
 
@@ -326,18 +332,25 @@ public final class PooledProducer {
      * connection, checks every byte against the round's pattern, holds the frame until the
      * producer withdraws it, and releases it.
      *
-     * <p>Exit status: 0 when every frame matched, 1 when one did not, 2 when attaching failed.
+     * <p>Exit status: 0 when every frame matched, 1 when one did not, 2 when attaching failed or
+     * an argument is wrong.
      */
     public static final class Consumer {
         private Consumer() {}
 
         public static void main(String[] args) {
-            Path socket = args.length > 0 ? Path.of(args[0]) : defaultSocket();
+            String usage = "PooledProducer$Consumer [SOCKET [ROUNDS]]";
+            if (ExampleArgs.wantsHelp(args)) {
+                ExampleArgs.printUsage(usage);
+                return;
+            }
+            Path socket;
             int rounds;
             try {
+                socket = ExampleArgs.socketPath(args, 0, defaultSocket());
                 rounds = ExampleArgs.wholeNumber(args, 1, "ROUNDS", DEFAULT_ROUNDS, 1);
             } catch (IllegalArgumentException e) {
-                ExampleArgs.exitWithUsage("PooledProducer.Consumer", e, "PooledProducer$Consumer [SOCKET [ROUNDS]]");
+                ExampleArgs.exitWithUsage("PooledProducer.Consumer", e, usage);
                 return;
             }
             int status = run(socket, rounds, System.out);

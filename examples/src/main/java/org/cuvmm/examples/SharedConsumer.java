@@ -20,17 +20,28 @@ import org.cuvmm.ipc.SharingClient;
  * until Enter (or end of input), or until the producer withdraws it: stop the producer with
  * Ctrl-C meanwhile to see that the memory outlives the producer's hold on it.
  *
- * <p>Exit status: 0 when every byte matched, 1 when one did not, 2 when attaching failed.
+ * <p>Exit status: 0 when every byte matched, 1 when one did not, 2 when attaching failed or
+ * an argument is wrong.
  */
 public final class SharedConsumer {
     private SharedConsumer() {}
 
     public static void main(String[] args) {
+        String usage = "SharedConsumer [SOCKET] [--hold]";
+        if (ExampleArgs.wantsHelp(args)) {
+            ExampleArgs.printUsage(usage);
+            return;
+        }
         Path socket = SharedProducer.defaultSocket();
         boolean hold = false;
-        for (String a : args) {
-            if (a.equals("--hold")) hold = true;
-            else socket = Path.of(a);
+        try {
+            for (String a : args) {
+                if (a.equals("--hold")) hold = true;
+                else socket = ExampleArgs.socketPath(a);
+            }
+        } catch (IllegalArgumentException e) {
+            ExampleArgs.exitWithUsage("SharedConsumer", e, usage);
+            return;
         }
         int status = run(socket, hold, System.in, System.out);
         if (status != 0) System.exit(status);

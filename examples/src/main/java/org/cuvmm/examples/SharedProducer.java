@@ -51,12 +51,18 @@ public final class SharedProducer {
     }
 
     public static void main(String[] args) throws InterruptedException {
-        Path socket = args.length > 0 ? Path.of(args[0]) : defaultSocket();
+        String usage = "SharedProducer [SOCKET [CONSUMERS (0: until Ctrl-C)]]";
+        if (ExampleArgs.wantsHelp(args)) {
+            ExampleArgs.printUsage(usage);
+            return;
+        }
+        Path socket;
         int consumers;
         try {
+            socket = ExampleArgs.socketPath(args, 0, defaultSocket());
             consumers = ExampleArgs.wholeNumber(args, 1, "CONSUMERS", 1, 0); // 0: until Ctrl-C
         } catch (IllegalArgumentException e) {
-            ExampleArgs.exitWithUsage("SharedProducer", e, "SharedProducer [SOCKET [CONSUMERS (0: until Ctrl-C)]]");
+            ExampleArgs.exitWithUsage("SharedProducer", e, usage);
             return;
         }
 

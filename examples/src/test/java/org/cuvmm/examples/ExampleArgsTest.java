@@ -1,7 +1,11 @@
 package org.cuvmm.examples;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Path;
 
 import org.junit.jupiter.api.Test;
 
@@ -25,5 +29,34 @@ class ExampleArgsTest {
         IllegalArgumentException tooSmall = assertThrows(IllegalArgumentException.class,
                 () -> ExampleArgs.wholeNumber(args, 3, "ROUNDS", 5, 1));
         assertEquals("ROUNDS: '0' (expected: a whole number >= 1)", tooSmall.getMessage());
+    }
+
+    /**
+     * The socket path: absent gives the default; an option where the path goes, or a path
+     * over 107 bytes once absolute, is refused naming SOCKET and the value (the path used to
+     * reach the bind, which threw IllegalArgumentException out of main).
+     */
+    @Test
+    void socketPaths() {
+        Path fallback = Path.of("/tmp/d.sock");
+        assertEquals(fallback, ExampleArgs.socketPath(new String[0], 0, fallback), "absent: the default");
+        String longest = "/tmp/" + "a".repeat(97) + ".sock"; // 107 bytes
+        assertEquals(Path.of(longest), ExampleArgs.socketPath(new String[] {longest}, 0, fallback));
+        String tooLong = "/tmp/" + "a".repeat(98) + ".sock";
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> ExampleArgs.socketPath(tooLong));
+        assertEquals("SOCKET: '" + tooLong + "' is 108 bytes as an absolute path (expected: at most 107, the limit "
+                + "of a Unix socket path; use a shorter path, such as one directly under /tmp)", e.getMessage());
+        IllegalArgumentException relative = assertThrows(IllegalArgumentException.class,
+                () -> ExampleArgs.socketPath("a".repeat(107)), "relative: counted as the server binds it, absolute");
+        assertTrue(relative.getMessage().contains("bytes as an absolute path"), relative.getMessage());
+        IllegalArgumentException option = assertThrows(IllegalArgumentException.class,
+                () -> ExampleArgs.socketPath("--hlod"));
+        assertEquals("SOCKET: '--hlod' (expected: the path of a socket file, not an option; --help shows the usage)",
+                option.getMessage());
+        assertThrows(IllegalArgumentException.class, () -> ExampleArgs.socketPath(""));
+        assertTrue(ExampleArgs.wantsHelp(new String[] {"/tmp/s.sock", "-h"}));
+        assertTrue(ExampleArgs.wantsHelp(new String[] {"--help"}));
+        assertFalse(ExampleArgs.wantsHelp(new String[] {"/tmp/s.sock", "--hold"}));
     }
 }
