@@ -1,12 +1,16 @@
 package org.cuvmm.cli.demo;
 
 import java.io.IOException;
+import java.io.UncheckedIOException;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
+import java.util.Comparator;
 import java.util.List;
+import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.stream.Stream;
 
 import org.cuvmm.CudaException;
 import org.cuvmm.VirtualMemoryBuffer;
@@ -38,28 +42,100 @@ public final class ShareDemo implements DemoPart {
 
     @Override
     public void run(DemoRun run) {
-        Path dir = null;
+        // Ctrl-C (SIGINT) or SIGTERM runs the shutdown hooks and then halts the JVM: the finally
+        // below would not run, and the temporary directory (with demo.sock) and the attach
+        // process were left behind (found by an independent probe). The hook stops the child,
+        // which ends this thread's wait for it, waits (bounded) for this thread's cleanup, and
+        // deletes what is still there itself.
+        Cleanup cleanup = new Cleanup();
+        Thread hook = new Thread(cleanup::onSignal, "cuvmm-demo-cleanup");
+        Runtime.getRuntime().addShutdownHook(hook);
         try {
-            dir = Files.createTempDirectory("cuvmm-demo");
-            share(run, dir.resolve("demo.sock"));
+            Path dir = cleanup.createDirectory();
+            share(run, dir.resolve("demo.sock"), cleanup);
         } catch (IOException | CudaException | IllegalStateException | IllegalArgumentException e) {
             run.fail("the sharing part stopped: " + e.getMessage());
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             run.fail("interrupted");
         } finally {
-            if (dir != null) {
-                try {
-                    Files.deleteIfExists(dir.resolve("demo.sock"));
-                    Files.deleteIfExists(dir);
-                } catch (IOException ignored) {
-                    // a temp directory left behind is harmless
-                }
+            cleanup.deleteDirectory();
+            try {
+                Runtime.getRuntime().removeShutdownHook(hook);
+            } catch (IllegalStateException shuttingDown) {
+                // a signal: the hook is waiting for the cleanup just done
             }
         }
     }
 
-    private void share(DemoRun run, Path socket) throws IOException, InterruptedException {
+    /**
+     * What this part leaves to undo: its temporary directory and the attach process. A signal
+     * ({@link #onSignal}, the shutdown hook) stops the child and keeps a new one from starting.
+     */
+    private static final class Cleanup {
+        /** How long the hook waits for the demo's own cleanup before deleting the directory itself. */
+        private static final long WAIT_SECONDS = 10;
+
+        private final CountDownLatch done = new CountDownLatch(1);
+        private Path dir;
+        private Process child;
+        private boolean stopping;
+
+        synchronized Path createDirectory() throws IOException {
+            if (stopping) throw new IllegalStateException("stopped by a signal");
+            dir = Files.createTempDirectory("cuvmm-demo");
+            return dir;
+        }
+
+        /** Starts the child, unless a signal came first. */
+        synchronized Process start(ProcessBuilder builder) throws IOException {
+            if (stopping) throw new IllegalStateException("stopped by a signal");
+            child = builder.start();
+            return child;
+        }
+
+        synchronized boolean stopping() { return stopping; }
+
+        /** The shutdown hook: stop the child, wait for the demo's cleanup, then make sure of it. */
+        void onSignal() {
+            Process c;
+            synchronized (this) {
+                stopping = true;
+                c = child;
+            }
+            try {
+                if (c != null) {
+                    c.destroy(); // SIGTERM; the demo's thread then reads the end of its output
+                    if (!c.waitFor(5, TimeUnit.SECONDS)) c.destroyForcibly();
+                }
+                done.await(WAIT_SECONDS, TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+            deleteDirectory();
+        }
+
+        /** Deletes the directory and whatever is in it (the socket file; a bind's private directory). */
+        void deleteDirectory() {
+            Path d;
+            synchronized (this) {
+                d = dir;
+            }
+            try {
+                if (d != null && Files.exists(d)) {
+                    try (Stream<Path> all = Files.walk(d)) {
+                        for (Path p : all.sorted(Comparator.reverseOrder()).toList()) Files.deleteIfExists(p);
+                    }
+                }
+            } catch (IOException | UncheckedIOException ignored) {
+                // a temporary directory left behind is harmless
+            } finally {
+                done.countDown();
+            }
+        }
+    }
+
+    private void share(DemoRun run, Path socket, Cleanup cleanup) throws IOException, InterruptedException {
         try (VirtualMemoryResource resource = VirtualMemoryResource.create(device);
              VirtualMemoryBuffer first = resource.allocate(2 * MiB);
              VirtualMemoryBuffer second = resource.modifyAllocation(first, 4 * MiB);
@@ -78,7 +154,7 @@ public final class ShareDemo implements DemoPart {
             cmd.add("org.cuvmm.cli.Main");
             cmd.addAll(List.of("attach", "--socket", socket.toString(), "--name", "demo", "--verify", "--seed",
                     String.valueOf(SEED), "--write-seed", String.valueOf(WRITE_SEED)));
-            Process child = new ProcessBuilder(cmd).redirectErrorStream(true).start();
+            Process child = cleanup.start(new ProcessBuilder(cmd).redirectErrorStream(true));
             String childOut = new String(child.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
             boolean finished = child.waitFor(60, TimeUnit.SECONDS);
             long childNanos = System.nanoTime() - t0;
@@ -86,6 +162,7 @@ public final class ShareDemo implements DemoPart {
             boolean childOk = finished && child.exitValue() == 0;
             run.step(DemoStep.withoutBuffer("second JVM attaches", childOk ? "IMPORTED" : "FAILED", childNanos,
                     childOk ? "it verified every byte and wrote pattern seed " + WRITE_SEED
+                            : cleanup.stopping() ? "stopped by a signal"
                             : "attach process failed: " + childOut.strip().replace('\n', ' '), childOk));
             if (!childOk) return;
 
