@@ -138,11 +138,30 @@ public final class FdSocket implements Closeable {
             ch.connect(new UnixSocketAddress(file));
         } catch (IOException e) {
             ch.close();
-            throw new IOException("cannot connect to " + path + ": " + e.getMessage() + " (expected: the socket file of "
-                    + "a running cuvmm server: check the path, and that its server is up; a file left by a server that "
-                    + "stopped, or one that is no socket, refuses connections)", e);
+            throw new IOException("cannot connect to " + path + ": " + e.getMessage() + " " + connectHint(e.getMessage()),
+                    e);
         }
         return new FdSocket(ch);
+    }
+
+    /**
+     * What to check after a refused {@code connect}, by its reason (the text of its
+     * {@code errno}, which is jnr-unixsocket's message): the path and the server for ENOENT
+     * and ECONNREFUSED; the socket file's mode and group for EACCES and EPERM (a server's file
+     * that this user may not open: "check that its server is up" sent users the wrong way).
+     */
+    static String connectHint(String reason) {
+        if ("No such file or directory".equals(reason) || "Connection refused".equals(reason)) {
+            return "(expected: the socket file of a running cuvmm server: check the path, and that its server is up; "
+                    + "a file left by a server that stopped, or one that is no socket, refuses connections)";
+        }
+        if ("Permission denied".equals(reason) || "Operation not permitted".equals(reason)) {
+            return "(expected: permission to connect, which needs write permission on the socket file and search "
+                    + "permission on its directories: check the socket file's mode and group, which its server sets "
+                    + "(cuvmm serve --socket-mode and --socket-group; SharingServer.Builder.socketFileMode and "
+                    + "socketFileGroup))";
+        }
+        return "(expected: the socket file of a running cuvmm server)";
     }
 
     /** A connected pair, for tests and for handing one end to a child process. */

@@ -261,6 +261,39 @@ class FdSocketTest {
     }
 
     /**
+     * A refused connect says what to check by its reason: the path and the server for
+     * ENOENT (here: no file) and ECONNREFUSED; the socket file's mode and group for a
+     * permission refusal, which got the server hint too (an independent probe; the real
+     * EACCES, from another uid, is in SocketOptionsTest).
+     */
+    @Test
+    void aRefusedConnectSaysWhatToCheckByItsReason() throws Exception {
+        Path missing = IpcTestSupport.socketPath();
+        IOException e = assertThrows(IOException.class, () -> FdSocket.connect(missing));
+        assertTrue(e.getMessage().contains("No such file or directory") && e.getMessage().contains("that its server is up"),
+                e.getMessage());
+        // A socket file nothing listens on any more: ECONNREFUSED.
+        Path stale = IpcTestSupport.socketPath();
+        try (jnr.unixsocket.UnixServerSocketChannel ch = jnr.unixsocket.UnixServerSocketChannel.open()) {
+            ch.socket().bind(new jnr.unixsocket.UnixSocketAddress(stale.toFile()));
+        }
+        try {
+            IOException refused = assertThrows(IOException.class, () -> FdSocket.connect(stale));
+            assertTrue(refused.getMessage().contains("Connection refused")
+                    && refused.getMessage().contains("that its server is up"), refused.getMessage());
+        } finally {
+            java.nio.file.Files.deleteIfExists(stale);
+        }
+        for (String denied : List.of("Permission denied", "Operation not permitted")) {
+            String hint = FdSocket.connectHint(denied);
+            assertFalse(hint.contains("server is up"), hint);
+            assertTrue(hint.contains("the socket file's mode and group") && hint.contains("--socket-mode"), hint);
+        }
+        assertEquals("(expected: the socket file of a running cuvmm server)",
+                FdSocket.connectHint("Too many levels of symbolic links"));
+    }
+
+    /**
      * MSG_CTRUNC: a child JVM at its open-file limit receives more fds than it has room for;
      * it must see CONTROL_TRUNCATED, close the ones that did arrive, and have its fds back.
      */

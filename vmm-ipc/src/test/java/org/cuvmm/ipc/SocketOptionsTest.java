@@ -243,6 +243,9 @@ class SocketOptionsTest {
             try (SharingServer server = SharingServer.builder(sock).allowUids(me, 65534).build()) {
                 String out = helloAsNobody(cp, cpDir, log);
                 assertTrue(out.contains("IOERROR") && out.contains("Permission denied"), "0600 keeps it out:\n" + out);
+                // The hint fits the refusal: the file's mode and group, not whether the server is up.
+                assertTrue(out.contains("check the socket file's mode and group") && !out.contains("server is up"),
+                        "0600 keeps it out:\n" + out);
                 assertFalse(server.isClosed());
             }
             try (SharingServer server = SharingServer.builder(sock).allowUids(me, 65534).socketFileMode(0666).build()) {
