@@ -74,14 +74,17 @@ final class ServeCommand implements Command {
     }
 
     /**
-     * {@code check}'s value; its IllegalArgumentException (a builder's, naming the builder
-     * method) comes back naming the option typed, {@code --option}.
+     * {@code check}'s value; its IllegalArgumentException comes back naming the option typed,
+     * {@code --option}, instead of the builder method ({@code builderMethod: } is dropped from
+     * the front of the message: "--socket-mode: socketFileMode: 0640" named both).
      */
-    private static <T> T asOption(String option, java.util.function.Supplier<T> check) {
+    private static <T> T asOption(String option, String builderMethod, java.util.function.Supplier<T> check) {
         try {
             return check.get();
         } catch (IllegalArgumentException e) {
-            throw new IllegalArgumentException("--" + option + ": " + e.getMessage(), e);
+            String why = e.getMessage();
+            if (why.startsWith(builderMethod + ": ")) why = why.substring(builderMethod.length() + 2);
+            throw new IllegalArgumentException("--" + option + ": " + why, e);
         }
     }
 
@@ -128,7 +131,7 @@ final class ServeCommand implements Command {
             int mode = a.octalMode("socket-mode", FdServerSocket.DEFAULT_FILE_MODE);
             String group = a.optional("socket-group");
             SharingServer.Builder b = SharingServer.builder(socket);
-            builder = asOption("socket-mode", () -> b.socketFileMode(checkedMode(mode, group)))
+            builder = asOption("socket-mode", "socketFileMode", () -> b.socketFileMode(checkedMode(mode, group)))
                     .backlog(a.intValue("backlog", FdServerSocket.DEFAULT_BACKLOG, 1))
                     .maxConnections(a.intValue("max-connections", ConnectionLimits.DEFAULT_MAX_CONNECTIONS, 1))
                     .maxLeasesPerConnection(a.intValue("max-leases", ConnectionLimits.DEFAULT_MAX_LEASES, 1))
@@ -136,7 +139,9 @@ final class ServeCommand implements Command {
                     .maxProtocolVersion(protocolVersion(a))
                     .handshakeTimeout(a.seconds("handshake-timeout", ConnectionLimits.DEFAULT_HANDSHAKE_TIMEOUT))
                     .idleTimeout(a.seconds("idle-timeout", ConnectionLimits.DEFAULT_IDLE_TIMEOUT));
-            if (group != null) builder.socketFileGroup(asOption("socket-group", () -> existingGroup(group)));
+            if (group != null) {
+                builder.socketFileGroup(asOption("socket-group", "socketFileGroup", () -> existingGroup(group)));
+            }
         } catch (IllegalArgumentException e) {
             err.println("cuvmm serve: " + e.getMessage());
             return USAGE;

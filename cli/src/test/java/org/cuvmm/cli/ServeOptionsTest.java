@@ -56,8 +56,10 @@ class ServeOptionsTest {
 
     @Test
     void badOptionsAreRefusedNamingTheValue() throws Exception {
-        assertTrue(usageError("--socket-mode", "0755").contains("--socket-mode: socketFileMode: 0755 (expected: 0600, "
+        // Named by the option only: "--socket-mode: socketFileMode: 0755" leaked the builder method's name.
+        assertTrue(usageError("--socket-mode", "0755").contains("cuvmm serve: --socket-mode: 0755 (expected: 0600, "
                 + "0660, 0606 or 0666"));
+        assertTrue(usageError("--socket-mode", "0640").contains("cuvmm serve: --socket-mode: 0640 (expected: 0600, "));
         // A group the mode gives no access, or no such group: usage errors naming the options
         // (they were exit 1, found at bind; an independent probe).
         assertTrue(usageError("--socket-group", "root").contains("--socket-mode: 0600 with --socket-group root gives the "
