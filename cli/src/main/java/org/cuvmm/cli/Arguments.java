@@ -119,6 +119,24 @@ final class Arguments {
         return java.nio.file.Path.of(withinBytes(key, MAX_SOCKET_PATH_BYTES, "bytes, the limit of a Unix socket path"));
     }
 
+    /**
+     * A Unix socket path to bind: {@link #socketPath}, and 1 to 107 bytes once made absolute,
+     * as the server binds it (a relative path under a deep working directory passed the first
+     * check and was refused only at the bind, exit 1, naming "path").
+     */
+    java.nio.file.Path socketPathToBind(String key) {
+        java.nio.file.Path path = socketPath(key);
+        String absolute = path.toAbsolutePath().normalize().toString();
+        int bytes = absolute.getBytes(java.nio.charset.StandardCharsets.UTF_8).length;
+        if (bytes > MAX_SOCKET_PATH_BYTES) {
+            String shown = absolute.length() > 64 ? absolute.substring(0, 64) + "..." : absolute;
+            throw new IllegalArgumentException("--" + key + ": \"" + path + "\" is " + bytes + " bytes as an absolute "
+                    + "path, " + shown + " (expected: 1 to " + MAX_SOCKET_PATH_BYTES + " bytes, the limit of a Unix "
+                    + "socket path; use a shorter one)");
+        }
+        return path;
+    }
+
     /** The required value of {@code key}, refused unless it is 1 to {@code max} bytes of UTF-8 ({@code what} says whose limit). */
     private String withinBytes(String key, int max, String what) {
         String v = required(key);

@@ -127,7 +127,7 @@ final class ServeCommand implements Command {
             size = a.bytes("size");
             seed = a.longValue("seed", 1);
             name = a.bufferName("name");
-            socket = a.socketPath("socket");
+            socket = a.socketPathToBind("socket");
             int mode = a.octalMode("socket-mode", FdServerSocket.DEFAULT_FILE_MODE);
             String group = a.optional("socket-group");
             SharingServer.Builder b = SharingServer.builder(socket);
@@ -224,6 +224,9 @@ final class ServeCommand implements Command {
             out.flush();
             stop.await();
             server.unpublish(name);
+        } catch (SizeBeyondMemory e) {
+            err.println("cuvmm serve: " + e.getMessage());
+            return USAGE;
         } catch (IOException | CudaException | IllegalArgumentException | IllegalStateException e) {
             err.println("cuvmm serve: " + e.getMessage());
             return FAILED;
@@ -237,18 +240,25 @@ final class ServeCommand implements Command {
     /**
      * The served buffer: every byte is filled with the pattern, so it must fit in the device's
      * memory (on the host driver, this machine's): a larger --size is refused before any
-     * driver call, and a driver refusal names --size too.
+     * driver call, as a usage error (exit 2), and a driver refusal names --size too (exit 1).
      */
     private static VirtualMemoryBuffer allocate(VirtualMemoryResource resource, long size) {
         long total = resource.driver().device(resource.device()).totalMemory();
         if (total > 0 && size > total) {
-            throw new IllegalArgumentException("--size: " + size + " bytes (expected: at most the device's memory, "
+            throw new SizeBeyondMemory("--size: " + size + " bytes (expected: at most the device's memory, "
                     + total + " bytes: every byte is filled with the pattern)");
         }
         try {
             return resource.allocate(size);
         } catch (CudaException e) {
             throw new IllegalStateException("--size: " + size + " bytes: the allocation failed: " + e.getMessage(), e);
+        }
+    }
+
+    /** A --size the device cannot hold: a usage error (exit 2), found only once the device is known. */
+    private static final class SizeBeyondMemory extends IllegalArgumentException {
+        SizeBeyondMemory(String message) {
+            super(message);
         }
     }
 

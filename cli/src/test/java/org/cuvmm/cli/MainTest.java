@@ -220,10 +220,11 @@ class MainTest {
             "--seed: abc", "--write-seed: x", "--seed only matters with --verify",
             "--name: \"\" is 0 bytes", "--name: ", "--socket: ", "--socket: \"\" is 0 bytes"};
         // A size beyond the device's memory (every byte gets the pattern): refused before any
-        // driver call, naming --size (it printed only the driver's CUDA_ERROR_OUT_OF_MEMORY).
+        // driver call, naming --size (it printed only the driver's CUDA_ERROR_OUT_OF_MEMORY),
+        // and a usage error like any other bad --size (it was exit 1: an independent probe).
         Result huge = cuvmm("serve", "--socket", "/tmp/cuvmm-maintest-huge.sock", "--name", "x", "--size",
                 "9223372036854775807");
-        assertEquals(1, huge.status(), huge.out() + huge.err());
+        assertEquals(2, huge.status(), huge.out() + huge.err());
         assertTrue(huge.err().contains("--size: 9223372036854775807 bytes (expected: at most the device's memory"),
                 huge.err());
         for (int i = 0; i < bad.length; i++) {

@@ -54,6 +54,24 @@ class ServeOptionsTest {
         }
     }
 
+    /**
+     * A relative --socket that is short but over 107 bytes once made absolute (as the server
+     * binds it): a usage error naming --socket (it was exit 1 at the bind, naming "path").
+     */
+    @Test
+    void aRelativeSocketTooLongOnceAbsoluteIsAUsageError() {
+        String relative = "r".repeat(107);
+        ByteArrayOutputStream err = new ByteArrayOutputStream();
+        PrintStream e = new PrintStream(err, true, StandardCharsets.UTF_8);
+        int status = new ServeCommand(new CountDownLatch(0)).run(List.of("--socket", relative, "--name", "t", "--size",
+                "1M"), e, e);
+        String printed = err.toString(StandardCharsets.UTF_8);
+        assertEquals(Command.USAGE, status, printed);
+        assertTrue(printed.contains("cuvmm serve: --socket: \"" + relative + "\" is "
+                + Path.of(relative).toAbsolutePath().toString().length() + " bytes as an absolute path"), printed);
+        assertFalse(Files.exists(Path.of(relative)), "nothing bound");
+    }
+
     @Test
     void badOptionsAreRefusedNamingTheValue() throws Exception {
         // Named by the option only: "--socket-mode: socketFileMode: 0755" leaked the builder method's name.
