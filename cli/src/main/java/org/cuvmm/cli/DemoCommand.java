@@ -14,9 +14,11 @@ import org.cuvmm.cli.demo.ShareDemo;
 import org.cuvmm.cli.demo.StepTable;
 
 /**
- * {@code cuvmm demo}: runs each {@link DemoPart} (today the single-process grow demo; the
- * cross-process half comes with issue 3), prints their steps as one table, and exits 1 when
- * any byte or check failed.
+ * {@code cuvmm demo}: runs each {@link DemoPart} (the single-process grow demo, then the
+ * cross-process share demo, which serves a buffer to a second JVM running {@code cuvmm
+ * attach}), prints their steps as one table, and exits 1 when any byte or check failed.
+ * Stopped by Ctrl-C or SIGTERM, the share demo stops its attach process and removes its
+ * temporary directory before the JVM exits ({@link ShareDemo}).
  */
 final class DemoCommand implements Command {
     private static final int DEVICE = 0;
