@@ -41,7 +41,8 @@ final class HelpCommand implements Command {
         out.println("  cuvmm.driver / CUVMM_DRIVER              auto (default), cuda or host");
         out.println("  cuvmm.host.devices / CUVMM_HOST_DEVICES  devices the host driver presents (1 to 8)");
         out.println("  cuvmm.host.granularity / CUVMM_HOST_GRANULARITY");
-        out.println("                                           host driver granularity in bytes, a power of two");
+        out.println("                                           host driver granularity in bytes, a power of two,");
+        out.println("                                           at least 4096");
         out.println("                                           (default 2097152, like a GPU)");
         out.println("  cuvmm.cuda.library / CUVMM_CUDA_LIBRARY  the library the cuda driver dlopens (default libcuda.so.1)");
         out.println("  cuvmm.host.streamDelayMicros / CUVMM_HOST_STREAM_DELAY_MICROS");
@@ -51,7 +52,8 @@ final class HelpCommand implements Command {
         out.println("                                           from running at once on the calling thread");
         out.println("  pass properties through JAVA_OPTS with ./cuvmm, for example JAVA_OPTS=-Dcuvmm.driver=host");
         out.println();
-        out.println("exit status: 0 success, 1 a check or driver call failed, 2 usage error or not available");
+        out.println("exit status: 0 success, 1 a check or driver call failed, 2 usage error or not available;");
+        out.println("             serve stopped by Ctrl-C or SIGTERM: 130 or 143, once it has removed its socket file");
         return OK;
     }
 }

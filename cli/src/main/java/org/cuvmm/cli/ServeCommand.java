@@ -29,7 +29,10 @@ import org.cuvmm.ipc.SharingServer;
  * server; when that has not happened within 5 s (the thread still
  * filling a large buffer, which looks for the stop every 64 MiB, or not yet serving), the
  * hook closes the server itself. Either
- * way it waits (at most 30 s more) until serving has finished.
+ * way it waits (at most 30 s more) until serving has finished. The exit status is then the
+ * signal's, 130 (SIGINT) or 143 (SIGTERM), as for any JVM a signal stops: the status this
+ * command returns is not used, since {@code System.exit} cannot change it once the shutdown
+ * has begun (only {@code Runtime.halt} could, skipping the other hooks). The help says so.
  */
 final class ServeCommand implements Command {
     private static final Set<String> OPTIONS = Set.of("socket", "name", "size", "seed", "socket-mode", "socket-group",
@@ -57,7 +60,8 @@ final class ServeCommand implements Command {
     public String summary() {
         return "serve a patterned buffer to other processes: --socket PATH --name NAME --size BYTES [--seed N] "
                 + "[--socket-mode 0600] [--socket-group NAME] [--backlog N] [--max-connections N] [--max-leases N] "
-                + "[--max-ids N] [--max-protocol 1|2] [--handshake-timeout S] [--idle-timeout S]";
+                + "[--max-ids N] [--max-protocol 1|2] [--handshake-timeout S] [--idle-timeout S]; serves until Ctrl-C "
+                + "or SIGTERM, then removes its socket file and exits 130 or 143 (the signal's status)";
     }
 
     /**

@@ -161,6 +161,10 @@ class MainTest {
                     "cuvmm.host.streamDelayMicros / CUVMM_HOST_STREAM_DELAY_MICROS"}) {
                 assertTrue(r.out().contains(setting), () -> setting + " missing from:\n" + r.out());
             }
+            // The real rules (an independent probe found them missing): the host granularity's
+            // lower bound (native select_driver), and serve's status after a signal (ServeStopTest).
+            assertTrue(r.out().contains("a power of two,\n") && r.out().contains("at least 4096"), r.out());
+            assertTrue(r.out().contains("serve stopped by Ctrl-C or SIGTERM: 130 or 143"), r.out());
         }
     }
 
@@ -264,6 +268,7 @@ class MainTest {
             }
         }
         assertTrue(cuvmm("help", "serve").out().contains("--socket-mode 0600"));
+        assertTrue(cuvmm("serve", "--help").out().contains("exits 130 or 143"));
         String previous = System.getProperty("cuvmm.home");
         try {
             System.setProperty("cuvmm.home", System.getProperty("java.io.tmpdir"));

@@ -66,6 +66,7 @@ class ServeStopTest {
                     String out = ChildJvm.read(log);
                     assertFalse(Files.exists(socket), "try " + (i + 1) + ": the socket file is left behind:\n" + out);
                     assertTrue(out.contains("stopped"), "try " + (i + 1) + ": closed in order:\n" + out);
+                    assertEquals(143, p.exitValue(), "try " + (i + 1) + ": the status serve's help gives:\n" + out);
                     assertTrue(dropped.await(10, TimeUnit.SECONDS), "try " + (i + 1) + ": the lease holder got no DROP "
                             + "before the server went:\n" + out);
                 } finally {
