@@ -23,7 +23,7 @@ import org.cuvmm.internal.jni.NativeStatus;
  * <tr><td>cuvmm.host.devices</td><td>CUVMM_HOST_DEVICES</td><td>devices the host driver presents, 1 to 8
  *     (default 1)</td></tr>
  * <tr><td>cuvmm.host.granularity</td><td>CUVMM_HOST_GRANULARITY</td><td>host driver granularity in bytes,
- *     a power of two (default 2097152, like a GPU)</td></tr>
+ *     a power of two of at least 4096 (default 2097152, like a GPU)</td></tr>
  * <tr><td>cuvmm.host.streamDelayMicros</td><td>CUVMM_HOST_STREAM_DELAY_MICROS</td><td>microseconds the host
  *     driver sleeps before each queued stream operation (default 0), so that a missing synchronization
  *     reads stale data in tests; any delay also stops the host driver from running a small copy or
