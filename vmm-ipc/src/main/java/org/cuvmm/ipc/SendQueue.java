@@ -223,25 +223,7 @@ final class SendQueue {
      * the queue is finishing either way. Never blocks.
      */
     boolean offerLast(Item item) {
-        boolean queued = false;
-        boolean full;
-        lock.lock();
-        try {
-            if (!dead && !finishing && queue.size() < capacity) {
-                queue.addLast(item);
-                queued = true;
-            }
-            finishing = true;
-            full = queue.size() >= capacity;
-            work.signal();
-            room.signalAll(); // a reader in awaitRoom or put stops waiting: nothing more is queued
-        } finally {
-            lock.unlock();
-        }
-        if (!queued) item.release();
-        if (dead) drain();
-        if (full) socket.shutdown();
-        return queued;
+        return finishAfter(item);
     }
 
     /**
@@ -435,9 +417,22 @@ final class SendQueue {
      * Never blocks.
      */
     void finish() {
+        finishAfter(null);
+    }
+
+    /**
+     * {@link #finish()}, queueing {@code last} first (when not null and there is room) under
+     * the same lock. True when {@code last} was queued; a {@code last} not queued is released.
+     */
+    private boolean finishAfter(Item last) {
+        boolean queued = false;
         boolean full;
         lock.lock();
         try {
+            if (last != null && !dead && !finishing && queue.size() < capacity) {
+                queue.addLast(last);
+                queued = true;
+            }
             finishing = true;
             full = queue.size() >= capacity;
             work.signal();
@@ -445,7 +440,10 @@ final class SendQueue {
         } finally {
             lock.unlock();
         }
+        if (last != null && !queued) last.release();
+        if (queued && dead) drain();
         if (full) socket.shutdown();
+        return queued;
     }
 
     /** True when an {@link #offer} made now would be queued (room, writer alive, not finishing). */
