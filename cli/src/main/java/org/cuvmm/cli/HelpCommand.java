@@ -53,7 +53,8 @@ final class HelpCommand implements Command {
         out.println("  pass properties through JAVA_OPTS with ./cuvmm, for example JAVA_OPTS=-Dcuvmm.driver=host");
         out.println();
         out.println("exit status: 0 success, 1 a check or driver call failed, 2 usage error or not available;");
-        out.println("             serve stopped by Ctrl-C or SIGTERM: 130 or 143, once it has removed its socket file");
+        out.println("             serve, attach or demo stopped by Ctrl-C or SIGTERM: 130 or 143 (serve and demo remove");
+        out.println("             their socket files first, waiting a bounded time for that)");
         return OK;
     }
 }

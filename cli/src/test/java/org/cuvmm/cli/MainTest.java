@@ -164,7 +164,7 @@ class MainTest {
             // The real rules (an independent probe found them missing): the host granularity's
             // lower bound (native select_driver), and serve's status after a signal (ServeStopTest).
             assertTrue(r.out().contains("a power of two,\n") && r.out().contains("at least 4096"), r.out());
-            assertTrue(r.out().contains("serve stopped by Ctrl-C or SIGTERM: 130 or 143"), r.out());
+            assertTrue(r.out().contains("serve, attach or demo stopped by Ctrl-C or SIGTERM: 130 or 143"), r.out());
         }
     }
 

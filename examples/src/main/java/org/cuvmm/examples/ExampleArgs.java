@@ -56,7 +56,7 @@ final class ExampleArgs {
      * @throws IllegalArgumentException naming SOCKET, the value and what to do
      */
     static Path socketPath(String text) {
-        if (text.startsWith("--") || text.isEmpty()) {
+        if (text.startsWith("-") || text.isEmpty()) { // "-v" too: a producer would bind a file of that name
             throw new IllegalArgumentException("SOCKET: '" + text + "' (expected: the path of a socket file, not an "
                     + "option; --help shows the usage)");
         }

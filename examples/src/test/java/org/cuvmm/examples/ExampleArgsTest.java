@@ -55,6 +55,8 @@ class ExampleArgsTest {
         assertEquals("SOCKET: '--hlod' (expected: the path of a socket file, not an option; --help shows the usage)",
                 option.getMessage());
         assertThrows(IllegalArgumentException.class, () -> ExampleArgs.socketPath(""));
+        // A single dash too: a producer bound a file named "-v" (a review).
+        assertThrows(IllegalArgumentException.class, () -> ExampleArgs.socketPath("-v"));
         assertTrue(ExampleArgs.wantsHelp(new String[] {"/tmp/s.sock", "-h"}));
         assertTrue(ExampleArgs.wantsHelp(new String[] {"--help"}));
         assertFalse(ExampleArgs.wantsHelp(new String[] {"/tmp/s.sock", "--hold"}));

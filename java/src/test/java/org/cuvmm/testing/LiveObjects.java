@@ -89,8 +89,13 @@ public final class LiveObjects {
 
     /** The counts now above {@code expected}, with their values now. */
     public static Map<String, Long> above(Map<String, Long> expected) {
+        return above(now(), expected);
+    }
+
+    /** The counts of {@code snapshot} (from {@link #now()}) above {@code expected}, with their values. */
+    public static Map<String, Long> above(Map<String, Long> snapshot, Map<String, Long> expected) {
         Map<String, Long> above = new TreeMap<>();
-        now().forEach((k, v) -> { if (v > expected.getOrDefault(k, 0L)) above.put(k, v); });
+        snapshot.forEach((k, v) -> { if (v > expected.getOrDefault(k, 0L)) above.put(k, v); });
         return above;
     }
 

@@ -121,7 +121,7 @@ public final class FdServerSocket implements Closeable {
         } catch (NoSuchFileException e) {
             dirAttributes = null;
         } catch (java.nio.file.FileSystemException e) {
-            throw explained(target, "cannot look at " + dir, e, SEARCH_HINT);
+            throw explained(target, "cannot look at " + dir, e, hintFor(e, SEARCH_HINT));
         }
         if (dirAttributes == null) {
             throw new IOException("cannot bind " + target + ": directory " + dir + " does not exist (create it first, "
@@ -186,7 +186,7 @@ public final class FdServerSocket implements Closeable {
             // The message named only the private directory (an independent probe: "cuvmm serve:
             // /tmp/ro/.cuvmm-fde00ad6" for a directory this user cannot write).
             throw explained(target, "cannot create a file in " + target.getParent() + " (its private directory "
-                    + privateDir.getFileName() + ")", e, WRITE_HINT);
+                    + privateDir.getFileName() + ")", e, hintFor(e, WRITE_HINT));
         }
         try {
             ch.socket().bind(new UnixSocketAddress(privatePath.toFile()), backlog);
@@ -220,9 +220,9 @@ public final class FdServerSocket implements Closeable {
             try {
                 ch.socket().bind(new UnixSocketAddress(target.toFile()), backlog);
             } catch (IOException e) {
-                String m = String.valueOf(e.getMessage());
-                throw new IOException("cannot bind " + target + ": " + m
-                        + (m.toLowerCase(java.util.Locale.ROOT).contains("permission") ? WRITE_HINT : ""), e);
+                // The hint by access(2), not by the words of the message (strerror may be localized).
+                throw new IOException("cannot bind " + target + ": " + e.getMessage()
+                        + (Files.isWritable(target.getParent()) ? "" : WRITE_HINT), e);
             } finally {
                 NativeIo.posix().umask(old);
             }
@@ -294,6 +294,11 @@ public final class FdServerSocket implements Closeable {
         return new IOException("cannot bind " + target + ": " + what + ": " + reason + hint, e);
     }
 
+    /** {@code permissionHint} for a refusal by permission (the exception's type, not its words), else another path. */
+    private static String hintFor(java.nio.file.FileSystemException e, String permissionHint) {
+        return e instanceof java.nio.file.AccessDeniedException ? permissionHint : " (choose another path)";
+    }
+
     /** Unlinks a dead server's socket at {@code target}; refuses a live one or a non-socket. */
     private static void removeStale(Path target) throws IOException {
         Map<String, Object> a;
@@ -302,7 +307,7 @@ public final class FdServerSocket implements Closeable {
         } catch (NoSuchFileException e) {
             return;
         } catch (java.nio.file.FileSystemException e) {
-            throw explained(target, "cannot look at " + target, e, SEARCH_HINT);
+            throw explained(target, "cannot look at " + target, e, hintFor(e, SEARCH_HINT));
         }
         int mode = (Integer) a.get("mode");
         if ((mode & S_IFMT) != S_IFSOCK) {

@@ -40,7 +40,7 @@ class CloseUnmapsCacheTest {
                     c.close();
                     Map<String, Long> now = LiveObjects.now();
                     ImportCache.Stats s = c.importCache().stats();
-                    if (!LiveObjects.above(base).isEmpty() || s.entries() != 0 || s.idsHeld() != 0 || s.fdsKept() != 0) {
+                    if (!LiveObjects.above(now, base).isEmpty() || s.entries() != 0 || s.idsHeld() != 0 || s.fdsKept() != 0) {
                         left++;
                         if (sample == null) sample = "round " + i + ": live " + now + " vs " + base + ", cache " + s;
                         Map<String, Long> from = base;
