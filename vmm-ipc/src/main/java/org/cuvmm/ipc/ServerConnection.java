@@ -117,9 +117,9 @@ final class ServerConnection {
      * it now holds a lease or a frame arrived since the watchdog read {@code seenLastFrame}
      * (then false: nothing done, the watchdog looks again). Otherwise marks it ending (from
      * then on an ATTACH gets no lease and no reply of its own), queues an ERROR {@code TIMEOUT}
-     * (request id 0) as the connection's last frame and lets the writer send it and close the socket, which wakes the
-     * reader, which ends the connection and reports the timeout to the listeners (on the
-     * reader's thread, like every other event of the connection). Never blocks.
+     * (request id 0) as the connection's last frame and lets the writer send it and close the
+     * socket, which wakes the reader, which ends the connection and reports the timeout to the
+     * listeners (on the reader's thread, like every other event of the connection). Never blocks.
      */
     boolean timeOut(String why, long seenLastFrame) {
         synchronized (bookkeeping) {

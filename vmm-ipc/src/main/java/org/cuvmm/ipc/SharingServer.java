@@ -429,7 +429,6 @@ public final class SharingServer implements AutoCloseable {
         }
     }
 
-
     private void registerMBean() {
         javax.management.ObjectName name = objectName();
         try {
