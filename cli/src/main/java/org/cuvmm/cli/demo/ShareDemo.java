@@ -105,7 +105,7 @@ public final class ShareDemo implements DemoPart {
             }
             try {
                 if (c != null) {
-                    c.destroy(); // SIGTERM; the demo's thread then reads the end of its output
+                    c.destroy(); // SIGTERM; the demo's thread then sees it end in its bounded wait
                     if (!c.waitFor(5, TimeUnit.SECONDS)) c.destroyForcibly();
                 }
                 done.await(WAIT_SECONDS, TimeUnit.SECONDS);
@@ -115,7 +115,7 @@ public final class ShareDemo implements DemoPart {
             deleteDirectory();
         }
 
-        /** Deletes the directory and whatever is in it (the socket file; a bind's private directory). */
+        /** Deletes the directory and whatever is in it (the socket file; a bind's private directory; the attach output). */
         void deleteDirectory() {
             Path d;
             synchronized (this) {
@@ -154,11 +154,20 @@ public final class ShareDemo implements DemoPart {
             cmd.add("org.cuvmm.cli.Main");
             cmd.addAll(List.of("attach", "--socket", socket.toString(), "--name", "demo", "--verify", "--seed",
                     String.valueOf(SEED), "--write-seed", String.valueOf(WRITE_SEED)));
-            Process child = cleanup.start(new ProcessBuilder(cmd).redirectErrorStream(true));
-            String childOut = new String(child.getInputStream().readAllBytes(), StandardCharsets.UTF_8);
+            // Its output to a file in the demo's directory (removed with it), so that the wait
+            // below is bounded: reading a pipe to its end first waited as long as the child lived.
+            Path childLog = socket.resolveSibling("attach.out");
+            Process child = cleanup.start(new ProcessBuilder(cmd).redirectErrorStream(true)
+                    .redirectOutput(childLog.toFile()));
             boolean finished = child.waitFor(60, TimeUnit.SECONDS);
             long childNanos = System.nanoTime() - t0;
-            if (!finished) child.destroyForcibly();
+            if (!finished) {
+                child.destroyForcibly();
+                child.waitFor(5, TimeUnit.SECONDS);
+            }
+            String childOut = Files.exists(childLog) ? new String(Files.readAllBytes(childLog), StandardCharsets.UTF_8)
+                    : "(no output)";
+            if (!finished) childOut = "no result within 60 s (stopped); its output: " + childOut;
             boolean childOk = finished && child.exitValue() == 0;
             run.step(DemoStep.withoutBuffer("second JVM attaches", childOk ? "IMPORTED" : "FAILED", childNanos,
                     childOk ? "it verified every byte and wrote pattern seed " + WRITE_SEED
