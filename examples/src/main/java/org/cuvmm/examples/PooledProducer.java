@@ -143,32 +143,11 @@ public final class PooledProducer {
             return;
         }
 
-        // Ctrl-C: as in SharedProducer, the hook only asks run() to stop and waits for its cleanup.
-        CountDownLatch stop = new CountDownLatch(1);
-        Thread main = Thread.currentThread();
-        Thread hook = new Thread(() -> {
-            stop.countDown();
-            try {
-                main.join(GRACE_MILLIS + 5_000);
-            } catch (InterruptedException ignored) {
-                // halting anyway
-            }
-            if (main.isAlive()) {
-                System.err.println("PooledProducer: the cleanup did not finish within " + (GRACE_MILLIS + 5_000)
-                        + " ms of the stop; halting anyway (the socket file may be left behind)");
-            }
-        }, "PooledProducer shutdown");
-        Runtime.getRuntime().addShutdownHook(hook);
-
+        // Ctrl-C: the hook only asks the run to stop, then waits for its cleanup (StopOnSignal).
+        StopOnSignal signal = StopOnSignal.install("PooledProducer", GRACE_MILLIS + 5_000);
+        CountDownLatch stop = signal.stop;
         boolean ok = run(socket, rounds, consumers, System.out, stop).ok();
-        try {
-            Runtime.getRuntime().removeShutdownHook(hook);
-        } catch (IllegalStateException shuttingDown) {
-            // Ctrl-C: the hook is what woke us; it is waiting for this thread to end. Return:
-            // System.exit while shutdown hooks run blocks for good (the hook's join would then
-            // time out, and the JVM would halt only after it, seconds later).
-            return;
-        }
+        if (!signal.remove()) return; // stopped by the hook, which waits for this thread to end
         if (!ok) System.exit(1);
     }
 

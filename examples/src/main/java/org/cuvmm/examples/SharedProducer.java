@@ -66,34 +66,11 @@ public final class SharedProducer {
             return;
         }
 
-        // Ctrl-C runs shutdown hooks and then halts the JVM, whatever other threads are doing.
-        // So the hook only asks serve() to stop, then waits for it to finish its cleanup:
-        // without the join, the socket file could stay behind and consumers would get no DROP.
-        CountDownLatch stop = new CountDownLatch(1);
-        Thread main = Thread.currentThread();
-        Thread hook = new Thread(() -> {
-            stop.countDown();
-            try {
-                main.join(GRACE_MILLIS + 5_000);
-            } catch (InterruptedException ignored) {
-                // halting anyway
-            }
-            if (main.isAlive()) {
-                System.err.println("SharedProducer: the cleanup did not finish within " + (GRACE_MILLIS + 5_000)
-                        + " ms of the stop; halting anyway (the socket file may be left behind)");
-            }
-        }, "SharedProducer shutdown");
-        Runtime.getRuntime().addShutdownHook(hook);
-
+        // Ctrl-C: the hook only asks the run to stop, then waits for its cleanup (StopOnSignal).
+        StopOnSignal signal = StopOnSignal.install("SharedProducer", GRACE_MILLIS + 5_000);
+        CountDownLatch stop = signal.stop;
         boolean ok = serve(socket, consumers, System.out, stop);
-        try {
-            Runtime.getRuntime().removeShutdownHook(hook);
-        } catch (IllegalStateException shuttingDown) {
-            // Ctrl-C: the hook is what woke us; it is waiting for this thread to end. Return:
-            // System.exit while shutdown hooks run blocks for good (the hook's join would then
-            // time out, and the JVM would halt only after it, seconds later).
-            return;
-        }
+        if (!signal.remove()) return; // stopped by the hook, which waits for this thread to end
         if (!ok) System.exit(1);
     }
 
