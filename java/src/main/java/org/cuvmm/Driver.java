@@ -87,6 +87,12 @@ public final class Driver {
         }
         int hostDevices = intSetting("cuvmm.host.devices", "CUVMM_HOST_DEVICES", 1);
         long hostGranularity = longSetting("cuvmm.host.granularity", "CUVMM_HOST_GRANULARITY", 2L << 20);
+        // Checked here, not only by the native selection: that one knows no property name, and
+        // its refusal was a CudaException naming "host granularity" (an independent review).
+        if (hostGranularity < 4096 || Long.bitCount(hostGranularity) != 1) {
+            throw new IllegalArgumentException("cuvmm.host.granularity / CUVMM_HOST_GRANULARITY: " + hostGranularity
+                    + " (expected: a power of two >= 4096 bytes, for example 2097152, the default)");
+        }
         long hostStreamDelay = longSetting("cuvmm.host.streamDelayMicros", "CUVMM_HOST_STREAM_DELAY_MICROS", 0);
         if (hostStreamDelay < 0) {
             throw new IllegalArgumentException("cuvmm.host.streamDelayMicros / CUVMM_HOST_STREAM_DELAY_MICROS: "

@@ -36,7 +36,9 @@ import org.cuvmm.ipc.SharingServer;
  */
 final class ServeCommand implements Command {
     private static final Set<String> OPTIONS = Set.of("socket", "name", "size", "seed", "socket-mode", "socket-group",
-            "backlog", "max-connections", "max-leases", "max-ids", "max-protocol", "handshake-timeout", "idle-timeout");
+            "backlog", "max-connections", "max-leases", "max-ids", "max-protocol", "handshake-timeout", "idle-timeout",
+            "allow-uid");
+    private static final Set<String> SWITCHES = Set.of("jmx");
     /** How long the shutdown hook waits for serving to finish (the server's own close takes at most about 10 s). */
     private static final long STOP_WAIT_SECONDS = 30;
     /** How long a stop waits for the serving thread's own orderly close before closing the server itself. */
@@ -60,7 +62,9 @@ final class ServeCommand implements Command {
     public String summary() {
         return "serve a patterned buffer to other processes: --socket PATH --name NAME --size BYTES [--seed N] "
                 + "[--socket-mode 0600] [--socket-group NAME] [--backlog N] [--max-connections N] [--max-leases N] "
-                + "[--max-ids N] [--max-protocol 1|2] [--handshake-timeout S] [--idle-timeout S]; serves until Ctrl-C "
+                + "[--max-ids N] [--max-protocol 1|2] [--handshake-timeout S] [--idle-timeout S] [--allow-uid UID[,UID...]] "
+                + "[--jmx]; --allow-uid admits those users besides this one (open the file to them too: --socket-mode); "
+                + "--jmx registers the server's MXBean; serves until Ctrl-C "
                 + "or SIGTERM, then removes its socket file and exits 130 or 143 (the signal's status)";
     }
 
@@ -90,6 +94,25 @@ final class ServeCommand implements Command {
             if (why.startsWith(builderMethod + ": ")) why = why.substring(builderMethod.length() + 2);
             throw new IllegalArgumentException("--" + option + ": " + why, e);
         }
+    }
+
+    /**
+     * --allow-uid: "1001" or "1001,1002", each a uid >= 0 (the server admits them besides its
+     * own user: {@link SharingServer.Builder#alsoAllowUids}).
+     */
+    static int[] uidList(String v) {
+        String[] parts = v.split(",", -1);
+        int[] uids = new int[parts.length];
+        for (int i = 0; i < parts.length; i++) {
+            try {
+                uids[i] = Integer.parseInt(parts[i].trim());
+                if (uids[i] < 0) throw new NumberFormatException();
+            } catch (NumberFormatException e) {
+                throw new IllegalArgumentException("--allow-uid: " + v + " (expected: uids >= 0 separated by commas, "
+                        + "such as 1001 or 1001,1002; `id -u NAME` prints a user's uid)");
+            }
+        }
+        return uids;
     }
 
     /** {@code mode}, refused up front (a usage error) when {@code group} is set and the mode gives it no access. */
@@ -127,7 +150,7 @@ final class ServeCommand implements Command {
         Path socket;
         SharingServer.Builder builder;
         try {
-            a = Arguments.parse(args, OPTIONS, Set.of());
+            a = Arguments.parse(args, OPTIONS, SWITCHES);
             size = a.bytes("size");
             seed = a.longValue("seed", 1);
             name = a.bufferName("name");
@@ -146,6 +169,9 @@ final class ServeCommand implements Command {
             if (group != null) {
                 builder.socketFileGroup(asOption("socket-group", "socketFileGroup", () -> existingGroup(group)));
             }
+            String uids = a.optional("allow-uid");
+            if (uids != null) builder.alsoAllowUids(uidList(uids));
+            builder.registerMBean(a.has("jmx"));
         } catch (IllegalArgumentException e) {
             err.println("cuvmm serve: " + e.getMessage());
             return USAGE;
@@ -224,7 +250,8 @@ final class ServeCommand implements Command {
             }
             out.println("serving '" + name + "' (" + ByteSize.format(size) + ", " + buffer.chunkCount()
                     + " chunk(s), pattern seed " + seed + ") on " + socket + " with the " + resource.driver().kind()
-                    + " driver; Ctrl-C to stop");
+                    + " driver to uids " + server.allowedUids() + (registered(server) ? "; JMX bean "
+                    + server.objectName() : "") + "; Ctrl-C to stop");
             out.flush();
             stop.await();
             server.unpublish(name);
@@ -239,6 +266,11 @@ final class ServeCommand implements Command {
             return FAILED;
         }
         return STOPPED;
+    }
+
+    /** True when {@code --jmx} registered the server's bean (its name is then printed). */
+    private static boolean registered(SharingServer server) {
+        return java.lang.management.ManagementFactory.getPlatformMBeanServer().isRegistered(server.objectName());
     }
 
     /**

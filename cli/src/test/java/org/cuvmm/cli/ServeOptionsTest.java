@@ -93,6 +93,10 @@ class ServeOptionsTest {
         assertTrue(usageError("--max-protocol", "0").contains("--max-protocol: 0 (expected: a whole number >= 1)"));
         assertTrue(usageError("--idle-timeout", "-1").contains("--idle-timeout: -1 (expected: whole seconds"));
         assertTrue(usageError("--handshake-timeout", "1.5").contains("--handshake-timeout: 1.5 (expected: whole seconds"));
+        assertTrue(usageError("--allow-uid", "-1").contains("--allow-uid: -1 (expected: uids >= 0 separated by commas"));
+        assertTrue(usageError("--allow-uid", "1001,").contains("--allow-uid: 1001, (expected: uids >= 0"));
+        assertTrue(usageError("--allow-uid", "bob").contains("--allow-uid: bob (expected: uids >= 0"));
+        assertTrue(usageError("--jmx", "yes").contains("unexpected argument 'yes'"), "--jmx takes no value");
     }
 
     @Test
@@ -107,12 +111,22 @@ class ServeOptionsTest {
             Future<Integer> serving = pool.submit(() -> new ServeCommand(stop).run(List.of("--socket", socket.toString(),
                     "--name", "t", "--size", "1M", "--socket-mode", "0660", "--max-connections", "1",
                     "--max-leases", "1", "--max-ids", "2", "--max-protocol", "1", "--backlog", "16",
-                    "--handshake-timeout", "30", "--idle-timeout", "0"), out, out));
+                    "--handshake-timeout", "30", "--idle-timeout", "0", "--allow-uid", "65534,4242", "--jmx"), out, out));
             long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(60);
             while (!serveOut.toString(StandardCharsets.UTF_8).contains("serving 't'")) {
                 assertTrue(System.nanoTime() < until, serveOut.toString(StandardCharsets.UTF_8));
                 Thread.sleep(20);
             }
+            // --allow-uid admits those uids besides this process's own (an independent review: serve
+            // had no way to, so --socket-mode 0660/0666 opened the file to users the server refused),
+            // and --jmx registers the bean; the serving line names both.
+            int me = (Integer) Files.getAttribute(dir, "unix:uid", LinkOption.NOFOLLOW_LINKS);
+            String printed = serveOut.toString(StandardCharsets.UTF_8);
+            java.util.Set<Integer> admitted = new java.util.TreeSet<>(List.of(me, 4242, 65534));
+            assertTrue(printed.contains(" to uids " + admitted + "; JMX bean org.cuvmm:type=SharingServer,name="), printed);
+            assertTrue(java.lang.management.ManagementFactory.getPlatformMBeanServer().isRegistered(
+                    new javax.management.ObjectName("org.cuvmm:type=SharingServer,name=" + javax.management.ObjectName
+                            .quote(socket.toString()))), printed);
             int mode = (Integer) Files.getAttribute(socket, "unix:mode", LinkOption.NOFOLLOW_LINKS);
             assertEquals("660", Integer.toOctalString(mode & 07777));
             try (SharingClient first = SharingClient.connect(socket, "first")) {

@@ -169,16 +169,38 @@ public final class SharingServer implements AutoCloseable {
             this.path = FdSocket.checkPath(path);
         }
 
-        /** Replaces the allow-list with these uids (default: this process's uid only). */
+        /**
+         * Replaces the allow-list with these uids (default: this process's effective uid only),
+         * dropping what {@link #alsoAllowUids} added before. An empty list admits nobody.
+         *
+         * @throws IllegalArgumentException for a negative uid (nothing is changed)
+         */
         public Builder allowUids(int... uids) {
-            Objects.requireNonNull(uids, "uids");
+            checkUids("allowUids", uids);
             allowedUids.clear();
-            for (int u : uids) {
-                if (u < 0) throw new IllegalArgumentException("uids: " + u + " (expected: uids >= 0)");
-                allowedUids.add(u);
-            }
+            for (int u : uids) allowedUids.add(u);
             uidsSet = true;
             return this;
+        }
+
+        /**
+         * Adds these uids to the allow-list, keeping what it holds: with no {@link #allowUids}
+         * call, this process's effective uid and these. The usual way to admit another user
+         * (who also needs the socket file opened to it: {@link #socketFileMode}).
+         *
+         * @throws IllegalArgumentException for a negative uid (nothing is added)
+         */
+        public Builder alsoAllowUids(int... uids) {
+            checkUids("alsoAllowUids", uids);
+            for (int u : uids) allowedUids.add(u);
+            return this;
+        }
+
+        private static void checkUids(String method, int[] uids) {
+            Objects.requireNonNull(uids, "uids");
+            for (int u : uids) {
+                if (u < 0) throw new IllegalArgumentException(method + ": uid " + u + " (expected: uids >= 0)");
+            }
         }
 
         /**
@@ -313,10 +335,8 @@ public final class SharingServer implements AutoCloseable {
                         + String.format("0%o", fileMode) + " gives the group no access (expected: socketFileMode 0660 "
                         + "or 0666 with a group)");
             }
-            if (!uidsSet) {
-                allowedUids.clear();
-                allowedUids.add(NativeIo.posix().geteuid());
-            }
+            // Left at its default: this process's euid, and what alsoAllowUids added.
+            if (!uidsSet) allowedUids.add(NativeIo.posix().geteuid());
             FdServerSocket s = FdServerSocket.bind(path, fileMode, fileGroup, backlog);
             SharingServer server = new SharingServer(this, s);
             try {

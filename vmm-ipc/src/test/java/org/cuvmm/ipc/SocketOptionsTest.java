@@ -248,7 +248,9 @@ class SocketOptionsTest {
                         "0600 keeps it out:\n" + out);
                 assertFalse(server.isClosed());
             }
-            try (SharingServer server = SharingServer.builder(sock).allowUids(me, 65534).socketFileMode(0666).build()) {
+            // alsoAllowUids: this process's uid stays on the list (what cuvmm serve --allow-uid uses).
+            try (SharingServer server = SharingServer.builder(sock).alsoAllowUids(65534).socketFileMode(0666).build()) {
+                assertEquals(java.util.Set.of(me, 65534), server.allowedUids());
                 String out = helloAsNobody(cp, cpDir, log);
                 assertTrue(out.contains("ACCEPTED"), "allowed and the file open to it:\n" + out);
                 assertFalse(server.isClosed());
@@ -256,6 +258,25 @@ class SocketOptionsTest {
         } finally {
             log.delete();
             IpcTestSupport.deleteTree(cpDir);
+        }
+    }
+
+    /** allowUids replaces the list; alsoAllowUids adds to it (to this process's uid by default); negatives are refused. */
+    @Test
+    void theAllowListIsReplacedOrAddedTo() throws Exception {
+        int me = NativeIo.posix().geteuid();
+        try (SharingServer server = SharingServer.builder(sock).alsoAllowUids(4242, 4243).build()) {
+            assertEquals(java.util.Set.of(me, 4242, 4243), server.allowedUids());
+        }
+        try (SharingServer server = SharingServer.builder(sock).alsoAllowUids(4242).allowUids(4243).alsoAllowUids(4244)
+                .build()) {
+            assertEquals(java.util.Set.of(4243, 4244), server.allowedUids(), "allowUids replaced the list, the euid too");
+        }
+        SharingServer.Builder b = SharingServer.builder(sock);
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class, () -> b.alsoAllowUids(7, -1));
+        assertEquals("alsoAllowUids: uid -1 (expected: uids >= 0)", e.getMessage());
+        try (SharingServer server = b.build()) {
+            assertEquals(java.util.Set.of(me), server.allowedUids(), "a refused call added nothing");
         }
     }
 
