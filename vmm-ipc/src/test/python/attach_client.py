@@ -244,27 +244,41 @@ def check_sizes(sizes, size):
         raise ProtocolViolation("buffer size %d for chunks %r" % (size, sizes))
 
 
-def parse_descriptor(payload, fds):
-    """Version 1 (section 3)."""
-    lease, handle_type, size, count = struct.unpack_from(">QIQI", payload, 0)
-    if handle_type != 1:
-        raise ProtocolViolation("handle type %d" % handle_type)
-    if not 1 <= count <= MAX_FDS or len(payload) != 24 + 8 * count:
-        raise ProtocolViolation("chunk count %d with a %d-byte payload" % (count, len(payload)))
-    sizes = list(struct.unpack_from(">%dQ" % count, payload, 24))
-    check_sizes(sizes, size)
-    if len(fds) != count:
-        raise ProtocolViolation("%d chunks but %d fds" % (count, len(fds)))
-    return lease, size, sizes
-
-
 class Rejected(Exception):
-    """A version-2 DESCRIPTOR this client refuses: answered with ERROR code, then RELEASE (13.3)."""
+    """A DESCRIPTOR this client refuses once its lease id is known: answered with ERROR code, then
+    RELEASE (section 3), and in version 2 FORGET of the ids it brought (13.3)."""
 
     def __init__(self, code, message):
         super().__init__("%s (%d): %s" % (ERROR_NAMES[code], code, message))
         self.code = code
         self.message = message
+        self.lease = None
+        self.fresh_ids = []
+
+
+def parse_descriptor(payload, fds):
+    """Version 1 (section 3): returns (lease, size, sizes); raises Rejected once the lease id is known."""
+    if len(payload) < 24:
+        raise ProtocolViolation("DESCRIPTOR payload of %d bytes" % len(payload))
+    lease, handle_type, size, count = struct.unpack_from(">QIQI", payload, 0)
+    try:
+        if handle_type != 1:
+            raise Rejected(BAD_PAYLOAD, "handle type %d (expected: 1)" % handle_type)
+        if not 1 <= count <= MAX_FDS or len(payload) != 24 + 8 * count:
+            raise Rejected(BAD_PAYLOAD, "chunk count %d with a %d-byte payload" % (count, len(payload)))
+        if lease == 0:
+            raise Rejected(BAD_PAYLOAD, "lease id 0 (expected: non-zero)")
+        sizes = list(struct.unpack_from(">%dQ" % count, payload, 24))
+        try:
+            check_sizes(sizes, size)
+        except ProtocolViolation as e:
+            raise Rejected(BAD_PAYLOAD, str(e))
+        if len(fds) != count:
+            raise Rejected(FD_COUNT_MISMATCH, "%d chunks but %d fds" % (count, len(fds)))
+    except Rejected as e:
+        e.lease = lease
+        raise
+    return lease, size, sizes
 
 
 def parse_descriptor_v2(payload, fds):
@@ -275,6 +289,8 @@ def parse_descriptor_v2(payload, fds):
     try:
         if handle_type != 1:
             raise Rejected(BAD_PAYLOAD, "handle type %d (expected: 1)" % handle_type)
+        if lease == 0:
+            raise Rejected(BAD_PAYLOAD, "lease id 0 (expected: non-zero)")
         if not 1 <= count <= MAX_FDS or len(payload) != 24 + 20 * count:
             raise Rejected(BAD_PAYLOAD, "chunk count %d with a %d-byte payload" % (count, len(payload)))
         chunks = [struct.unpack_from(">QQI", payload, 24 + 20 * i) for i in range(count)]
@@ -292,6 +308,8 @@ def parse_descriptor_v2(payload, fds):
             raise Rejected(FD_COUNT_MISMATCH, "%d chunks with FD but %d fds" % (with_fd, len(fds)))
     except Rejected as e:
         e.lease = lease
+        if count and len(payload) == 24 + 20 * count:
+            e.chunks = [struct.unpack_from(">QQI", payload, 24 + 20 * i) for i in range(count)]
         raise
     return lease, size, chunks
 
@@ -327,7 +345,12 @@ class Client:
         if self.conn.version == 1:
             maps = []
             try:
-                lease, size, sizes = parse_descriptor(payload, fds)
+                try:
+                    lease, size, sizes = parse_descriptor(payload, fds)
+                except Rejected as e:
+                    close_fds(fds)
+                    fds = []
+                    self.reject(rid, e)
                 for fd, chunk in zip(fds, sizes):
                     maps.append(map_fd(fd, chunk))
             except BaseException:
@@ -351,6 +374,11 @@ class Client:
                                        % (cid, csize, self.held[cid][0]))
         except Rejected as e:
             close_fds(fds)
+            # 13.3: the ids that came with FD and that this client did not hold are held by the
+            # server from this DESCRIPTOR on: FORGET them, or every later DESCRIPTOR names them
+            # without fd (whatever the reason for the refusal, a bad fd count included).
+            e.fresh_ids = [cid for _, cid, flags in getattr(e, "chunks", [])
+                           if flags & FLAG_FD and cid != 0 and cid not in self.held]
             self.reject(rid, e)
         new = 0
         try:
@@ -373,6 +401,11 @@ class Client:
         msg = e.message.encode("utf-8")[:4096]
         self.conn.send(ERROR, struct.pack(">IH", e.code, len(msg)) + msg, request_id=rid)
         self.release(e.lease)
+        fresh = sorted(set(e.fresh_ids))
+        if fresh:
+            rid = self.conn.send(FORGET, struct.pack(">I%dQ" % len(fresh), len(fresh), *fresh))
+            payload, _ = self.conn.expect_reply(rid, FORGOTTEN)
+            print("FORGOT %d id(s) of the refused DESCRIPTOR" % struct.unpack(">I", payload)[0])
         raise ProtocolViolation("DESCRIPTOR refused: %s" % e)
 
     def release(self, lease):
