@@ -457,10 +457,13 @@ public final class SharingClient implements AutoCloseable {
         if (f.message instanceof Messages.DescriptorV2 d2) return attachV2(name, resource, f, d2);
         Messages.Descriptor d = (Messages.Descriptor) f.message;
         int[] fds = f.takeFds();
+        if (!claimLease(d.leaseId())) {
+            NativeIo.closeAll(fds);
+            throw duplicateLease(name, d.leaseId());
+        }
         Attachment a;
         try {
             try (BufferDescriptor desc = BufferDescriptor.fromFds(fds, d.chunkSizes(), HandleType.POSIX_FD, d.size())) {
-                unreleased.put(d.leaseId(), Boolean.TRUE);
                 // The lease follows the mappings: the import's callback releases it (Attachment).
                 a = new Attachment(this, name, d.leaseId(), whenUnmapped -> resource.importBuffer(desc, whenUnmapped));
             }
@@ -474,6 +477,27 @@ public final class SharingClient implements AutoCloseable {
             NativeIo.closeAll(fds); // fromFds duplicated them
         }
         return registered(name, d.leaseId(), a);
+    }
+
+    /**
+     * Records that this client holds {@code leaseId}; false, recording nothing, when it already
+     * does. Lease ids are unique for the life of the server (PROTOCOL.md section 3): a server
+     * that gave one to two DESCRIPTORs made the second attachment replace the first in the
+     * tables {@link #close()} walks, and the first stayed mapped after close() (an independent
+     * probe, ClientDistrustsServerTest).
+     */
+    private boolean claimLease(long leaseId) {
+        synchronized (unreleased) { // LongMap's own monitor: the check and the put are one step
+            if (unreleased.containsKey(leaseId)) return false;
+            unreleased.put(leaseId, Boolean.TRUE);
+            return true;
+        }
+    }
+
+    private static SharingException duplicateLease(String name, long leaseId) {
+        return new SharingException(ErrorCode.BAD_PAYLOAD, "attach '" + name + "': the server's DESCRIPTOR gives lease "
+                + Long.toUnsignedString(leaseId) + ", which this client already holds (lease ids are unique for the "
+                + "life of the server); not imported, its fds closed");
     }
 
     /** Both versions: records the attachment under its lease; a close or DROP meanwhile is honoured. */
@@ -497,9 +521,12 @@ public final class SharingClient implements AutoCloseable {
     private Attachment attachV2(String name, VirtualMemoryResource resource, Frame f, Messages.DescriptorV2 d)
             throws IOException {
         f.close();
+        if (!claimLease(d.leaseId())) {
+            cache.unpin(d.ids()); // as dispose() does: the fds stay with their held ids
+            throw duplicateLease(name, d.leaseId());
+        }
         Attachment a;
         try {
-            unreleased.put(d.leaseId(), Boolean.TRUE);
             a = new Attachment(this, name, d.leaseId(), whenUnmapped -> cache.open(d, resource, whenUnmapped));
         } catch (RuntimeException e) {
             unreleased.remove(d.leaseId());
@@ -906,7 +933,9 @@ public final class SharingClient implements AutoCloseable {
     private void dispatch(Frame f) {
         Consumer<Frame> hook = dispatchHook;
         if (hook != null) hook.accept(f);
-        if (f.type == FrameType.HELLO_OK && version == 0) {
+        // Only the HELLO_OK answering a HELLO this client is waiting for picks the version; an
+        // unrequested one (any other request id) is disposed of below (ClientDistrustsServerTest).
+        if (f.type == FrameType.HELLO_OK && version == 0 && pending.containsKey(f.requestId)) {
             // Before reading on: every later frame must carry this version.
             version = f.version;
         }
