@@ -400,6 +400,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      *     device has no write access to the memory)
      */
     public void copyFrom(long offset, byte[] src, int srcOffset, int length) {
+        requireOpen(); // closed first, whatever the arguments (as access)
         Checks.notNull("src", src);
         Checks.arrayWindow("src", srcOffset, length, src.length);
         Checks.window("copyFrom", offset, length, size);
@@ -417,6 +418,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * pieces like {@link #copyFrom(long, byte[], int, int)} (never pinning {@code dst}).
      */
     public void copyTo(long offset, byte[] dst, int dstOffset, int length) {
+        requireOpen(); // closed first, whatever the arguments (as access)
         Checks.notNull("dst", dst);
         Checks.arrayWindow("dst", dstOffset, length, dst.length);
         Checks.window("copyTo", offset, length, size);
@@ -437,6 +439,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * @throws IllegalStateException when {@code src} is a file mapping that lost pages
      */
     public void copyFrom(long offset, ByteBuffer src) {
+        requireOpen(); // closed first, whatever the arguments (as access)
         Checks.notNull("src", src);
         int length = src.remaining();
         Checks.window("copyFrom", offset, length, size);
@@ -459,11 +462,23 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * position. A file mapping is written 1 MiB at a time by a copy that reports a lost page, as
      * {@link #copyFrom(long, ByteBuffer)} reads one.
      *
-     * @throws IllegalStateException when {@code dst} is a file mapping that lost pages
+     * @throws IllegalStateException when {@code dst} is a file mapping that lost pages, or
+     *     this buffer is closed (said first, whatever the arguments)
+     * @throws java.nio.ReadOnlyBufferException when {@code dst} is read-only (its message names it)
      */
     public void copyTo(long offset, ByteBuffer dst) {
+        requireOpen(); // closed first, whatever the arguments (as access)
         Checks.notNull("dst", dst);
-        if (dst.isReadOnly()) throw new ReadOnlyBufferException();
+        if (dst.isReadOnly()) {
+            // ReadOnlyBufferException has no message constructor: one that names the argument.
+            String message = "dst: " + dst + " is read-only (expected: a writable ByteBuffer to copy into)";
+            throw new ReadOnlyBufferException() {
+                private static final long serialVersionUID = 1L;
+
+                @Override
+                public String getMessage() { return message; }
+            };
+        }
         int length = dst.remaining();
         Checks.window("copyTo", offset, length, size);
         if (dst.hasArray()) {
@@ -533,6 +548,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
     /** Sets {@code length} bytes from {@code offset} to {@code value}. */
     public void fill(long offset, long length, byte value) {
+        requireOpen(); // closed first, whatever the arguments (as access)
         Checks.window("fill", offset, length, size);
         onOwnStream(null, length, s -> check(st -> NativeApi.fill_on(range, offset, length, value, s, st)));
     }
@@ -641,6 +657,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      */
     public void close(Stream stream) {
         Checks.notNull("stream", stream);
+        if (state.isClosed()) return; // idempotent, as close(): whatever the stream or the thread
         // Before the state closes: a refusal half way (NativeCalls.status) would leak the range.
         HostFunctions.refuseInsideHostFunction("VirtualMemoryBuffer.close(Stream)");
         stream.acquireArgument();
@@ -746,6 +763,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      *     buffer) or closed
      */
     public ByteBuffer asByteBuffer() {
+        requireOpen(); // closed first: a closed buffer says so whatever its location
         if (!resource.isHostAccessible()) {
             throw new UnsupportedOperationException("asByteBuffer: the memory of " + this + " is on device "
                     + resource.device() + " (expected: a resource with a host location type, HOST or HOST_NUMA; "

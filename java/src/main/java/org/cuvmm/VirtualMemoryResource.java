@@ -291,6 +291,10 @@ public final class VirtualMemoryResource implements AutoCloseable {
     public VirtualMemoryBuffer modifyAllocation(VirtualMemoryBuffer buffer, long newSize,
                                                 VirtualMemoryResourceOptions options) {
         Checks.notNull("buffer", buffer);
+        if (buffer.isClosed()) { // closed first, whatever the size (as the buffer's own methods)
+            throw new IllegalStateException("buffer: " + buffer + " is closed (expected: an open buffer; it cannot be "
+                    + "grown after close())");
+        }
         Checks.nonNegative("newSize", newSize);
         if (buffer.resource() != this) {
             throw new IllegalArgumentException("buffer: " + buffer + " (expected: a buffer of this resource; grow it "
@@ -300,10 +304,15 @@ public final class VirtualMemoryResource implements AutoCloseable {
             throw new IllegalArgumentException("options.handleType: " + options.handleType() + " (expected: "
                     + this.options.handleType() + ", the buffer's handle type: a grow may not change it)");
         }
-        if (options != null && (options.locationType() != this.options.locationType()
-                || options.locationId() != this.options.locationId())) {
+        if (options != null && options.locationType() != this.options.locationType()) {
             throw new IllegalArgumentException("options.locationType: " + options.locationType() + " (expected: "
                     + this.options.locationType() + ", the buffer's location: a grow may not move memory elsewhere)");
+        }
+        // locationId names a NUMA node for HOST_NUMA only ("ignored for other locations").
+        if (options != null && this.options.locationType() == LocationType.HOST_NUMA
+                && options.locationId() != this.options.locationId()) {
+            throw new IllegalArgumentException("options.locationId: " + options.locationId() + " (expected: "
+                    + this.options.locationId() + ", the buffer's NUMA node: a grow may not move memory elsewhere)");
         }
         state.acquire(this);
         try {

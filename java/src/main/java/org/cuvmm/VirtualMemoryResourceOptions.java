@@ -170,8 +170,10 @@ public final class VirtualMemoryResourceOptions {
             return this;
         }
         public Builder peers(Set<Integer> ordinals) {
-            peers.clear();
-            for (Integer p : require("peers", ordinals)) peers.add(require("peers element", p));
+            Set<Integer> checked = new TreeSet<>();
+            for (Integer p : require("peers", ordinals)) checked.add(require("peers element", p));
+            peers.clear(); // only once every element was accepted: a refused set leaves the builder as it was
+            peers.addAll(checked);
             return this;
         }
         public Builder selfAccess(AccessMode value) { selfAccess = require("selfAccess", value); return this; }
