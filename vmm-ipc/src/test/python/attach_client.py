@@ -256,18 +256,30 @@ class Rejected(Exception):
         self.fresh_ids = []
 
 
-def parse_descriptor(payload, fds):
-    """Version 1 (section 3): returns (lease, size, sizes); raises Rejected once the lease id is known."""
+def descriptor_header(payload, chunk_bytes):
+    """Both versions: (lease, size, count) after the checks of the fixed part (section 3; 13.3
+    with 20-byte chunks). A payload too short for the lease id is a violation (no lease to
+    release); past that, a refusal is Rejected with the lease id."""
     if len(payload) < 24:
         raise ProtocolViolation("DESCRIPTOR payload of %d bytes" % len(payload))
     lease, handle_type, size, count = struct.unpack_from(">QIQI", payload, 0)
     try:
         if handle_type != 1:
             raise Rejected(BAD_PAYLOAD, "handle type %d (expected: 1)" % handle_type)
-        if not 1 <= count <= MAX_FDS or len(payload) != 24 + 8 * count:
-            raise Rejected(BAD_PAYLOAD, "chunk count %d with a %d-byte payload" % (count, len(payload)))
         if lease == 0:
             raise Rejected(BAD_PAYLOAD, "lease id 0 (expected: non-zero)")
+        if not 1 <= count <= MAX_FDS or len(payload) != 24 + chunk_bytes * count:
+            raise Rejected(BAD_PAYLOAD, "chunk count %d with a %d-byte payload" % (count, len(payload)))
+    except Rejected as e:
+        e.lease = lease
+        raise
+    return lease, size, count
+
+
+def parse_descriptor(payload, fds):
+    """Version 1 (section 3): returns (lease, size, sizes); raises Rejected once the lease id is known."""
+    lease, size, count = descriptor_header(payload, 8)
+    try:
         sizes = list(struct.unpack_from(">%dQ" % count, payload, 24))
         try:
             check_sizes(sizes, size)
@@ -283,16 +295,8 @@ def parse_descriptor(payload, fds):
 
 def parse_descriptor_v2(payload, fds):
     """Version 2 (section 13.3): returns (lease, size, [(size, id, flags)]); raises Rejected."""
-    if len(payload) < 24:
-        raise ProtocolViolation("DESCRIPTOR payload of %d bytes" % len(payload))
-    lease, handle_type, size, count = struct.unpack_from(">QIQI", payload, 0)
+    lease, size, count = descriptor_header(payload, 20)
     try:
-        if handle_type != 1:
-            raise Rejected(BAD_PAYLOAD, "handle type %d (expected: 1)" % handle_type)
-        if lease == 0:
-            raise Rejected(BAD_PAYLOAD, "lease id 0 (expected: non-zero)")
-        if not 1 <= count <= MAX_FDS or len(payload) != 24 + 20 * count:
-            raise Rejected(BAD_PAYLOAD, "chunk count %d with a %d-byte payload" % (count, len(payload)))
         chunks = [struct.unpack_from(">QQI", payload, 24 + 20 * i) for i in range(count)]
         try:
             check_sizes([c[0] for c in chunks], size)
@@ -308,8 +312,7 @@ def parse_descriptor_v2(payload, fds):
             raise Rejected(FD_COUNT_MISMATCH, "%d chunks with FD but %d fds" % (with_fd, len(fds)))
     except Rejected as e:
         e.lease = lease
-        if count and len(payload) == 24 + 20 * count:
-            e.chunks = [struct.unpack_from(">QQI", payload, 24 + 20 * i) for i in range(count)]
+        e.chunks = chunks
         raise
     return lease, size, chunks
 
