@@ -711,8 +711,12 @@ public final class SharingClient implements AutoCloseable {
                 // The server may have closed right after an ERROR (NOT_ALLOWED): report that.
                 reader.join(1000);
                 IOException why = failure;
+                // A close() racing this send closed the socket: its ClosedChannelException has no
+                // message ("failed: null", an independent probe).
+                String reason = e.getMessage() != null ? e.getMessage() : closed ? "the client was closed meanwhile"
+                        : e.toString();
                 throw why instanceof SharingException ? rethrow(why) : new IOException(m.type() + " to " + path
-                        + " failed: " + e.getMessage(), e);
+                        + " failed: " + reason, e);
             }
             Frame r;
             try {
@@ -951,6 +955,23 @@ public final class SharingClient implements AutoCloseable {
                 cache.received(d, fds);
             } catch (ProtocolException e) {
                 NativeIo.closeAll(fds);
+                if (closed) {
+                    // close() ended the cache (its ids are gone) while this ATTACH was in
+                    // flight: the DESCRIPTOR naming held ids without their fds is no bad frame.
+                    // Nobody will use it: give back its lease and fail its request as a closed
+                    // client's (an independent probe: about half of the attaches racing a
+                    // close() failed with "the server sent a bad frame", UNKNOWN_ID, and an
+                    // ERROR blaming the server was sent).
+                    f.close();
+                    sendLater(new Messages.Release(d.leaseId()), nextId());
+                    CompletableFuture<Frame> p = pending.remove(f.requestId);
+                    if (p != null) {
+                        p.completeExceptionally(new IOException("attach: the client was closed meanwhile (the server's "
+                                + "DESCRIPTOR, lease " + d.leaseId() + ", was discarded and its lease released)"));
+                        token.delivered();
+                    }
+                    return;
+                }
                 rejected(e.withRequestId(f.requestId).withDescriptor(d));
                 return;
             }
