@@ -403,7 +403,8 @@ class Client:
         print("REJECTED DESCRIPTOR lease %d: %s" % (e.lease, e))
         msg = e.message.encode("utf-8")[:4096]
         self.conn.send(ERROR, struct.pack(">IH", e.code, len(msg)) + msg, request_id=rid)
-        self.release(e.lease)
+        if e.lease:                     # lease id 0 names no lease: nothing to release
+            self.release(e.lease)
         fresh = sorted(set(e.fresh_ids))
         if fresh:
             rid = self.conn.send(FORGET, struct.pack(">I%dQ" % len(fresh), len(fresh), *fresh))

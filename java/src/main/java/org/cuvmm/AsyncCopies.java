@@ -59,6 +59,7 @@ final class AsyncCopies {
 
     static void fromPinned(VirtualMemoryBuffer dst, long offset, PinnedHostBuffer src, long srcOffset, long length,
                            Stream stream) {
+        dst.requireOpen(); // closed first, whatever the windows (as the synchronous copies)
         Checks.window("copyFromAsync", offset, length, dst.size());
         Checks.window("src", srcOffset, length, src.size());
         HostFunctions.refuseInsideHostFunction("copyFromAsync");
@@ -70,6 +71,7 @@ final class AsyncCopies {
 
     static void toPinned(VirtualMemoryBuffer src, long offset, PinnedHostBuffer dst, long dstOffset, long length,
                          Stream stream) {
+        src.requireOpen(); // closed first, whatever the windows (as the synchronous copies)
         Checks.window("copyToAsync", offset, length, src.size());
         Checks.window("dst", dstOffset, length, dst.size());
         HostFunctions.refuseInsideHostFunction("copyToAsync");
@@ -81,6 +83,7 @@ final class AsyncCopies {
 
     static void fromBuffer(VirtualMemoryBuffer dst, long offset, VirtualMemoryBuffer src, long srcOffset, long length,
                            Stream stream) {
+        dst.requireOpen(); // closed first, whatever the windows (as the synchronous copies)
         Checks.window("copyFromAsync", offset, length, dst.size());
         Checks.window("src", srcOffset, length, src.size());
         HostFunctions.refuseInsideHostFunction("copyFromAsync");
@@ -93,6 +96,7 @@ final class AsyncCopies {
     }
 
     static void fill(VirtualMemoryBuffer dst, long offset, long length, byte value, Stream stream) {
+        dst.requireOpen(); // closed first, whatever the windows (as the synchronous copies)
         Checks.window("fillAsync", offset, length, dst.size());
         HostFunctions.refuseInsideHostFunction("fillAsync");
         holding(stream, dst, NOTHING, NOTHING, () -> queueRecorded(stream,
@@ -193,6 +197,7 @@ final class AsyncCopies {
     }
 
     static void fromArray(VirtualMemoryBuffer dst, long offset, byte[] src, int srcOffset, int length, Stream stream) {
+        dst.requireOpen(); // closed first, whatever the windows (as the synchronous copies)
         Checks.arrayWindow("src", srcOffset, length, src.length);
         Checks.window("copyFromAsync", offset, length, dst.size());
         HostFunctions.refuseInsideHostFunction("copyFromAsync");

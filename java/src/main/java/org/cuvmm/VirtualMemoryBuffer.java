@@ -469,16 +469,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     public void copyTo(long offset, ByteBuffer dst) {
         requireOpen(); // closed first, whatever the arguments (as access)
         Checks.notNull("dst", dst);
-        if (dst.isReadOnly()) {
-            // ReadOnlyBufferException has no message constructor: one that names the argument.
-            String message = "dst: " + dst + " is read-only (expected: a writable ByteBuffer to copy into)";
-            throw new ReadOnlyBufferException() {
-                private static final long serialVersionUID = 1L;
-
-                @Override
-                public String getMessage() { return message; }
-            };
-        }
+        if (dst.isReadOnly()) throw new ReadOnlyDestination(dst);
         int length = dst.remaining();
         Checks.window("copyTo", offset, length, size);
         if (dst.hasArray()) {
@@ -510,6 +501,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * @throws IllegalStateException when this buffer or {@code src} is closed
      */
     public void copyFrom(long offset, VirtualMemoryBuffer src, long srcOffset, long length) {
+        requireOpen(); // closed first, whatever the arguments (as access)
         Checks.notNull("src", src);
         Checks.window("copyFrom", offset, length, size);
         Checks.window("src", srcOffset, length, src.size);
@@ -1250,7 +1242,25 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         }
     }
 
-    private void requireOpen() {
+    /**
+     * A read-only {@code copyTo} destination, named ({@link ReadOnlyBufferException} has no
+     * message of its own). Static and holding only the text: an exception kept by a logger must
+     * not keep the buffer reachable, and it must serialize (a review).
+     */
+    private static final class ReadOnlyDestination extends ReadOnlyBufferException {
+        private static final long serialVersionUID = 1L;
+        private final String message;
+
+        ReadOnlyDestination(ByteBuffer dst) {
+            message = "dst: " + dst + " is read-only (expected: a writable ByteBuffer to copy into)";
+        }
+
+        @Override
+        public String getMessage() { return message; }
+    }
+
+    /** Throws when closed: said first, whatever the arguments (the class javadoc's rule). */
+    void requireOpen() {
         if (state.isClosed()) {
             throw new IllegalStateException(release.description() + " is closed; it cannot be used after close()");
         }

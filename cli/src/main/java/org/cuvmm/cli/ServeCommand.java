@@ -48,6 +48,8 @@ final class ServeCommand implements Command {
     static final long FILL_STEP = 64L << 20;
     /** {@link #serveUntilStopped}'s result after a stop: not an exit status ("stopped" is printed, then {@link #OK}). */
     private static final int STOPPED = -1;
+    /** --jmx: the server's bean is registered (build() fails otherwise) and its name printed. */
+    private boolean jmx;
     /** Released by tests (and by the shutdown hook) to stop serving. */
     private final CountDownLatch stop;
 
@@ -171,7 +173,8 @@ final class ServeCommand implements Command {
             }
             String uids = a.optional("allow-uid");
             if (uids != null) builder.alsoAllowUids(uidList(uids));
-            builder.registerMBean(a.has("jmx"));
+            jmx = a.has("jmx");
+            builder.registerMBean(jmx); // without it the platform MBean server is never touched
         } catch (IllegalArgumentException e) {
             err.println("cuvmm serve: " + e.getMessage());
             return USAGE;
@@ -250,7 +253,7 @@ final class ServeCommand implements Command {
             }
             out.println("serving '" + name + "' (" + ByteSize.format(size) + ", " + buffer.chunkCount()
                     + " chunk(s), pattern seed " + seed + ") on " + socket + " with the " + resource.driver().kind()
-                    + " driver to uids " + server.allowedUids() + (registered(server) ? "; JMX bean "
+                    + " driver to uids " + server.allowedUids() + (jmx ? "; JMX bean "
                     + server.objectName() : "") + "; Ctrl-C to stop");
             out.flush();
             stop.await();
@@ -266,11 +269,6 @@ final class ServeCommand implements Command {
             return FAILED;
         }
         return STOPPED;
-    }
-
-    /** True when {@code --jmx} registered the server's bean (its name is then printed). */
-    private static boolean registered(SharingServer server) {
-        return java.lang.management.ManagementFactory.getPlatformMBeanServer().isRegistered(server.objectName());
     }
 
     /**

@@ -250,7 +250,7 @@ class SocketOptionsTest {
             }
             // alsoAllowUids: this process's uid stays on the list (what cuvmm serve --allow-uid uses).
             try (SharingServer server = SharingServer.builder(sock).alsoAllowUids(65534).socketFileMode(0666).build()) {
-                assertEquals(java.util.Set.of(me, 65534), server.allowedUids());
+                assertEquals(new java.util.TreeSet<>(List.of(me, 65534)), server.allowedUids());
                 String out = helloAsNobody(cp, cpDir, log);
                 assertTrue(out.contains("ACCEPTED"), "allowed and the file open to it:\n" + out);
                 assertFalse(server.isClosed());
@@ -266,7 +266,7 @@ class SocketOptionsTest {
     void theAllowListIsReplacedOrAddedTo() throws Exception {
         int me = NativeIo.posix().geteuid();
         try (SharingServer server = SharingServer.builder(sock).alsoAllowUids(4242, 4243).build()) {
-            assertEquals(java.util.Set.of(me, 4242, 4243), server.allowedUids());
+            assertEquals(new java.util.TreeSet<>(List.of(me, 4242, 4243)), server.allowedUids());
         }
         try (SharingServer server = SharingServer.builder(sock).alsoAllowUids(4242).allowUids(4243).alsoAllowUids(4244)
                 .build()) {
