@@ -764,7 +764,7 @@ public final class SharingServer implements AutoCloseable {
             held = p.buffer.leaseDescribedBy(() -> "consumer " + c.describe() + ", lease " + id + " of '" + name + "' on "
                     + listenSocket.path());
         } catch (RuntimeException e) {
-            c.reply(requestId, ErrorCode.INTERNAL, "cannot export '" + name + "': " + e.getMessage());
+            refuseAttach(c, requestId, name, p, e);
             return;
         }
         ConnectionIds ids = c.ids;
@@ -818,7 +818,7 @@ public final class SharingServer implements AutoCloseable {
             if (assigned != null) ids.rollback(assigned);
             p.endHold(held);
             if (e instanceof Error) throw e;
-            c.reply(requestId, ErrorCode.INTERNAL, "cannot export '" + name + "': " + e.getMessage());
+            refuseAttach(c, requestId, name, p, e);
             return;
         }
         int count = 0;
@@ -864,6 +864,20 @@ public final class SharingServer implements AutoCloseable {
         if (listeners.isEmpty()) return; // no event object per round when nobody listens
         LeaseEvent e = new LeaseEvent(name, lease.id(), c.peer, c.clientName(), LeaseEvent.Reason.ATTACHED, count);
         fire(l -> l.attached(e));
+    }
+
+    /**
+     * Answers an ATTACH whose hold or export failed: UNKNOWN_NAME when the owner withdrew the
+     * name meanwhile (then closed the buffer, say: the failure is the withdrawal's, as the
+     * later check of section 13.7 would have said), else INTERNAL with the failure's text (an
+     * independent soak probe saw INTERNAL "buffer is closed" for an ATTACH racing unpublish).
+     */
+    private static void refuseAttach(ServerConnection c, int requestId, String name, Publication p, Throwable e) {
+        if (p.isWithdrawn()) {
+            c.reply(requestId, ErrorCode.UNKNOWN_NAME, "'" + name + "' was withdrawn by its owner");
+        } else {
+            c.reply(requestId, ErrorCode.INTERNAL, "cannot export '" + name + "': " + e.getMessage());
+        }
     }
 
     /** {@link #failAttachAt}: true when a test fails {@code step}. */

@@ -230,6 +230,37 @@ class AttachRollbackTest {
         }
     }
 
+    /**
+     * The owner withdraws the name while the ATTACH is exporting, and the export then fails
+     * (as it does when the owner closes the buffer right after unpublish): UNKNOWN_NAME, the
+     * withdrawal, not INTERNAL with the export's failure (a soak probe saw INTERNAL "buffer is
+     * closed" for an ATTACH racing unpublish and closeWhenUnused). Nothing is left behind.
+     */
+    @Test
+    void anExportThatFailsAfterTheWithdrawalIsUnknownName() throws Exception {
+        try (IpcTestSupport.ThreeChunks owner = new IpcTestSupport.ThreeChunks();
+             SharingServer server = SharingServer.builder(sock).build()) {
+            server.publish("three", owner.buffer);
+            try (FdSocket s = helloV2()) {
+                Map<String, Integer> fds = IpcTestSupport.fdSnapshot();
+                AtomicBoolean armed = new AtomicBoolean(true);
+                SharingServer.failAttachAt = step -> {
+                    if (!step.equals("export") || !armed.getAndSet(false)) return false;
+                    server.unpublish("three");
+                    return true; // the export fails after the withdrawal
+                };
+                attachRefused(s, "three", ErrorCode.UNKNOWN_NAME, "'three' was withdrawn by its owner");
+                assertNothingLeft(server, 0, 0, fds, "after the withdrawal");
+                // Not withdrawn: the same failure is INTERNAL, naming it.
+                server.publish("three", owner.buffer);
+                SharingServer.failAttachAt = failOnce("export");
+                attachRefused(s, "three", ErrorCode.INTERNAL, "cannot export 'three': failure injected");
+                Messages.DescriptorV2 d = attach(s, "three", 3);
+                release(s, d.leaseId());
+            }
+        }
+    }
+
     /** The id limit would be passed part-way through the buffer's chunks: no id of it is taken. */
     @Test
     void theIdLimitReachedPartWayTakesNoId() throws Exception {
