@@ -827,7 +827,7 @@ public final class SharingServer implements AutoCloseable {
         synchronized (p) {
             if (!p.addLeaseUnlessWithdrawn(lease)) {
                 failure = ErrorCode.UNKNOWN_NAME;
-                why = "'" + name + "' was withdrawn by its owner";
+                why = withdrawn(name);
             } else if (!c.addLeaseUnlessEnding(id, lease)) {
                 // The watchdog is cutting this connection (it held no lease): no lease on it.
                 p.forgetLease(lease);
@@ -874,10 +874,15 @@ public final class SharingServer implements AutoCloseable {
      */
     private static void refuseAttach(ServerConnection c, int requestId, String name, Publication p, Throwable e) {
         if (p.isWithdrawn()) {
-            c.reply(requestId, ErrorCode.UNKNOWN_NAME, "'" + name + "' was withdrawn by its owner");
+            c.reply(requestId, ErrorCode.UNKNOWN_NAME, withdrawn(name));
         } else {
             c.reply(requestId, ErrorCode.INTERNAL, "cannot export '" + name + "': " + e.getMessage());
         }
+    }
+
+    /** UNKNOWN_NAME's text for a name withdrawn during its ATTACH (PROTOCOL.md section 4, code 8). */
+    private static String withdrawn(String name) {
+        return "'" + name + "' was withdrawn by its owner";
     }
 
     /** {@link #failAttachAt}: true when a test fails {@code step}. */
