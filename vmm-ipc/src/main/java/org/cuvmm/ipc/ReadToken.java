@@ -22,17 +22,21 @@ import java.util.function.LongSupplier;
  * when it is free and a whole {@link #readerIdleNanos} period has passed since the last
  * activity, then blocks in {@code recvmsg} for whatever comes (DROP, EVICT, replies nobody
  * waits for). Until then it waits, timed, until the last activity plus one period, whether
- * the token is free or held: a caller never wakes it (no futex wake on a caller's path), and
- * a back-to-back series of requests, however many callers make it, wakes it about once per
- * period at most (each wake-up finds the activity moved on and waits again). Only a <i>long
- * lead</i> changes that: when it wakes to find the same caller holding the token for a whole
+ * the token is free or held: a caller never wakes it (no futex wake on a caller's path). A
+ * back-to-back series of requests, however many callers make it, finds it waking less and
+ * less often: each look that finds the activity moved on doubles its next wait, from one
+ * period up to {@link #MAX_BACKOFF_PERIODS} periods (so about 5 wake-ups in the first 16
+ * periods, then one per 16 periods), and an unsolicited frame that arrives just after such a
+ * series ends is read at most that many periods (plus one) later. Only a <i>long
+ * lead</i> changes that: when it looks to find the same caller holding the token for a whole
  * period (timed from when that caller took it, so other callers' requests meanwhile do not
- * make it short), it waits without a timeout (no periodic wake-up during a long lead: one
- * wake-up, a period after the lead began), and the release that leaves the token free
- * with no caller waiting for it (or the last follower leaving it free) wakes it; it then waits
- * until that release plus one period. So an unsolicited frame that arrives while no caller
- * leads is read about one period (plus scheduling) after the last activity. See
- * docs/PROTOCOL.md section 12, "Threads".
+ * make it short), it waits without a timeout (no periodic wake-up during a long lead), and
+ * the release that leaves the token free with no caller waiting for it (or the last follower
+ * leaving it free) wakes it; it then waits until that release plus one period. So an
+ * unsolicited frame that arrives while no caller leads is read one period (plus scheduling)
+ * after the last activity of an isolated request, and at most {@link #MAX_BACKOFF_PERIODS}
+ * + 1 periods after the last activity of a long series. See docs/PROTOCOL.md section 12,
+ * "Threads".
  *
  * <p>The token is held across blocking reads: that is what it is for (one reader at a time,
  * frames dispatched in order). The lock below guards only its state and is never held across
@@ -45,6 +49,18 @@ final class ReadToken {
      * test thread never lets the reader in between rounds). Read at each wait.
      */
     static volatile long readerIdleNanos = TimeUnit.MILLISECONDS.toNanos(1);
+
+    /**
+     * While callers keep the token busy, the reader thread's waits between looks double from
+     * one period up to this many periods (16 ms by default). A look that finds the activity
+     * moved on is all a wake-up achieves in a series of requests, and on the machine issue 11
+     * was measured on (a 2-vCPU guest, both sides on one CPU) a timed wake-up every
+     * millisecond cost about 2 µs per cached round of about 27 (bench/RESULTS-sharing-v2.md,
+     * Run 19), although it made one context switch per 35 rounds. The price: an unsolicited
+     * frame that arrives just after such a series ends is read up to this many periods later
+     * (a DROP, an EVICT, a reply nobody waits for; the next caller's request reads it at once).
+     */
+    static final int MAX_BACKOFF_PERIODS = 16;
 
     private final ReentrantLock lock = new ReentrantLock();
     /** Followers: a reply completed (maybe theirs) or the token came free. */
@@ -163,23 +179,33 @@ final class ReadToken {
      * caller activity (or a drain asked for). True: the reader holds the token; false: the
      * connection has ended. Waits timed (no caller has to wake it): while the token is free,
      * until the last activity plus one period; while a caller holds it, until its lead is a
-     * period old. Untimed only during a long lead (one caller holding the token a whole
-     * period, whatever requests other callers make meanwhile), until that lead's release.
+     * period old; each wait after a look that found callers busy at least twice as long as the
+     * one before (from one period, at most {@link #MAX_BACKOFF_PERIODS} periods). Untimed only
+     * during a long lead (one caller holding the token a whole period, whatever requests other
+     * callers make meanwhile), until that lead's release.
      */
     boolean readerTurn() throws InterruptedException {
+        // The floor of the next timed wait: none for the first look of this turn, then from
+        // one period, doubling up to MAX_BACKOFF_PERIODS periods each time a look finds the
+        // callers still busy (a series of requests wakes this thread about log2(16) + 1 times,
+        // then once per 16 periods, instead of once per period).
+        long backoff = 0;
         lock.lock();
         try {
             for (;;) {
                 if (ended) return false;
                 long now = clock.getAsLong();
-                long left = urgent ? 0 : lastActivity + readerIdleNanos - now;
+                long period = readerIdleNanos;
+                long left = urgent ? 0 : lastActivity + period - now;
                 if (holder != null) {
-                    long leadLeft = leadStart + readerIdleNanos - now;
+                    long leadLeft = leadStart + period - now;
                     if (!urgent && leadLeft > 0) {
                         // A short lead (or callers handing the token on): check again when this
-                        // lead is a period old; no release has to signal.
+                        // lead is a period old, or later while callers stay busy; no release
+                        // has to signal.
                         readerWaits++;
-                        readerWake.awaitNanos(leadLeft);
+                        readerWake.awaitNanos(Math.max(leadLeft, backoff));
+                        backoff = nextBackoff(backoff, period);
                         continue;
                     }
                     // A long lead: no timeout (no periodic wake-up while it lasts); the
@@ -191,6 +217,7 @@ final class ReadToken {
                     } finally {
                         readerParked = false;
                     }
+                    backoff = 0; // the lead's release woke it: look again a period after it
                     continue;
                 }
                 if (left <= 0) {
@@ -199,11 +226,19 @@ final class ReadToken {
                     return true;
                 }
                 readerWaits++;
-                readerWake.awaitNanos(left);
+                readerWake.awaitNanos(Math.max(left, backoff));
+                backoff = nextBackoff(backoff, period);
             }
         } finally {
             lock.unlock();
         }
+    }
+
+    /** The reader's next wait floor after a look that found callers busy: one period, then doubled, at most MAX_BACKOFF_PERIODS periods. */
+    private static long nextBackoff(long backoff, long period) {
+        long most = period > Long.MAX_VALUE / MAX_BACKOFF_PERIODS ? Long.MAX_VALUE : period * MAX_BACKOFF_PERIODS;
+        if (backoff < period) return Math.min(period, most);
+        return backoff > most / 2 ? most : backoff * 2;
     }
 
     /**

@@ -241,6 +241,60 @@ class ReadTokenTest {
     }
 
     /**
+     * A long series of short leads (issue 11, Run 19: a timed wake-up every period cost about
+     * 2 µs per cached round on a one-CPU guest): the reader's waits double from one period up
+     * to {@link ReadToken#MAX_BACKOFF_PERIODS} periods, so over the series it looks about
+     * log2(16) + 1 times plus once per 16 periods, never woken by a caller; and once the series
+     * ends it still takes the token by itself (no caller wakes it), a whole period after the
+     * last activity.
+     */
+    @Test
+    void aLongSeriesBacksTheReaderOffAndItStillTakesTheTokenAfterwards() throws Exception {
+        long period = TimeUnit.MILLISECONDS.toNanos(1);
+        long step = TimeUnit.MICROSECONDS.toNanos(10);
+        ReadToken.readerIdleNanos = period;
+        ReadToken token = new ReadToken(clock::get);
+        CompletableFuture<Void> never = new CompletableFuture<>();
+        CompletableFuture<Long> took = startReader(token);
+        await("the reader waits for its period", 10, () -> token.readerWaits() >= 1);
+        long waits0 = token.readerWaits();
+        long started = System.nanoTime();
+        long rounds = 0;
+        // About 200 ms of real time of back-to-back short leads.
+        while (System.nanoTime() - started < TimeUnit.MILLISECONDS.toNanos(200)) {
+            clock.addAndGet(step);
+            token.noteRequest();
+            assertTrue(token.awaitTurn(never, System.nanoTime() + 10 * SECOND), "the caller leads (round " + rounds
+                    + ")");
+            long spin = System.nanoTime();
+            while (System.nanoTime() - spin < 20_000) Thread.onSpinWait();
+            clock.addAndGet(step);
+            token.release();
+            rounds++;
+        }
+        long elapsed = System.nanoTime() - started;
+        long waits = token.readerWaits() - waits0;
+        assertFalse(took.isDone(), "the reader took the token during the series");
+        assertEquals(0, token.callerWakes(), "callers woke the reader during the series");
+        // Waits of at least 1, 2, 4, 8, then 16 periods each (never shorter: a timed wait
+        // ends no earlier than asked): 5 looks in the first 15 periods, one per 16 after.
+        // 16: the documented cap (PROTOCOL.md section 12), not the constant (which this checks).
+        long mostWaits = 5 + elapsed / (16 * period) + 2;
+        assertTrue(waits <= mostWaits, waits + " reader waits in " + elapsed / 1000 + " µs of " + rounds
+                + " rounds (expected: backed off to one per 16 periods, at most "
+                + mostWaits + "; a reader looking once per period would have made about " + elapsed / period + ")");
+        // The series ends: two periods pass on the clock with no activity. The reader's
+        // backed-off timed wait ends by itself (at most 16 periods of real time) and it takes
+        // the token.
+        clock.addAndGet(2 * period);
+        long end = clock.get();
+        assertEquals(end, took.get(10, TimeUnit.SECONDS), "the reader took the token once the series ended");
+        assertEquals(reader, token.holder());
+        assertEquals(0, token.callerWakes(), "nobody woke the reader");
+        token.end();
+    }
+
+    /**
      * The lead's start the client checks its deadline from (issue 11's single clock read per
      * request): the caller's own reading when the token was free, the clock at the grant when
      * the caller waited as a follower (a stale reading would skip that caller's deadline check
