@@ -155,7 +155,8 @@ public final class Attachment implements AutoCloseable {
             closing = null;
         }
         closed = true;
-        client.forget(this);
+        if (unmappedByClose) client.forget(this);
+        else client.forgetKeepingLease(this); // an alias or view keeps the lease: a DROP is still notified
         // Outside the monitor: a blocking request. Released here only if this close unmapped
         // the last mapping; if an alias or view lives on, unmapped() releases later.
         if (!unmappedByClose || !RELEASE_CLAIMED.compareAndSet(this, false, true)) return;

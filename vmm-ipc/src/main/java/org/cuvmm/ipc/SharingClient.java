@@ -84,6 +84,12 @@ public final class SharingClient implements AutoCloseable {
     /** Leases granted and not yet given back: attachments open, or closed while an alias or view maps the memory. */
     private final LongMap<Boolean> unreleased = new LongMap<>();
     private final Set<Long> unclaimedDrops = ConcurrentHashMap.newKeySet();
+    /**
+     * Leases whose attachment was closed while an alias or view kept the lease: a DROP for one
+     * is notified with a null attachment ({@link DropNotice}), not parked as unclaimed. Empty
+     * in the usual round (the close unmaps, nothing is put).
+     */
+    private final LongMap<Boolean> closedButHeld = new LongMap<>();
     /** Guards the look-up of a DROP's attachment against its registration ({@link #register}). */
     private final Object dropClaims = new Object();
     private final CopyOnWriteArrayList<Consumer<DropNotice>> dropListeners = new CopyOnWriteArrayList<>();
@@ -611,6 +617,21 @@ public final class SharingClient implements AutoCloseable {
 
     void forget(Attachment a) { attachments.remove(a.leaseId()); }
 
+    /**
+     * {@link #forget(Attachment)} of an attachment closed while an alias or view keeps its
+     * lease: a DROP for that lease is still notified, with a null attachment. Recorded before
+     * the attachment leaves {@link #attachments}, so {@link #dropped} finds it in one or the
+     * other; dropped again if the last mapping went meanwhile ({@link #released} found none).
+     */
+    void forgetKeepingLease(Attachment a) {
+        long id = a.leaseId();
+        synchronized (dropClaims) {
+            closedButHeld.put(id, Boolean.TRUE);
+            attachments.remove(id);
+        }
+        if (a.isReleased()) closedButHeld.remove(id);
+    }
+
     /** True once the connection has ended (either side closed it, or it failed): the server freed every lease. */
     boolean connectionEnded() { return failure != null; }
 
@@ -630,6 +651,7 @@ public final class SharingClient implements AutoCloseable {
     /** The lease no longer counts; after {@link #close()}, the last one ends the connection. */
     private void released(long leaseId) {
         unreleased.remove(leaseId);
+        if (!closedButHeld.isEmpty()) closedButHeld.remove(leaseId);
         if (closed && unreleased.isEmpty()) shutdownNow();
     }
 
@@ -1092,13 +1114,14 @@ public final class SharingClient implements AutoCloseable {
         Attachment a;
         synchronized (dropClaims) {
             a = attachments.get(d.leaseId());
-            if (a == null) {
+            if (a == null && !closedButHeld.containsKey(d.leaseId())) {
                 unclaimedDrops.add(d.leaseId()); // its attach() has not returned yet, or it was closed
                 if (unclaimedDrops.size() > 10_000) unclaimedDrops.clear();
                 return;
             }
         }
-        a.markDropped();
+        // a null: closed, while an alias or view keeps the lease (DropNotice: attachment null)
+        if (a != null) a.markDropped();
         DropNotice notice = new DropNotice(d.leaseId(), d.name(), a);
         if (dropListeners.isEmpty()) return;
         // On this thread when the event thread is gone: the DROP arrived, but attach() claimed

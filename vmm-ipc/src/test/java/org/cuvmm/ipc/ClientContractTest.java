@@ -1,0 +1,469 @@
+package org.cuvmm.ipc;
+
+import static org.cuvmm.ipc.IpcTestSupport.assertFdsBack;
+import static org.cuvmm.ipc.IpcTestSupport.await;
+import static org.cuvmm.ipc.IpcTestSupport.fdSnapshot;
+import static org.cuvmm.ipc.ServerContractTest.assertThrowsSaying;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.IOException;
+import java.nio.file.Path;
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.Map;
+import java.util.concurrent.BlockingQueue;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.LinkedBlockingQueue;
+import java.util.concurrent.TimeUnit;
+
+import org.cuvmm.BufferOrigin;
+import org.cuvmm.HandleType;
+import org.cuvmm.VirtualMemoryBuffer;
+import org.cuvmm.VirtualMemoryResource;
+import org.cuvmm.VirtualMemoryResourceOptions;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * The documented contract of the public client side of vmm-ipc, one method at a time:
+ * {@link SharingClient} and its {@link SharingClient.Builder}, {@link Attachment},
+ * {@link DropNotice} and {@link ImportCache}'s public view: argument checks, {@code @throws}
+ * clauses (also after close), idempotence, return values, timeouts and thread safety.
+ */
+class ClientContractTest {
+    private Path sock;
+
+    @BeforeEach
+    void setUp() throws Exception { sock = IpcTestSupport.socketPath(); }
+
+    @AfterEach
+    void tearDown() { IpcTestSupport.deleteTree(sock.getParent()); }
+
+    // ---------------------------------------------------------------- builder
+
+    @Test
+    void builderChecksItsArgumentsByName() {
+        assertThrowsSaying(NullPointerException.class, () -> SharingClient.builder(null), "path");
+        assertThrowsSaying(IllegalArgumentException.class, () -> SharingClient.builder(Path.of("")), "path", "107");
+        SharingClient.Builder b = SharingClient.builder(sock);
+        assertThrowsSaying(NullPointerException.class, () -> b.clientName(null), "clientName");
+        assertThrowsSaying(IllegalArgumentException.class, () -> b.clientName("n".repeat(256)), "clientName", "256",
+                "255");
+        b.clientName("").clientName("n".repeat(255)); // 0 to 255 bytes
+        assertThrowsSaying(IllegalArgumentException.class, () -> b.protocolVersion(3), "protocolVersion", "3");
+        assertThrowsSaying(IllegalArgumentException.class, () -> b.protocolVersion(-1), "protocolVersion", "-1");
+        b.protocolVersion(0).protocolVersion(1).protocolVersion(2);
+        assertThrowsSaying(IllegalArgumentException.class, () -> b.cacheMaxEntries(-1), "cacheMaxEntries", "-1");
+        assertThrowsSaying(IllegalArgumentException.class, () -> b.cacheMaxBytes(-1), "cacheMaxBytes", "-1");
+        assertThrowsSaying(NullPointerException.class, () -> b.timeout(null), "timeout");
+        assertThrowsSaying(IllegalArgumentException.class, () -> b.timeout(Duration.ZERO), "timeout", "PT0S", "> 0");
+        assertThrowsSaying(IllegalArgumentException.class, () -> b.timeout(Duration.ofMillis(-5)), "timeout");
+    }
+
+    @Test
+    void connectToNothingNamesThePathAndLeaksNothing() throws Exception {
+        Map<String, Integer> base = fdSnapshot();
+        assertThrowsSaying(IOException.class, () -> SharingClient.connect(sock), sock.toString(), "running cuvmm server");
+        assertThrowsSaying(IOException.class, () -> SharingClient.connect(sock, "named"), sock.toString());
+        assertFdsBack(base, "after refused connects");
+    }
+
+    @Test
+    void theBuilderValuesAreReported() throws Exception {
+        try (SharingServer s = SharingServer.builder(sock).build();
+             SharingClient c = SharingClient.builder(sock).cacheMaxEntries(3).cacheMaxBytes(1 << 20).build();
+             SharingClient off = SharingClient.builder(sock).cacheMaxEntries(0).build();
+             SharingClient v1 = SharingClient.builder(sock).protocolVersion(1).build()) {
+            assertEquals(2, c.protocolVersion());
+            assertEquals(2, c.serverVersion());
+            assertEquals(Protocol.MAX_FDS_PER_FRAME, c.serverMaxFds());
+            assertEquals(3, c.importCache().maxEntries());
+            assertEquals(1 << 20, c.importCache().maxBytes());
+            assertFalse(off.importCache().isEnabled(), "cacheMaxEntries(0) disables caching");
+            assertEquals(1, v1.protocolVersion());
+            assertEquals(1, v1.serverVersion());
+            assertEquals(ImportCache.DEFAULT_MAX_ENTRIES, v1.importCache().maxEntries());
+            assertEquals(ImportCache.DEFAULT_MAX_BYTES, v1.importCache().maxBytes());
+            assertTrue(c.isConnected());
+            assertEquals(0, c.pendingReleases());
+            assertTrue(c.attachments().isEmpty());
+        }
+    }
+
+    // ---------------------------------------------------------------- attach
+
+    @Test
+    void attachChecksItsArgumentsBeforeAnyRequest() throws Exception {
+        try (SharingServer s = SharingServer.builder(sock).build(); SharingClient c = SharingClient.connect(sock);
+             VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             VirtualMemoryResource local = VirtualMemoryResource.create(0,
+                     VirtualMemoryResourceOptions.builder().handleType(HandleType.NONE).build())) {
+            assertThrowsSaying(NullPointerException.class, () -> c.attach(null, r), "name");
+            assertThrowsSaying(IllegalArgumentException.class, () -> c.attach("", r), "name", "1 to 255");
+            assertThrowsSaying(IllegalArgumentException.class, () -> c.attach("n".repeat(256), r), "256");
+            assertThrowsSaying(NullPointerException.class, () -> c.attach("b", null), "resource");
+            assertThrowsSaying(IllegalArgumentException.class, () -> c.attach("b", local), "resource", "POSIX_FD");
+            VirtualMemoryResource closed = VirtualMemoryResource.create(0);
+            closed.close();
+            assertThrowsSaying(IllegalStateException.class, () -> c.attach("b", closed), "resource", "closed");
+            SharingException unknown = assertThrowsSaying(SharingException.class, () -> c.attach("nope", r), "'nope'",
+                    "published: []");
+            assertEquals(ErrorCode.UNKNOWN_NAME, unknown.code());
+            assertTrue(c.isConnected(), "a refused attach leaves the connection usable");
+        }
+    }
+
+    @Test
+    void attachAfterCloseOrTheServersEndThrowsIOExceptionSayingSo() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity())) {
+            SharingServer s = SharingServer.builder(sock).build();
+            s.publish("b", buf);
+            SharingClient c = SharingClient.connect(sock);
+            c.close();
+            IOException e = assertThrowsSaying(IOException.class, () -> c.attach("b", r), "closed");
+            assertFalse(e instanceof SharingException, "not the server's refusal: " + e);
+            SharingClient d = SharingClient.connect(sock);
+            s.close();
+            await("the client sees the server's end", 5, () -> !d.isConnected());
+            assertThrows(IOException.class, () -> d.attach("b", r));
+            assertEquals(0, d.pendingReleases(), "0 once the connection has ended");
+            d.close();
+            d.closeNow();
+        }
+    }
+
+    @Test
+    void anAttachmentReportsItsNameLeaseAndBuffer() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).build(); SharingClient c = SharingClient.connect(sock)) {
+            s.publish("b", buf);
+            Attachment a = c.attach("b", r);
+            assertEquals("b", a.name());
+            assertTrue(a.leaseId() != 0);
+            assertEquals(buf.size(), a.buffer().size());
+            assertEquals(BufferOrigin.SHARED_VIEW, a.buffer().origin(), "version 2 with the cache on");
+            assertFalse(a.isClosed());
+            assertFalse(a.isReleased());
+            assertFalse(a.isDropped());
+            assertEquals(List.of(a), c.attachments());
+            assertEquals(1, c.pendingReleases());
+            assertTrue(a.toString().contains("'b'") && a.toString().contains("lease " + a.leaseId()), a.toString());
+            List<Attachment> snapshot = c.attachments();
+            a.close();
+            assertEquals(List.of(a), snapshot, "attachments() is a snapshot");
+            assertTrue(c.attachments().isEmpty());
+            assertTrue(a.isClosed());
+            assertTrue(a.isReleased());
+            assertTrue(a.buffer().isClosed());
+            assertEquals(0, c.pendingReleases());
+            assertEquals(0, s.totalLeaseCount(), "close() waits for RELEASED");
+            a.close(); // idempotent
+            assertEquals(0, s.totalLeaseCount());
+        }
+    }
+
+    @Test
+    void theImportCacheCountsHitsAndMisses() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(2 * r.granularity());
+             SharingServer s = SharingServer.builder(sock).build(); SharingClient c = SharingClient.connect(sock);
+             SharingClient off = SharingClient.builder(sock).cacheMaxEntries(0).build()) {
+            s.publish("b", buf);
+            c.attach("b", r).close();
+            c.attach("b", r).close();
+            ImportCache.Stats st = c.importCache().stats();
+            assertEquals(1, st.misses());
+            assertEquals(1, st.hits());
+            assertEquals(1, st.entries());
+            assertEquals(buf.size(), st.bytes());
+            assertEquals(buf.chunkCount(), st.idsHeld());
+            assertEquals(buf.chunkCount(), st.fdsKept());
+            assertEquals(buf.chunkCount(), st.fdsReceived(), "the second attach received no fd");
+            assertTrue(c.importCache().toString().contains("1 hits"), c.importCache().toString());
+            off.attach("b", r).close();
+            off.attach("b", r).close();
+            assertEquals(0, off.importCache().stats().hits(), "no cache: no hit");
+            assertEquals(0, off.importCache().stats().entries());
+        }
+    }
+
+    // ---------------------------------------------------------------- close, closeNow, isConnected, pendingReleases
+
+    @Test
+    void closeAndCloseNowAreIdempotentInAnyOrder() throws Exception {
+        Map<String, Integer> base = fdSnapshot();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).build()) {
+            s.publish("b", buf);
+            SharingClient c = SharingClient.connect(sock);
+            Attachment a = c.attach("b", r);
+            c.close();
+            assertTrue(a.isClosed(), "close() closes the attachments");
+            assertFalse(c.isConnected());
+            assertEquals(0, c.pendingReleases());
+            assertEquals(0, s.totalLeaseCount(), "each release waited for its RELEASED");
+            c.close();
+            c.closeNow();
+            assertTrue(c.toString().contains("closed"), c.toString());
+            SharingClient d = SharingClient.connect(sock);
+            Attachment b = d.attach("b", r);
+            d.closeNow();
+            assertTrue(b.isClosed(), "closeNow() closes the attachments' buffers");
+            assertFalse(d.isConnected());
+            d.closeNow();
+            d.close();
+            await("the server frees the lease of a connection that ended", 5, () -> s.totalLeaseCount() == 0);
+            await("connections gone", 5, () -> s.connectionCount() == 0);
+        }
+        assertFdsBack(base, "after close/closeNow in every order");
+    }
+
+    @Test
+    void closeKeepsTheLeaseOfAnAliasAndReleasesItWhenTheAliasGoes() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).build()) {
+            s.publish("b", buf);
+            SharingClient c = SharingClient.connect(sock);
+            Attachment a = c.attach("b", r);
+            VirtualMemoryBuffer alias = r.modifyAllocation(a.buffer(), a.buffer().size());
+            a.close();
+            assertTrue(a.isClosed());
+            assertFalse(a.isReleased(), "the alias still maps the memory");
+            assertEquals(1, c.pendingReleases());
+            assertTrue(c.attachments().isEmpty());
+            c.close();
+            assertFalse(c.isConnected(), "false from close() on, while the connection drains");
+            assertEquals(1, c.pendingReleases());
+            assertEquals(1, s.totalLeaseCount(), "the server keeps the alias's lease");
+            assertThrows(IOException.class, () -> c.attach("b", r), "no new request while draining");
+            alias.close();
+            assertTrue(a.isReleased());
+            await("the alias's RELEASE", 5, () -> s.totalLeaseCount() == 0);
+            await("the connection closes after the last release", 5, () -> s.connectionCount() == 0);
+            assertEquals(0, c.pendingReleases());
+        }
+    }
+
+    // ---------------------------------------------------------------- drop notices
+
+    @Test
+    void aDropNoticeNamesTheLeaseAndItsAttachmentOnTheEventThread() throws Exception {
+        BlockingQueue<Object[]> notices = new LinkedBlockingQueue<>();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).build(); SharingClient c = SharingClient.connect(sock)) {
+            assertThrowsSaying(NullPointerException.class, () -> c.addDropListener(null), "listener");
+            c.addDropListener(n -> notices.add(new Object[] {n, Thread.currentThread().getName(), n.attachment().isDropped()}));
+            s.publish("b", buf);
+            Attachment a = c.attach("b", r);
+            assertTrue(s.unpublish("b"));
+            Object[] got = notices.poll(10, TimeUnit.SECONDS);
+            assertNotNull(got, "a DROP notice");
+            DropNotice n = (DropNotice) got[0];
+            assertEquals(a.leaseId(), n.leaseId());
+            assertEquals("b", n.name());
+            assertSame(a, n.attachment());
+            assertTrue(((String) got[1]).startsWith("cuvmm-ipc-client-events"), (String) got[1]);
+            assertTrue((Boolean) got[2], "isDropped() is true when the listener runs");
+            assertTrue(a.isDropped());
+            assertEquals(1, s.totalLeaseCount(), "leases stay counted until released");
+            a.close();
+            assertEquals(0, s.totalLeaseCount());
+        }
+    }
+
+    @Test
+    void aRemovedDropListenerHearsNothing() throws Exception {
+        BlockingQueue<DropNotice> kept = new LinkedBlockingQueue<>();
+        BlockingQueue<DropNotice> removed = new LinkedBlockingQueue<>();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).build(); SharingClient c = SharingClient.connect(sock)) {
+            java.util.function.Consumer<DropNotice> gone = removed::add;
+            c.addDropListener(gone);
+            c.addDropListener(kept::add);
+            c.removeDropListener(gone);
+            s.publish("b", buf);
+            try (Attachment a = c.attach("b", r)) {
+                s.unpublish("b");
+                assertNotNull(kept.poll(10, TimeUnit.SECONDS));
+                assertTrue(removed.isEmpty());
+            }
+        }
+    }
+
+    /**
+     * DropNotice: "attachment: this client's attachment of that lease, or null when it was
+     * already closed". An attachment closed while an alias keeps its lease: the server still
+     * counts the lease, so unpublish sends it a DROP.
+     */
+    @Test
+    void aDropForAClosedAttachmentWhoseAliasKeepsTheLeaseIsNotified() throws Exception {
+        BlockingQueue<DropNotice> notices = new LinkedBlockingQueue<>();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).build(); SharingClient c = SharingClient.connect(sock)) {
+            c.addDropListener(notices::add);
+            s.publish("b", buf);
+            Attachment a = c.attach("b", r);
+            VirtualMemoryBuffer alias = r.modifyAllocation(a.buffer(), a.buffer().size());
+            a.close();
+            assertEquals(1, s.totalLeaseCount(), "the alias keeps the lease");
+            s.unpublish("b");
+            DropNotice n = notices.poll(10, TimeUnit.SECONDS);
+            assertNotNull(n, "the DROP of a lease this client still holds is notified");
+            assertEquals(a.leaseId(), n.leaseId());
+            assertEquals("b", n.name());
+            assertNull(n.attachment(), "null: the attachment was already closed");
+            alias.close();
+            await("the alias's release", 5, () -> s.totalLeaseCount() == 0);
+        }
+    }
+
+    // ---------------------------------------------------------------- timeouts
+
+    @Test
+    void setTimeoutChecksItsArgumentAndBoundsTheWaitForAReply() throws Exception {
+        Map<String, Integer> base = fdSnapshot();
+        FdServerSocket listen = FdServerSocket.bind(sock);
+        CountDownLatch attachSeen = new CountDownLatch(1);
+        Thread fake = new Thread(() -> {
+            try (FdSocket s = listen.accept()) {
+                IpcTestSupport.answerHelloV2(s);
+                for (;;) {
+                    try (Frame f = FrameIO.read(s)) { // never answers
+                        if (f.type == FrameType.ATTACH) attachSeen.countDown();
+                    }
+                }
+            } catch (IOException | RuntimeException end) {
+                // the client closed
+            }
+        }, "fake silent server");
+        fake.start();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); SharingClient c = SharingClient.connect(sock)) {
+            assertThrowsSaying(NullPointerException.class, () -> c.setTimeout(null), "timeout");
+            assertThrowsSaying(IllegalArgumentException.class, () -> c.setTimeout(Duration.ZERO), "timeout", "PT0S");
+            assertThrowsSaying(IllegalArgumentException.class, () -> c.setTimeout(Duration.ofSeconds(-1)), "timeout");
+            c.setTimeout(Duration.ofSeconds(Long.MAX_VALUE)); // centuries: accepted, saturated
+            c.setTimeout(Duration.ofMillis(200));
+            IOException e = assertThrowsSaying(IOException.class, () -> c.attach("b", r), "no reply to ATTACH", "PT0.2S");
+            assertFalse(e instanceof SharingException);
+            assertEquals(0, attachSeen.getCount());
+            assertTrue(c.isConnected(), "a timed-out request leaves the connection open");
+        } finally {
+            listen.close();
+            fake.join(10_000);
+        }
+        assertFdsBack(base, "after the timed-out request");
+    }
+
+    @Test
+    void theBuildersTimeoutBoundsTheHello() throws Exception {
+        Map<String, Integer> base = fdSnapshot();
+        FdServerSocket listen = FdServerSocket.bind(sock);
+        Thread fake = new Thread(() -> {
+            try (FdSocket s = listen.accept()) {
+                FrameIO.read(s).close(); // the HELLO, never answered
+                FrameIO.read(s).close(); // until the client goes
+            } catch (IOException | RuntimeException end) {
+                // the client closed
+            }
+        }, "fake mute server");
+        fake.start();
+        try {
+            assertThrowsSaying(IOException.class,
+                    () -> SharingClient.builder(sock).timeout(Duration.ofMillis(200)).build(), "HELLO", "PT0.2S");
+        } finally {
+            listen.close();
+            fake.join(10_000);
+        }
+        assertFdsBack(base, "after the timed-out HELLO");
+    }
+
+    // ---------------------------------------------------------------- threads
+
+    @Test
+    void eightThreadsAttachAndCloseOnOneClientWithoutLeaks() throws Exception {
+        Map<String, Integer> base = fdSnapshot();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(2 * r.granularity());
+             SharingServer s = SharingServer.builder(sock).build()) {
+            s.publish("b", buf);
+            s.publish("c", buf);
+            SharingClient c = SharingClient.connect(sock);
+            ExecutorService pool = Executors.newFixedThreadPool(8);
+            try {
+                CountDownLatch go = new CountDownLatch(1);
+                List<Future<?>> done = new ArrayList<>();
+                for (int t = 0; t < 8; t++) {
+                    int me = t;
+                    done.add(pool.submit(() -> {
+                        go.await();
+                        for (int i = 0; i < 40; i++) {
+                            try (Attachment a = c.attach((me + i) % 2 == 0 ? "b" : "c", r)) {
+                                a.buffer().fill(me, 1, (byte) me);
+                                c.attachments();
+                                c.pendingReleases();
+                                c.importCache().stats();
+                            }
+                        }
+                        return null;
+                    }));
+                }
+                go.countDown();
+                for (Future<?> f : done) f.get(120, TimeUnit.SECONDS);
+            } finally {
+                pool.shutdownNow();
+            }
+            assertEquals(0, c.pendingReleases());
+            assertEquals(0, s.totalLeaseCount());
+            c.close();
+            await("connection gone", 5, () -> s.connectionCount() == 0);
+        }
+        assertFdsBack(base, "after 8 threads x 40 attach/close rounds on one client");
+    }
+
+    @Test
+    void eightThreadsCloseOneClientAtOnce() throws Exception {
+        Map<String, Integer> base = fdSnapshot();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).build()) {
+            s.publish("b", buf);
+            for (int round = 0; round < 5; round++) {
+                SharingClient c = SharingClient.connect(sock);
+                List<Attachment> held = new ArrayList<>();
+                for (int i = 0; i < 4; i++) held.add(c.attach("b", r));
+                ExecutorService pool = Executors.newFixedThreadPool(8);
+                try {
+                    CountDownLatch go = new CountDownLatch(1);
+                    List<Future<?>> done = new ArrayList<>();
+                    for (int t = 0; t < 8; t++) {
+                        int me = t;
+                        done.add(pool.submit(() -> {
+                            go.await();
+                            if (me == 7) c.closeNow();
+                            else if (me % 2 == 0) c.close();
+                            else held.get(me / 2).close();
+                            return null;
+                        }));
+                    }
+                    go.countDown();
+                    for (Future<?> f : done) f.get(60, TimeUnit.SECONDS);
+                } finally {
+                    pool.shutdownNow();
+                }
+                assertFalse(c.isConnected());
+                for (Attachment a : held) assertTrue(a.isClosed(), "closed: " + a);
+            }
+            await("leases freed", 10, () -> s.totalLeaseCount() == 0);
+            await("connections gone", 10, () -> s.connectionCount() == 0);
+        }
+        assertFdsBack(base, "after racing close/closeNow/Attachment.close");
+    }
+}
