@@ -228,17 +228,17 @@ final class ServerConnection {
             return; // never answer an ERROR with an ERROR
         }
         if (!f.type.fromClient()) {
-            reply(f.requestId, ErrorCode.UNEXPECTED_FRAME, f.type + " is sent by servers, not clients" + fdNote(f));
+            refuse(f.requestId, ErrorCode.UNEXPECTED_FRAME, f.type + " is sent by servers, not clients" + fdNote(f));
             return;
         }
         if (f.requestId == 0) {
-            reply(0, ErrorCode.BAD_REQUEST_ID, f.type + " with request id 0 (expected: a non-zero id; 0 is reserved "
+            refuse(0, ErrorCode.BAD_REQUEST_ID, f.type + " with request id 0 (expected: a non-zero id; 0 is reserved "
                     + "for frames that answer nothing)");
             return;
         }
         if (f.type == FrameType.HELLO) {
             if (helloDone) {
-                reply(f.requestId, ErrorCode.UNEXPECTED_FRAME, "HELLO was already sent on this connection");
+                refuse(f.requestId, ErrorCode.UNEXPECTED_FRAME, "HELLO was already sent on this connection");
                 return;
             }
             if (f.version >= Protocol.VERSION_2) {
@@ -253,20 +253,30 @@ final class ServerConnection {
             return;
         }
         if (!helloDone) {
-            reply(f.requestId, ErrorCode.UNEXPECTED_FRAME, f.type + " before HELLO (expected: HELLO first)");
+            refuse(f.requestId, ErrorCode.UNEXPECTED_FRAME, f.type + " before HELLO (expected: HELLO first)");
             return;
         }
         switch (f.type) {
             case ATTACH -> server.attach(this, f.requestId, ((Messages.Attach) f.message).name());
             case RELEASE -> server.release(this, f.requestId, ((Messages.Release) f.message).leaseId());
             case FORGET -> server.forget(this, f.requestId, ((Messages.Forget) f.message).ids());
-            default -> reply(f.requestId, ErrorCode.UNEXPECTED_FRAME, f.type + " is not a request");
+            default -> refuse(f.requestId, ErrorCode.UNEXPECTED_FRAME, f.type + " is not a request");
         }
     }
 
     private static String fdNote(Frame f) {
         int n = f.fdCount();
         return n == 0 ? "" : "; closed the " + n + " fds it carried";
+    }
+
+    /**
+     * Answers a bad frame caught after it parsed (direction, request id, state: PROTOCOL.md
+     * section 4): the listeners hear it ({@link SharingListener#error}), as they hear one the
+     * frame reader refused, then the ERROR is queued.
+     */
+    private void refuse(int requestId, ErrorCode code, String message) {
+        server.fireError(this, code, message, false);
+        reply(requestId, code, message);
     }
 
     /** Queues an ERROR reply (waits for room). */

@@ -411,14 +411,14 @@ public final class SharingServer implements AutoCloseable {
     }
 
     /** True when {@code name} is published. */
-    public boolean isPublished(String name) { return published.containsKey(name); }
+    public boolean isPublished(String name) { return published.containsKey(Objects.requireNonNull(name, "name")); }
 
     /** The published names, sorted. */
     public Set<String> publishedNames() { return Collections.unmodifiableSet(new TreeSet<>(published.keySet())); }
 
     /** Leases held on the buffer published as {@code name} (0 when none is). */
     public int leaseCount(String name) {
-        Publication p = published.get(name);
+        Publication p = published.get(Objects.requireNonNull(name, "name"));
         return p == null ? 0 : p.leaseCount();
     }
 

@@ -466,4 +466,113 @@ class ClientContractTest {
         }
         assertFdsBack(base, "after racing close/closeNow/Attachment.close");
     }
+
+    // ---------------------------------------------------------------- a server that does not answer RELEASE
+
+    /**
+     * A fake version-2 server: answers HELLO, answers each ATTACH with a one-chunk DESCRIPTOR
+     * (a fresh id and the fd of {@code memory}), and each RELEASE per {@code releaseReply}
+     * (null: never); counts the RELEASEs it reads.
+     */
+    private Thread fakeServer(FdServerSocket listen, VirtualMemoryBuffer memory, Messages.Error releaseReply,
+                              java.util.concurrent.atomic.AtomicInteger releases) {
+        Thread t = new Thread(() -> {
+            try (FdSocket s = listen.accept()) {
+                IpcTestSupport.answerHelloV2(s);
+                long next = 1;
+                for (;;) {
+                    try (Frame f = FrameIO.read(s)) {
+                        if (f.type == FrameType.ATTACH) {
+                            long id = next++;
+                            try (org.cuvmm.BufferDescriptor d = memory.exportDescriptor()) {
+                                FrameIO.write(s, IpcTestSupport.oneFreshChunk(100 + id, memory.size(), id), f.requestId,
+                                        d.fds(), 2);
+                            }
+                        } else if (f.type == FrameType.RELEASE) {
+                            releases.incrementAndGet();
+                            if (releaseReply != null) FrameIO.write(s, releaseReply, f.requestId, null, 2);
+                        }
+                    }
+                }
+            } catch (IOException | RuntimeException end) {
+                // the client closed
+            }
+        }, "fake server");
+        t.start();
+        return t;
+    }
+
+    @Test
+    void aReleaseNotAnsweredInTimeThrowsUncheckedIOExceptionWithTheAttachmentClosed() throws Exception {
+        Map<String, Integer> base = fdSnapshot();
+        java.util.concurrent.atomic.AtomicInteger releases = new java.util.concurrent.atomic.AtomicInteger();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer memory = r.allocate(r.granularity())) {
+            FdServerSocket listen = FdServerSocket.bind(sock);
+            Thread fake = fakeServer(listen, memory, null, releases);
+            try {
+                SharingClient c = SharingClient.builder(sock).timeout(Duration.ofMillis(300)).cacheMaxEntries(0).build();
+                Attachment a = c.attach("b", r);
+                assertThrowsSaying(java.io.UncheckedIOException.class, a::close, "no reply to RELEASE");
+                assertTrue(a.isClosed(), "closed all the same");
+                assertTrue(a.isReleased(), "its RELEASE was sent");
+                assertEquals(1, releases.get());
+                a.close(); // idempotent: nothing more is sent
+                // client.close(): the first unanswered release throws; the rest go without waiting
+                Attachment b1 = c.attach("b", r);
+                Attachment b2 = c.attach("b", r);
+                Attachment b3 = c.attach("b", r);
+                assertThrowsSaying(java.io.UncheckedIOException.class, c::close, "RELEASE");
+                assertTrue(b1.isClosed() && b2.isClosed() && b3.isClosed(), "the attachments are closed all the same");
+                await("every RELEASE sent", 10, () -> releases.get() == 4);
+                await("the connection ends once they are out", 10, () -> c.pendingReleases() == 0);
+                c.close(); // a second call: nothing left to close
+                assertFalse(c.isConnected());
+            } finally {
+                listen.close();
+                fake.join(10_000);
+            }
+        }
+        assertFdsBack(base, "after the unanswered releases");
+    }
+
+    @Test
+    void aReleaseTheServerRefusesThrowsIllegalStateExceptionWithTheServersWords() throws Exception {
+        java.util.concurrent.atomic.AtomicInteger releases = new java.util.concurrent.atomic.AtomicInteger();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer memory = r.allocate(r.granularity())) {
+            FdServerSocket listen = FdServerSocket.bind(sock);
+            Thread fake = fakeServer(listen, memory, new Messages.Error(ErrorCode.UNKNOWN_LEASE, "no such lease here"),
+                    releases);
+            try (SharingClient c = SharingClient.builder(sock).cacheMaxEntries(0).build()) {
+                Attachment a = c.attach("b", r);
+                IllegalStateException e = assertThrowsSaying(IllegalStateException.class, a::close, "'b'",
+                        "lease " + a.leaseId(), "no such lease here");
+                assertTrue(e.getCause() instanceof SharingException se && se.code() == ErrorCode.UNKNOWN_LEASE, "cause: "
+                        + e.getCause());
+                assertTrue(a.isClosed());
+                assertEquals(0, c.pendingReleases(), "the lease no longer counts whatever the outcome");
+            } finally {
+                listen.close();
+                fake.join(10_000);
+            }
+        }
+    }
+
+    @Test
+    void aRelativeSocketPathWorksOnBothSides() throws Exception {
+        Path relative = Path.of("").toAbsolutePath().relativize(sock);
+        assertFalse(relative.isAbsolute());
+        try (SharingServer s = SharingServer.builder(relative).build(); SharingClient c = SharingClient.connect(relative)) {
+            assertEquals(sock, s.socketPath(), "the socket file's absolute path");
+            assertTrue(c.isConnected());
+        }
+    }
+
+    @Test
+    void cacheMaxBytesZeroAlsoDisablesTheCache() throws Exception {
+        try (SharingServer s = SharingServer.builder(sock).build();
+             SharingClient c = SharingClient.builder(sock).cacheMaxBytes(0).build()) {
+            assertFalse(c.importCache().isEnabled());
+            assertEquals(0, c.importCache().maxBytes());
+        }
+    }
 }

@@ -607,4 +607,109 @@ class ServerContractTest {
             }
         }
     }
+
+    @Test
+    void readersOfTheOwnerApiNameANullName() throws Exception {
+        try (SharingServer s = SharingServer.builder(sock).build()) {
+            assertThrowsSaying(NullPointerException.class, () -> s.isPublished(null), "name");
+            assertThrowsSaying(NullPointerException.class, () -> s.leaseCount(null), "name");
+        }
+    }
+
+    @Test
+    void statsShowAConnectionBeforeItsHello() throws Exception {
+        try (SharingServer s = SharingServer.builder(sock).build(); FdSocket raw = FdSocket.connect(sock)) {
+            await("the connection is served", 5, () -> s.connectionCount() == 1);
+            SharingStats.ConnectionStats c = s.stats().connections().get(0);
+            assertEquals(0, c.version(), "0 before HELLO");
+            assertEquals("", c.clientName(), "\"\" before HELLO");
+            assertEquals(0, c.leases());
+        }
+    }
+
+    @Test
+    void theListenerHearsErrorsAndRefusals() throws Exception {
+        List<String> log = new CopyOnWriteArrayList<>();
+        SharingListener recorder = new SharingListener() {
+            @Override
+            public void refused(PeerCredentials peer, String reason) { log.add("refused " + reason); }
+
+            @Override
+            public void error(PeerCredentials peer, String clientName, ErrorCode code, String message, boolean sentByClient) {
+                log.add("error " + code + " " + sentByClient + " " + clientName + ": " + message);
+            }
+        };
+        try (SharingServer s = SharingServer.builder(sock).maxConnections(1).listener(recorder).build();
+             FdSocket raw = FdSocket.connect(sock)) {
+            raw.send(IpcTestSupport.frame(1, 1, IpcTestSupport.str("raw")), null);
+            FrameIO.read(raw).close();
+            raw.send(IpcTestSupport.frame(8, 0, IpcTestSupport.concat(new byte[] {0, 0, 0, 11}, IpcTestSupport.str("mine"))), null);
+            await("the client's ERROR", 5, () -> log.size() == 1);
+            assertEquals("error INTERNAL true raw: mine", log.get(0));
+            raw.send(IpcTestSupport.frame(3, 0, IpcTestSupport.str("b")), null); // request id 0
+            try (Frame f = FrameIO.read(raw)) {
+                assertEquals(ErrorCode.BAD_REQUEST_ID, ((Messages.Error) f.message).errorCode());
+            }
+            await("the bad frame's ERROR", 5, () -> log.size() == 2);
+            assertTrue(log.get(1).startsWith("error BAD_REQUEST_ID false raw"), log.get(1));
+            raw.send(IpcTestSupport.frame(1, 5, IpcTestSupport.str("again")), null); // a second HELLO
+            try (Frame f = FrameIO.read(raw)) {
+                assertEquals(ErrorCode.UNEXPECTED_FRAME, ((Messages.Error) f.message).errorCode());
+            }
+            await("the second HELLO's ERROR", 5, () -> log.size() == 3);
+            assertTrue(log.get(2).startsWith("error UNEXPECTED_FRAME false raw"), log.get(2));
+            SharingException e = assertThrows(SharingException.class, () -> SharingClient.connect(sock));
+            assertEquals(ErrorCode.TOO_MANY_CONNECTIONS, e.code());
+            await("the refusal", 5, () -> log.size() == 4);
+            assertTrue(log.get(3).startsWith("refused too many connections"), log.get(3));
+        }
+    }
+
+    @Test
+    void aGroupThatDoesNotExistIsNamedAndNothingIsLeftInTheDirectory() throws Exception {
+        Map<String, Integer> base = fdSnapshot();
+        assertThrowsSaying(IOException.class,
+                () -> SharingServer.builder(sock).socketFileGroup("no-such-group-cuvmm").socketFileMode(0660).build(),
+                "no-such-group-cuvmm");
+        try (java.util.stream.Stream<Path> left = Files.list(sock.getParent())) {
+            assertEquals(List.of(), left.toList(), "no socket file, no private directory left");
+        }
+        assertFdsBack(base, "after the refused group");
+        try (SharingServer s = SharingServer.builder(sock).build()) {
+            try (java.util.stream.Stream<Path> left = Files.list(sock.getParent())) {
+                assertEquals(List.of(sock), left.toList(), "only the socket file: the private directory is removed");
+            }
+        }
+    }
+
+    @Test
+    void aBuffersChunkLimitAndAnImportedBufferAreRefusedByPublish() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).build(); SharingClient c = SharingClient.connect(sock)) {
+            s.publish("b", buf);
+            try (Attachment a = c.attach("b", r)) {
+                assertThrowsSaying(IllegalArgumentException.class, () -> s.publish("again", a.buffer()), "'again'");
+            }
+        }
+    }
+
+    @Test
+    void fdTransferExceptionSaysWhatWasDropped() throws Exception {
+        Map<String, Integer> base = fdSnapshot();
+        FdSocket[] p = FdSocket.pair();
+        int[] pipe = IpcTestSupport.pipe();
+        try {
+            p[0].send(new byte[] {1, 2}, pipe);
+            FdTransferException e = assertThrows(FdTransferException.class, () -> p[1].receive(2, 1));
+            assertEquals(FdTransferException.Reason.TOO_MANY_FDS, e.reason());
+            assertEquals(2, e.fdsClosed());
+            assertNotNull(e.data());
+            assertNotNull(e.getMessage());
+        } finally {
+            NativeIo.closeAll(pipe);
+            p[0].close();
+            p[1].close();
+        }
+        assertFdsBack(base, "every fd received was closed");
+    }
 }
