@@ -575,4 +575,232 @@ class ClientContractTest {
             assertEquals(0, c.importCache().maxBytes());
         }
     }
+
+    // ---------------------------------------------------------------- in use on another thread
+
+    /** Holds {@code b} in use on a thread of its own until {@code done} is counted down. */
+    private static Thread holdInUse(VirtualMemoryBuffer b, CountDownLatch inUse, CountDownLatch done) {
+        Thread t = new Thread(() -> b.withAddress(address -> {
+            inUse.countDown();
+            try {
+                done.await();
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        }), "holds the buffer");
+        t.start();
+        return t;
+    }
+
+    @Test
+    void closeRefusesAnAttachmentInUseOnAnotherThreadAndASecondCallClosesIt() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).build()) {
+            s.publish("b", buf);
+            SharingClient c = SharingClient.connect(sock);
+            Attachment busy = c.attach("b", r);
+            Attachment idle = c.attach("b", r);
+            CountDownLatch inUse = new CountDownLatch(1);
+            CountDownLatch done = new CountDownLatch(1);
+            Thread holder = holdInUse(busy.buffer(), inUse, done);
+            assertTrue(inUse.await(10, TimeUnit.SECONDS));
+            assertThrowsSaying(IllegalStateException.class, busy::close, "in use");
+            assertFalse(busy.isClosed(), "a refused close leaves it open");
+            assertThrows(IllegalStateException.class, c::close);
+            assertTrue(idle.isClosed(), "the others are closed all the same");
+            assertFalse(busy.isClosed(), "that attachment stays open");
+            assertEquals(1, s.totalLeaseCount(), "and keeps its lease");
+            assertEquals(1, c.pendingReleases());
+            assertFalse(c.isConnected());
+            assertThrows(IOException.class, () -> c.attach("b", r), "no new request is accepted meanwhile");
+            done.countDown();
+            holder.join(10_000);
+            c.close(); // a second call closes what the first could not
+            assertTrue(busy.isClosed());
+            assertEquals(0, s.totalLeaseCount());
+            assertEquals(0, c.pendingReleases());
+            await("the connection ends", 5, () -> s.connectionCount() == 0);
+        }
+    }
+
+    @Test
+    void closeNowLeavesAnAttachmentInUseOpenToBeClosedLater() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).build()) {
+            s.publish("b", buf);
+            SharingClient c = SharingClient.connect(sock);
+            Attachment busy = c.attach("b", r);
+            CountDownLatch inUse = new CountDownLatch(1);
+            CountDownLatch done = new CountDownLatch(1);
+            Thread holder = holdInUse(busy.buffer(), inUse, done);
+            assertTrue(inUse.await(10, TimeUnit.SECONDS));
+            c.closeNow(); // does not throw
+            assertFalse(c.isConnected());
+            assertFalse(busy.isClosed(), "in use: stays open");
+            await("the server freed the lease with the connection", 5, () -> s.totalLeaseCount() == 0);
+            done.countDown();
+            holder.join(10_000);
+            busy.close(); // later: only the buffer is closed (the connection has ended)
+            assertTrue(busy.isClosed());
+        }
+    }
+
+    // ---------------------------------------------------------------- threads end with the connection
+
+    private static List<String> threadsNaming(String fragment) {
+        List<String> out = new ArrayList<>();
+        for (Thread t : Thread.getAllStackTraces().keySet()) {
+            if (t.isAlive() && t.getName().contains(fragment)) out.add(t.getName());
+        }
+        return out;
+    }
+
+    @Test
+    void noClientOrServerThreadOutlivesClose() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity())) {
+            SharingServer s = SharingServer.builder(sock).idleTimeout(Duration.ofMinutes(1)).build();
+            s.publish("b", buf);
+            SharingClient c = SharingClient.connect(sock);
+            try (Attachment a = c.attach("b", r)) {
+                s.unpublish("b"); // a DROP: starts the client's event thread
+                await("the DROP", 5, a::isDropped);
+            }
+            assertFalse(threadsNaming(sock.toString()).isEmpty(), "threads named after the socket while connected");
+            c.close();
+            s.close();
+            await("no thread left naming " + sock + ": " + threadsNaming(sock.toString()), 10,
+                    () -> threadsNaming(sock.toString()).isEmpty());
+            await("no connection thread left", 10, () -> threadsNaming("cuvmm-ipc-conn-").isEmpty());
+        }
+    }
+
+    @Test
+    void eightThreadsCloseOneAttachmentAndOneReleaseGoesOut() throws Exception {
+        List<LeaseEvent> released = new java.util.concurrent.CopyOnWriteArrayList<>();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).listener(new SharingListener() {
+                 @Override
+                 public void released(LeaseEvent e) { released.add(e); }
+             }).build(); SharingClient c = SharingClient.connect(sock, "closers")) {
+            s.publish("b", buf);
+            for (int round = 0; round < 10; round++) {
+                Attachment a = c.attach("b", r);
+                ExecutorService pool = Executors.newFixedThreadPool(8);
+                try {
+                    CountDownLatch go = new CountDownLatch(1);
+                    List<Future<?>> done = new ArrayList<>();
+                    for (int t = 0; t < 8; t++) {
+                        done.add(pool.submit(() -> {
+                            go.await();
+                            a.close();
+                            assertTrue(a.isClosed(), "closed when any close() returns");
+                            return null;
+                        }));
+                    }
+                    go.countDown();
+                    for (Future<?> f : done) f.get(60, TimeUnit.SECONDS);
+                } finally {
+                    pool.shutdownNow();
+                }
+                assertEquals(0, s.totalLeaseCount());
+            }
+            assertEquals(10, released.size(), "one RELEASE per lease: " + released);
+            for (LeaseEvent e : released) assertEquals(LeaseEvent.Reason.RELEASED, e.reason());
+        }
+    }
+
+    @Test
+    void theDefaultClientNameIsJavaPid() throws Exception {
+        try (SharingServer s = SharingServer.builder(sock).build(); SharingClient c = SharingClient.connect(sock)) {
+            assertEquals("java pid " + ProcessHandle.current().pid(), s.stats().connections().get(0).clientName());
+        }
+    }
+
+    // ---------------------------------------------------------------- PROTOCOL.md sections 6 and 13
+
+    @Test
+    void theLeaseCounterDoesNotMoveForAnUnknownNameNorForTooManyLeases() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).maxLeasesPerConnection(1).build();
+             SharingClient c = SharingClient.connect(sock)) {
+            s.publish("b", buf);
+            Attachment a = c.attach("b", r);
+            SharingException full = assertThrowsSaying(SharingException.class, () -> c.attach("b", r), "1 lease",
+                    "release some");
+            assertEquals(ErrorCode.TOO_MANY_LEASES, full.code());
+            assertTrue(c.isConnected(), "the connection stays");
+            a.close();
+            assertEquals(ErrorCode.UNKNOWN_NAME, assertThrows(SharingException.class, () -> c.attach("x", r)).code());
+            try (Attachment next = c.attach("b", r)) {
+                assertEquals(a.leaseId() + 1, next.leaseId(), "PROTOCOL.md section 6: neither refusal drew an id");
+            }
+        }
+    }
+
+    @Test
+    void halfClosingEndsTheConnectionAfterTheAnswersToWhatWasRead() throws Exception {
+        Map<String, Integer> base = fdSnapshot();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).build(); FdSocket raw = FdSocket.connect(sock)) {
+            s.publish("b", buf);
+            raw.send(IpcTestSupport.concat(IpcTestSupport.frame(1, 1, IpcTestSupport.str("half")),
+                    IpcTestSupport.frame(3, 2, IpcTestSupport.str("b"))), null);
+            raw.shutdownOutput();
+            try (Frame ok = FrameIO.read(raw)) {
+                assertEquals(FrameType.HELLO_OK, ok.type);
+            }
+            try (Frame d = FrameIO.read(raw)) {
+                assertEquals(FrameType.DESCRIPTOR, d.type, "the ATTACH sent before the half-close is answered");
+                assertEquals(buf.chunkCount(), d.fdCount());
+            }
+            try (ReceivedMessage end = raw.receive(1)) {
+                assertTrue(end.endOfStream(), "then the connection ends");
+            }
+            await("its lease is freed", 5, () -> s.totalLeaseCount() == 0);
+            await("and the connection gone", 5, () -> s.connectionCount() == 0);
+        }
+        assertFdsBack(base, "after the half-closed connection");
+    }
+
+    @Test
+    void aFullCacheForgetsItsLeastRecentlyUsedEntryAndTheFdComesAgain() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer one = r.allocate(r.granularity());
+             VirtualMemoryBuffer two = r.allocate(r.granularity()); SharingServer s = SharingServer.builder(sock).build();
+             SharingClient c = SharingClient.builder(sock).cacheMaxEntries(1).build()) {
+            s.publish("one", one);
+            s.publish("two", two);
+            c.attach("one", r).close();
+            c.attach("two", r).close(); // over the bound: "one" is unmapped and forgotten
+            await("the FORGET of one's id answered", 5, () -> c.importCache().stats().idsHeld() == 1
+                    && s.stats().idsHeld() == 1);
+            ImportCache.Stats st = c.importCache().stats();
+            assertEquals(1, st.entries());
+            assertEquals(1, st.evictions());
+            assertEquals(1, st.forgets());
+            assertEquals(1, st.fdsKept());
+            c.attach("one", r).close();
+            assertEquals(3, c.importCache().stats().fdsReceived(), "one's fd is sent again");
+            assertEquals(3, c.importCache().stats().misses());
+        }
+    }
+
+    @Test
+    void anAllocationTheProducerReleasesIsUnmappedAndForgottenByAnIdleClient() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); SharingServer s = SharingServer.builder(sock).build();
+             SharingClient c = SharingClient.connect(sock)) {
+            VirtualMemoryBuffer buf = r.allocate(r.granularity());
+            s.publish("b", buf);
+            c.attach("b", r).close(); // the cache keeps the mapping and the id
+            assertEquals(1, c.importCache().stats().entries());
+            assertEquals(1, s.stats().idsHeld());
+            s.unpublish("b");
+            buf.close(); // the producer releases the allocation: EVICT
+            await("the client unmapped it and the server read its FORGET", 10,
+                    () -> c.importCache().stats().entries() == 0 && c.importCache().stats().idsHeld() == 0
+                            && s.stats().idsHeld() == 0 && s.stats().releasedStillMappedAllocations() == 0);
+            assertEquals(0, c.importCache().stats().fdsKept());
+            assertEquals(0, s.stats().releasedStillMappedBytes());
+            assertTrue(c.isConnected());
+        }
+    }
 }

@@ -712,4 +712,41 @@ class ServerContractTest {
         }
         assertFdsBack(base, "every fd received was closed");
     }
+
+    @Test
+    void closeWakesAThreadBlockedInAcceptOrReceive() throws Exception {
+        Map<String, Integer> base = fdSnapshot();
+        FdServerSocket listen = FdServerSocket.bind(sock);
+        FdSocket[] p = FdSocket.pair();
+        java.util.concurrent.CompletableFuture<Throwable> accepted = new java.util.concurrent.CompletableFuture<>();
+        java.util.concurrent.CompletableFuture<Throwable> received = new java.util.concurrent.CompletableFuture<>();
+        Thread a = new Thread(() -> {
+            try {
+                listen.accept().close();
+                accepted.complete(null);
+            } catch (Throwable t) {
+                accepted.complete(t);
+            }
+        });
+        Thread b = new Thread(() -> {
+            try {
+                p[1].receive(4).close();
+                received.complete(null);
+            } catch (Throwable t) {
+                received.complete(t);
+            }
+        });
+        a.start();
+        b.start();
+        await("both threads blocked", 10, () -> a.getState() != Thread.State.NEW && b.getState() != Thread.State.NEW);
+        Thread.sleep(50); // (not a timing assertion: lets them enter the calls; either way the close must wake them)
+        listen.close();
+        p[1].close();
+        assertTrue(accepted.get(10, TimeUnit.SECONDS) instanceof ClosedChannelException, "accept: " + accepted.get());
+        assertTrue(received.get(10, TimeUnit.SECONDS) instanceof ClosedChannelException, "receive: " + received.get());
+        p[0].close();
+        a.join(10_000);
+        b.join(10_000);
+        assertFdsBack(base, "after the woken calls");
+    }
 }
