@@ -22,6 +22,9 @@ public class SharingException extends IOException {
         this.code = code;
     }
 
-    /** The protocol error code, or null for a local failure. */
+    /**
+     * The protocol error code, or null for a local failure and for an ERROR whose code this
+     * client does not know (the message then ends with {@code "(code N)"}).
+     */
     public ErrorCode code() { return code; }
 }

@@ -771,8 +771,9 @@ class ClientContractTest {
             s.publish("two", two);
             c.attach("one", r).close();
             c.attach("two", r).close(); // over the bound: "one" is unmapped and forgotten
+            // idsHeld drops at the FORGET, the kept fd closes when its FORGOTTEN is read
             await("the FORGET of one's id answered", 5, () -> c.importCache().stats().idsHeld() == 1
-                    && s.stats().idsHeld() == 1);
+                    && s.stats().idsHeld() == 1 && c.importCache().stats().fdsKept() == 1);
             ImportCache.Stats st = c.importCache().stats();
             assertEquals(1, st.entries());
             assertEquals(1, st.evictions());
@@ -801,6 +802,154 @@ class ClientContractTest {
             assertEquals(0, c.importCache().stats().fdsKept());
             assertEquals(0, s.stats().releasedStillMappedBytes());
             assertTrue(c.isConnected());
+        }
+    }
+
+    // ---------------------------------------------------------------- failed builds leave nothing; odd replies
+
+    @Test
+    void aRefusedConnectLeavesNoFdAndNoThread() throws Exception {
+        try (SharingServer s = SharingServer.builder(sock).maxProtocolVersion(1).maxConnections(1).build()) {
+            Map<String, Integer> base = fdSnapshot();
+            assertEquals(ErrorCode.BAD_VERSION, assertThrows(SharingException.class,
+                    () -> SharingClient.builder(sock).protocolVersion(2).build()).code());
+            await("the refused connection ended", 5, () -> s.connectionCount() == 0);
+            try (SharingClient first = SharingClient.connect(sock)) {
+                assertEquals(ErrorCode.TOO_MANY_CONNECTIONS,
+                        assertThrows(SharingException.class, () -> SharingClient.connect(sock)).code());
+            }
+            await("no client thread left", 10, () -> threadsNaming("cuvmm-ipc-client").isEmpty());
+            await("connections ended", 5, () -> s.connectionCount() == 0);
+            assertFdsBack(base, "after the refused connects");
+        }
+    }
+
+    @Test
+    void anInterruptedCloseStillClosesAndSendsTheRelease() throws Exception {
+        java.util.concurrent.atomic.AtomicInteger releases = new java.util.concurrent.atomic.AtomicInteger();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer memory = r.allocate(r.granularity())) {
+            FdServerSocket listen = FdServerSocket.bind(sock);
+            Thread fake = fakeServer(listen, memory, null, releases);
+            try (SharingClient c = SharingClient.builder(sock).cacheMaxEntries(0).timeout(Duration.ofSeconds(30)).build()) {
+                Attachment a = c.attach("b", r);
+                Thread.currentThread().interrupt();
+                try {
+                    assertThrowsSaying(java.io.UncheckedIOException.class, a::close, "interrupted");
+                    assertTrue(Thread.currentThread().isInterrupted(), "the interrupt flag is kept");
+                } finally {
+                    Thread.interrupted();
+                }
+                assertTrue(a.isClosed());
+                await("its RELEASE was sent", 5, () -> releases.get() == 1);
+                assertEquals(0, c.pendingReleases(), "the lease no longer counts");
+            } finally {
+                listen.close();
+                fake.join(10_000);
+            }
+        }
+    }
+
+    /** SharingException.code(): the server's code; an ERROR whose code this client does not know. */
+    @Test
+    void anErrorWithACodeThisClientDoesNotKnow() throws Exception {
+        FdServerSocket listen = FdServerSocket.bind(sock);
+        Thread fake = new Thread(() -> {
+            try (FdSocket s = listen.accept()) {
+                IpcTestSupport.answerHelloV2(s);
+                for (;;) {
+                    try (Frame f = FrameIO.read(s)) {
+                        if (f.type == FrameType.ATTACH) FrameIO.write(s, new Messages.Error(99, "from the future"),
+                                f.requestId, null, 2);
+                    }
+                }
+            } catch (IOException | RuntimeException end) {
+                // the client closed
+            }
+        }, "fake server of the future");
+        fake.start();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); SharingClient c = SharingClient.connect(sock)) {
+            SharingException e = assertThrowsSaying(SharingException.class, () -> c.attach("b", r), "from the future",
+                    "code 99");
+            assertNull(e.code(), "no ErrorCode for 99");
+            assertTrue(c.isConnected());
+        } finally {
+            listen.close();
+            fake.join(10_000);
+        }
+    }
+
+    // ---------------------------------------------------------------- close from other threads
+
+    /** A fake server that answers HELLO and then reads without answering; counts the ATTACHes it read. */
+    private Thread silentServer(FdServerSocket listen, CountDownLatch attachRead) {
+        Thread t = new Thread(() -> {
+            try (FdSocket s = listen.accept()) {
+                IpcTestSupport.answerHelloV2(s);
+                for (;;) {
+                    try (Frame f = FrameIO.read(s)) {
+                        if (f.type == FrameType.ATTACH) attachRead.countDown();
+                    }
+                }
+            } catch (IOException | RuntimeException end) {
+                // the client closed
+            }
+        }, "fake silent server");
+        t.start();
+        return t;
+    }
+
+    @Test
+    void closeOrCloseNowFromAnotherThreadEndsAWaitingAttach() throws Exception {
+        for (boolean now : new boolean[] {false, true}) {
+            Path path = sock.resolveSibling(now ? "now.sock" : "close.sock");
+            FdServerSocket listen = FdServerSocket.bind(path);
+            CountDownLatch attachRead = new CountDownLatch(1);
+            Thread fake = silentServer(listen, attachRead);
+            ExecutorService pool = Executors.newSingleThreadExecutor();
+            try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+                SharingClient c = SharingClient.builder(path).timeout(Duration.ofMinutes(5)).build();
+                Future<Attachment> waiting = pool.submit(() -> c.attach("b", r));
+                assertTrue(attachRead.await(10, TimeUnit.SECONDS));
+                if (now) c.closeNow();
+                else c.close();
+                java.util.concurrent.ExecutionException e = assertThrows(java.util.concurrent.ExecutionException.class,
+                        () -> waiting.get(60, TimeUnit.SECONDS), "the waiting attach ends (long before its 5 min)");
+                assertTrue(e.getCause() instanceof IOException, "cause: " + e.getCause());
+                assertTrue(String.valueOf(e.getCause().getMessage()).contains("closed"), "says why: " + e.getCause());
+            } finally {
+                pool.shutdownNow();
+                listen.close();
+                fake.join(10_000);
+            }
+        }
+    }
+
+    @Test
+    void aDropListenerMayCloseTheClient() throws Exception {
+        for (boolean now : new boolean[] {false, true}) {
+            BlockingQueue<String> outcome = new LinkedBlockingQueue<>();
+            try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+                 SharingServer s = SharingServer.builder(sock).build()) {
+                SharingClient c = SharingClient.connect(sock);
+                c.addDropListener(n -> {
+                    try {
+                        if (now) c.closeNow();
+                        else c.close();
+                        outcome.add("closed " + n.attachment().isClosed());
+                    } catch (RuntimeException e) {
+                        outcome.add("threw " + e);
+                    }
+                });
+                s.publish("b", buf);
+                Attachment a = c.attach("b", r);
+                s.unpublish("b");
+                assertEquals("closed true", outcome.poll(30, TimeUnit.SECONDS));
+                assertFalse(c.isConnected());
+                assertTrue(a.isClosed());
+                await("the lease ended", 5, () -> s.totalLeaseCount() == 0);
+                await("the connection ended", 5, () -> s.connectionCount() == 0);
+            }
+            IpcTestSupport.deleteTree(sock);
         }
     }
 }

@@ -116,14 +116,19 @@ class ServerContractTest {
     @Test
     void anEmptyAllowListAdmitsNobody() throws Exception {
         List<String> refused = new CopyOnWriteArrayList<>();
+        List<PeerCredentials> connected = new CopyOnWriteArrayList<>();
         try (SharingServer s = SharingServer.builder(sock).allowUids().listener(new SharingListener() {
             @Override
             public void refused(PeerCredentials peer, String reason) { refused.add(reason); }
+
+            @Override
+            public void connected(PeerCredentials peer) { connected.add(peer); }
         }).build()) {
             SharingException e = assertThrows(SharingException.class, () -> SharingClient.connect(sock));
             assertEquals(ErrorCode.NOT_ALLOWED, e.code());
             assertTrue(e.getMessage().contains("uid " + NativeIo.posix().geteuid()), e.getMessage());
             await("the refused event", 5, () -> refused.size() == 1);
+            assertEquals(List.of(), connected, "connected() only for a client that passed the credentials check");
             assertEquals(0, s.connectionCount());
         }
     }
@@ -541,6 +546,10 @@ class ServerContractTest {
                 NativeIo.closeAll(pipe);
             }
             assertEquals(ProcessHandle.current().pid(), p[0].peerCredentials().pid());
+            int[] shut = IpcTestSupport.pipe();
+            NativeIo.closeAll(shut);
+            assertThrowsSaying(IOException.class, () -> p[0].send(new byte[1], new int[] {shut[0]}), "not open",
+                    String.valueOf(shut[0]));
             p[0].shutdownOutput();
             try (ReceivedMessage eos = p[1].receive(5)) {
                 assertTrue(eos.endOfStream(), "after shutdownOutput the peer reads end of stream");
