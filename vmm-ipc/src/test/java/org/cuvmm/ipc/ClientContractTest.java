@@ -952,4 +952,33 @@ class ClientContractTest {
             IpcTestSupport.deleteTree(sock);
         }
     }
+
+    @Test
+    void theCacheIsEmptiedWhenTheConnectionEndsOrTheClientCloses() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity())) {
+            int memfdsBefore = IpcTestSupport.memfdCount();
+            SharingServer s = SharingServer.builder(sock).build();
+            s.publish("b", buf);
+            SharingClient byServer = SharingClient.connect(sock);
+            SharingClient byClient = SharingClient.connect(sock);
+            byServer.attach("b", r).close();
+            byClient.attach("b", r).close();
+            assertEquals(1, byServer.importCache().stats().entries());
+            assertEquals(1, byClient.importCache().stats().fdsKept());
+            byClient.close(); // "unmaps what the import cache keeps"
+            ImportCache.Stats closed = byClient.importCache().stats();
+            assertEquals(0, closed.entries());
+            assertEquals(0, closed.bytes());
+            assertEquals(0, closed.fdsKept());
+            assertEquals(0, closed.idsHeld());
+            s.close(); // the connection ends: the client unmaps its idle cached entries
+            await("the client's cache emptied at the connection's end", 10, () -> !byServer.isConnected()
+                    && byServer.importCache().stats().entries() == 0 && byServer.importCache().stats().fdsKept() == 0
+                    && byServer.importCache().stats().idsHeld() == 0);
+            byServer.close();
+            if (IpcTestSupport.onHostDriver()) {
+                await("no memfd of the consumers left", 10, () -> IpcTestSupport.memfdCount() == memfdsBefore);
+            }
+        }
+    }
 }

@@ -111,6 +111,12 @@ class ServerContractTest {
         try (SharingServer s = SharingServer.builder(sock).alsoAllowUids(12345).build()) {
             assertEquals(Set.of(me, 12345), s.allowedUids());
         }
+        try (SharingServer s = SharingServer.builder(sock).alsoAllowUids(5).allowUids(7).build()) {
+            assertEquals(Set.of(7), s.allowedUids(), "allowUids drops what alsoAllowUids added before");
+        }
+        try (SharingServer s = SharingServer.builder(sock).allowUids(7).alsoAllowUids(8).build()) {
+            assertEquals(Set.of(7, 8), s.allowedUids(), "after allowUids, this process's uid is not added");
+        }
     }
 
     @Test
@@ -757,5 +763,45 @@ class ServerContractTest {
         a.join(10_000);
         b.join(10_000);
         assertFdsBack(base, "after the woken calls");
+    }
+
+    @Test
+    void bothBindRoutesGiveTheModeAskedFor() throws Exception {
+        // a short path binds through a private directory; one too long for that (over 89 bytes) under a umask
+        Path longDir = Files.createDirectories(sock.getParent().resolve("d".repeat(70)));
+        Path longPath = longDir.resolve("s.sock");
+        int bytes = longPath.toString().length();
+        assertTrue(bytes > 89 && bytes <= 107, "a path of " + bytes + " bytes");
+        for (Path p : List.of(sock, longPath)) {
+            for (int mode : new int[] {0600, 0660, 0606, 0666}) {
+                try (FdServerSocket s = FdServerSocket.bind(p, mode, null, 8)) {
+                    String want = java.nio.file.attribute.PosixFilePermissions.toString(
+                            java.nio.file.attribute.PosixFilePermissions.fromString(modeString(mode)));
+                    assertEquals(want, java.nio.file.attribute.PosixFilePermissions.toString(
+                            Files.getPosixFilePermissions(p)), p + " mode 0" + Integer.toOctalString(mode));
+                }
+                try (java.util.stream.Stream<Path> left = Files.list(p.getParent())) {
+                    assertTrue(left.noneMatch(f -> f.getFileName().toString().startsWith(".cuvmm-")),
+                            "no private directory left");
+                }
+            }
+        }
+    }
+
+    private static String modeString(int mode) {
+        StringBuilder b = new StringBuilder();
+        String rwx = "rwx";
+        for (int i = 8; i >= 0; i--) b.append((mode & (1 << i)) != 0 ? rwx.charAt(2 - i % 3) : '-');
+        return b.toString();
+    }
+
+    @Test
+    void closeLeavesAFileThatIsNoLongerItsOwn() throws Exception {
+        FdServerSocket s = FdServerSocket.bind(sock);
+        Files.delete(sock);
+        Files.writeString(sock, "someone else's");
+        s.close();
+        assertTrue(Files.exists(sock), "not the file it created: kept");
+        assertEquals("someone else's", Files.readString(sock));
     }
 }
