@@ -981,4 +981,55 @@ class ClientContractTest {
             }
         }
     }
+
+    @Test
+    void closeNowEndsTheDrainingOfClose() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).build()) {
+            s.publish("b", buf);
+            SharingClient c = SharingClient.connect(sock);
+            Attachment a = c.attach("b", r);
+            VirtualMemoryBuffer alias = r.modifyAllocation(a.buffer(), a.buffer().size());
+            c.close();
+            assertEquals(1, c.pendingReleases(), "draining: the alias keeps the lease");
+            c.closeNow();
+            assertEquals(0, c.pendingReleases(), "0 once the connection has ended");
+            await("the server freed the lease with the connection", 5, () -> s.totalLeaseCount() == 0);
+            await("the connection ended", 5, () -> s.connectionCount() == 0);
+            alias.close(); // nothing to release any more: no exception
+            assertTrue(a.isReleased());
+        }
+    }
+
+    @Test
+    void theAttachmentsOriginFollowsTheVersionAndTheCache() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).build();
+             SharingClient v1 = SharingClient.builder(sock).protocolVersion(1).build();
+             SharingClient off = SharingClient.builder(sock).cacheMaxEntries(0).build();
+             SharingClient on = SharingClient.connect(sock)) {
+            s.publish("b", buf);
+            try (Attachment a = v1.attach("b", r); Attachment b = off.attach("b", r); Attachment c = on.attach("b", r)) {
+                assertEquals(BufferOrigin.IMPORTED, a.buffer().origin(), "version 1");
+                assertEquals(BufferOrigin.IMPORTED, b.buffer().origin(), "version 2, cache off");
+                assertEquals(BufferOrigin.SHARED_VIEW, c.buffer().origin(), "version 2, cache on");
+            }
+        }
+    }
+
+    @Test
+    void aLeasedEntryIsNeverEvicted() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer one = r.allocate(r.granularity());
+             VirtualMemoryBuffer two = r.allocate(r.granularity()); SharingServer s = SharingServer.builder(sock).build();
+             SharingClient c = SharingClient.builder(sock).cacheMaxEntries(1).build()) {
+            s.publish("one", one);
+            s.publish("two", two);
+            Attachment held = c.attach("one", r);
+            c.attach("two", r).close(); // over the bound: "one" is the least recently used, but leased
+            held.buffer().fill(0, 1, (byte) 1); // still mapped
+            held.close();
+            c.attach("one", r).close();
+            assertEquals(1, c.importCache().stats().hits(), "one's entry was kept: " + c.importCache().stats());
+        }
+    }
 }

@@ -804,4 +804,67 @@ class ServerContractTest {
         assertTrue(Files.exists(sock), "not the file it created: kept");
         assertEquals("someone else's", Files.readString(sock));
     }
+
+    /**
+     * SharingStats and the MXBean: an allocation the producer released while a version-2
+     * consumer holds its id (EVICT sent, FORGET not yet received) is "released, still mapped"
+     * by that consumer, until its FORGET. A raw client that does not FORGET keeps it so.
+     */
+    @Test
+    void releasedStillMappedIsCountedUntilTheConsumersForget() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             SharingServer s = SharingServer.builder(sock).registerMBean(true).build(); FdSocket raw = FdSocket.connect(sock)) {
+            VirtualMemoryBuffer buf = r.allocate(r.granularity());
+            long allocation = buf.allocationIds()[0];
+            s.publish("b", buf);
+            FrameIO.write(raw, new Messages.Hello("keeper"), 1, null, 2);
+            FrameIO.read(raw, 2).close();
+            FrameIO.write(raw, new Messages.Attach("b"), 2, null, 2);
+            long id;
+            long lease;
+            try (Frame d = FrameIO.read(raw, 2)) {
+                Messages.DescriptorV2 m = (Messages.DescriptorV2) d.message;
+                id = m.ids()[0];
+                lease = m.leaseId();
+            }
+            FrameIO.write(raw, new Messages.Release(lease), 3, null, 2);
+            FrameIO.read(raw, 2).close(); // RELEASED; the id stays held
+            assertEquals(1, s.stats().idsHeld());
+            assertEquals(0, s.stats().releasedStillMappedAllocations(), "not released yet");
+            s.unpublish("b");
+            buf.close(); // the producer releases the allocation: EVICT
+            try (Frame e = FrameIO.read(raw, 2)) {
+                assertEquals(FrameType.EVICT, e.type);
+                assertEquals(id, ((Messages.Evict) e.message).ids()[0]);
+            }
+            SharingStats st = s.stats();
+            assertEquals(1, st.releasedStillMappedAllocations());
+            SharingStats.ReleasedAllocation ra = st.releasedStillMapped().get(0);
+            assertEquals(allocation, ra.allocationId());
+            assertEquals(r.granularity(), ra.bytes());
+            assertEquals(1, ra.consumers());
+            assertEquals(r.granularity(), st.releasedStillMappedBytes());
+            SharingStats.ConnectionStats c = st.connections().get(0);
+            assertEquals("keeper", c.clientName());
+            assertEquals(1, c.releasedIdsHeld());
+            assertEquals(r.granularity(), c.releasedBytesHeld());
+            assertEquals(1, c.idsHeld(), "released ids awaiting FORGET count as held");
+            javax.management.MBeanServer mbs = java.lang.management.ManagementFactory.getPlatformMBeanServer();
+            assertEquals(1, mbs.getAttribute(s.objectName(), "ReleasedStillMappedAllocations"));
+            assertEquals(r.granularity(), mbs.getAttribute(s.objectName(), "ReleasedStillMappedBytes"));
+            assertEquals(1, mbs.getAttribute(s.objectName(), "ReleasedStillMappedConsumers"));
+            assertEquals(List.of("allocation " + allocation + ": " + r.granularity()
+                            + " bytes, released, still mapped by 1 consumer"),
+                    List.of((String[]) mbs.getAttribute(s.objectName(), "ReleasedStillMapped")));
+            FrameIO.write(raw, new Messages.Forget(new long[] {id}), 4, null, 2);
+            try (Frame f = FrameIO.read(raw, 2)) {
+                assertEquals(FrameType.FORGOTTEN, f.type);
+            }
+            SharingStats after = s.stats();
+            assertEquals(0, after.releasedStillMappedAllocations());
+            assertEquals(0, after.releasedStillMappedBytes());
+            assertEquals(0, after.idsHeld());
+            assertEquals(0, mbs.getAttribute(s.objectName(), "ReleasedStillMappedConsumers"));
+        }
+    }
 }
