@@ -13,14 +13,18 @@ public final class ProtocolException extends IOException {
     private final boolean fatal;
     private final int requestId;
     private final long leaseId;
-    /** The frame's type when its header was trusted far enough to know it (set by FrameIO), else null. */
-    FrameType frameType;
+    /**
+     * The frame's type when its header was trusted far enough to know it (set by FrameIO), else
+     * null. Transient, as {@link #descriptor}: the receiving side's bookkeeping, not part of a
+     * serialized exception.
+     */
+    transient FrameType frameType;
     /**
      * A version-2 DESCRIPTOR whose payload parsed but was rejected (fds, ids), else null: the
      * client forgets the ids of its FD chunks it did not hold before (docs/PROTOCOL.md 13.3),
      * which the server counts as held from the moment it sent them.
      */
-    Messages.DescriptorV2 descriptor;
+    transient Messages.DescriptorV2 descriptor; // a record that is not Serializable: a SharingException caused by this did not serialize
     /**
      * The frame's fds were dropped by this process's kernel ({@code MSG_CTRUNC}: at its
      * open-file limit): the fault is here, not the peer's (set by FrameIO).

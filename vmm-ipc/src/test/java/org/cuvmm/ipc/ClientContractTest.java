@@ -1032,4 +1032,53 @@ class ClientContractTest {
             assertEquals(1, c.importCache().stats().hits(), "one's entry was kept: " + c.importCache().stats());
         }
     }
+
+    /**
+     * Exceptions are Serializable (Throwable's contract; SharingException and ProtocolException
+     * declare a serialVersionUID): the SharingException of a rejected version-2 DESCRIPTOR, whose
+     * cause is the ProtocolException that rejected it, must serialize and read back.
+     */
+    @Test
+    void theExceptionOfARejectedDescriptorSerializes() throws Exception {
+        FdServerSocket listen = FdServerSocket.bind(sock);
+        Thread fake = new Thread(() -> {
+            try (FdSocket s = listen.accept()) {
+                IpcTestSupport.answerHelloV2(s);
+                for (;;) {
+                    try (Frame f = FrameIO.read(s)) {
+                        if (f.type == FrameType.ATTACH) {
+                            // names id 77 without its fd: a client that does not hold it rejects it (UNKNOWN_ID)
+                            FrameIO.write(s, new Messages.DescriptorV2(5, Protocol.HANDLE_TYPE_POSIX_FD, 4096,
+                                    new long[] {4096}, new long[] {77}, new int[] {0}), f.requestId, null, 2);
+                        }
+                    }
+                }
+            } catch (IOException | RuntimeException end) {
+                // the client closed
+            }
+        }, "fake server naming an id not held");
+        fake.start();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); SharingClient c = SharingClient.connect(sock)) {
+            SharingException e = assertThrows(SharingException.class, () -> c.attach("b", r));
+            assertEquals(ErrorCode.UNKNOWN_ID, e.code());
+            java.io.ByteArrayOutputStream bytes = new java.io.ByteArrayOutputStream();
+            try (java.io.ObjectOutputStream out = new java.io.ObjectOutputStream(bytes)) {
+                out.writeObject(e);
+            }
+            Object back;
+            try (java.io.ObjectInputStream in = new java.io.ObjectInputStream(
+                    new java.io.ByteArrayInputStream(bytes.toByteArray()))) {
+                back = in.readObject();
+            }
+            SharingException copy = (SharingException) back;
+            assertEquals(e.getMessage(), copy.getMessage());
+            assertEquals(ErrorCode.UNKNOWN_ID, copy.code());
+            Throwable t = copy;
+            while (t != null && !(t instanceof ProtocolException)) t = t.getCause();
+            assertTrue(t instanceof ProtocolException p && p.code() == ErrorCode.UNKNOWN_ID, "the cause read back: " + t);
+        } finally {
+            listen.close();
+            fake.join(10_000);
+        }
+    }
 }
