@@ -704,6 +704,8 @@ class ClientContractTest {
                 }
                 assertEquals(0, s.totalLeaseCount());
             }
+            // (the server's event follows its RELEASED reply: wait for the last one)
+            await("ten release events", 5, () -> released.size() >= 10);
             assertEquals(10, released.size(), "one RELEASE per lease: " + released);
             for (LeaseEvent e : released) assertEquals(LeaseEvent.Reason.RELEASED, e.reason());
         }
@@ -1080,5 +1082,53 @@ class ClientContractTest {
             listen.close();
             fake.join(10_000);
         }
+    }
+
+    @Test
+    void theCachesBoundsHoldAndACacheOfZeroForgetsEachIdAtOnce() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer one = r.allocate(r.granularity());
+             VirtualMemoryBuffer two = r.allocate(r.granularity()); SharingServer s = SharingServer.builder(sock).build();
+             SharingClient bytes = SharingClient.builder(sock).cacheMaxBytes(r.granularity()).build();
+             SharingClient off = SharingClient.builder(sock).cacheMaxEntries(0).build()) {
+            s.publish("one", one);
+            s.publish("two", two);
+            bytes.attach("one", r).close();
+            bytes.attach("two", r).close();
+            assertEquals(1, bytes.importCache().stats().entries(), "at most cacheMaxBytes mapped");
+            assertEquals(r.granularity(), bytes.importCache().stats().bytes());
+            off.attach("one", r).close();
+            await("the id forgotten at once", 5, () -> off.importCache().stats().idsHeld() == 0
+                    && off.importCache().stats().fdsKept() == 0);
+            assertEquals(0, off.importCache().stats().entries());
+            await("the server no longer counts it", 5,
+                    () -> s.stats().connections().stream().filter(c -> c.connectionId() == 2).findFirst()
+                            .orElseThrow().idsHeld() == 0);
+        }
+    }
+
+    @Test
+    void anIdleTimeoutEndsTheClientWithTheServersTimeout() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).idleTimeout(Duration.ofMillis(200)).build()) {
+            s.publish("b", buf);
+            SharingClient c = SharingClient.connect(sock);
+            c.attach("b", r).close(); // the cache keeps the mapping: ids but no lease, so idle
+            await("the server's TIMEOUT ends the connection", 10, () -> !c.isConnected());
+            SharingException e = assertThrows(SharingException.class, () -> c.attach("b", r));
+            assertEquals(ErrorCode.TIMEOUT, e.code(), "the server's code: " + e);
+            assertEquals(0, c.pendingReleases());
+            await("its cache emptied", 5, () -> c.importCache().stats().entries() == 0
+                    && c.importCache().stats().fdsKept() == 0);
+            c.close();
+            await("the server ended the connection", 5, () -> s.connectionCount() == 0);
+        }
+    }
+
+    @Test
+    void aLeaseEventNamesItsClientOrAQuestionMark() {
+        PeerCredentials p = new PeerCredentials(1, 2, 3);
+        assertEquals("ATTACHED 'b' lease 7 by ? (pid 1, uid 2, gid 3), leases now 1",
+                new LeaseEvent("b", 7, p, "", LeaseEvent.Reason.ATTACHED, 1).toString());
+        assertTrue(new LeaseEvent("b", 7, p, "w", LeaseEvent.Reason.RELEASED, 0).toString().contains("by w ("));
     }
 }
