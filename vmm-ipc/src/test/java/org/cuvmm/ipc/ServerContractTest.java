@@ -867,4 +867,49 @@ class ServerContractTest {
             assertEquals(0, mbs.getAttribute(s.objectName(), "ReleasedStillMappedConsumers"));
         }
     }
+
+    @Test
+    void eightThreadsRacingPublishOrUnpublishOfOneNameHaveOneWinner() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).build()) {
+            ExecutorService pool = Executors.newFixedThreadPool(8);
+            try {
+                for (int round = 0; round < 20; round++) {
+                    CountDownLatch go = new CountDownLatch(1);
+                    List<Future<Boolean>> published = new ArrayList<>();
+                    for (int t = 0; t < 8; t++) {
+                        published.add(pool.submit(() -> {
+                            go.await();
+                            try {
+                                s.publish("one", buf);
+                                return true;
+                            } catch (IllegalStateException e) {
+                                assertTrue(e.getMessage().contains("already published"), e.getMessage());
+                                return false;
+                            }
+                        }));
+                    }
+                    go.countDown();
+                    int winners = 0;
+                    for (Future<Boolean> f : published) if (f.get(60, TimeUnit.SECONDS)) winners++;
+                    assertEquals(1, winners, "one publish of a name wins");
+                    CountDownLatch go2 = new CountDownLatch(1);
+                    List<Future<Boolean>> withdrawn = new ArrayList<>();
+                    for (int t = 0; t < 8; t++) {
+                        withdrawn.add(pool.submit(() -> {
+                            go2.await();
+                            return s.unpublish("one");
+                        }));
+                    }
+                    go2.countDown();
+                    winners = 0;
+                    for (Future<Boolean> f : withdrawn) if (f.get(60, TimeUnit.SECONDS)) winners++;
+                    assertEquals(1, winners, "one unpublish of a name returns true");
+                    assertFalse(s.isPublished("one"));
+                }
+            } finally {
+                pool.shutdownNow();
+            }
+        }
+    }
 }
