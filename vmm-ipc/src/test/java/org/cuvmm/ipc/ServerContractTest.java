@@ -552,10 +552,10 @@ class ServerContractTest {
                 NativeIo.closeAll(pipe);
             }
             assertEquals(ProcessHandle.current().pid(), p[0].peerCredentials().pid());
-            int[] shut = IpcTestSupport.pipe();
-            NativeIo.closeAll(shut);
-            assertThrowsSaying(IOException.class, () -> p[0].send(new byte[1], new int[] {shut[0]}), "not open",
-                    String.valueOf(shut[0]));
+            int notOpen = 999_999; // (a closed pipe's number could be reused by another thread meanwhile)
+            assertFalse(IpcTestSupport.isOpen(notOpen));
+            assertThrowsSaying(IOException.class, () -> p[0].send(new byte[1], new int[] {notOpen}), "not open",
+                    String.valueOf(notOpen));
             p[0].shutdownOutput();
             try (ReceivedMessage eos = p[1].receive(5)) {
                 assertTrue(eos.endOfStream(), "after shutdownOutput the peer reads end of stream");
