@@ -93,6 +93,12 @@ final class ReadToken {
     private long callerWakes;        // guarded by lock: signals of readerWake made by callers (tests)
     private boolean ended;           // guarded by lock
     private boolean urgent;          // guarded by lock
+    /**
+     * Guarded by lock: {@link #wakeReader()} asked the reader to look afresh: its backed-off wait
+     * floor starts again from none (a waiter needs an unsolicited reply read soon).
+     */
+    private boolean lookAfresh;
+    private long shortestWait = Long.MAX_VALUE; // guarded by lock: the reader's shortest timed wait since wakeReader() (tests)
 
     ReadToken() { this(System::nanoTime); }
 
@@ -192,10 +198,14 @@ final class ReadToken {
         long backoff = 0;
         lock.lock();
         try {
+            lookAfresh = false; // a new turn starts with no floor anyway
             for (;;) {
                 if (ended) return false;
                 long now = clock.getAsLong();
                 long period = readerIdleNanos;
+                // A floor grown under a longer period (a test shortening readerIdleNanos) is
+                // capped by the current one: it waited 60 s under a 1 ms period (review).
+                backoff = Math.min(backoff, mostBackoff(period));
                 long left = urgent ? 0 : lastActivity + period - now;
                 if (holder != null) {
                     long leadLeft = leadStart + period - now;
@@ -204,8 +214,10 @@ final class ReadToken {
                         // lead is a period old, or later while callers stay busy; no release
                         // has to signal.
                         readerWaits++;
-                        readerWake.awaitNanos(Math.max(leadLeft, backoff));
-                        backoff = nextBackoff(backoff, period);
+                        long wait = Math.max(leadLeft, backoff);
+                        shortestWait = Math.min(shortestWait, wait);
+                        readerWake.awaitNanos(wait);
+                        backoff = afterWait(backoff, period);
                         continue;
                     }
                     // A long lead: no timeout (no periodic wake-up while it lasts); the
@@ -218,6 +230,7 @@ final class ReadToken {
                         readerParked = false;
                     }
                     backoff = 0; // the lead's release woke it: look again a period after it
+                    lookAfresh = false;
                     continue;
                 }
                 if (left <= 0) {
@@ -226,17 +239,33 @@ final class ReadToken {
                     return true;
                 }
                 readerWaits++;
-                readerWake.awaitNanos(Math.max(left, backoff));
-                backoff = nextBackoff(backoff, period);
+                long wait = Math.max(left, backoff);
+                shortestWait = Math.min(shortestWait, wait);
+                readerWake.awaitNanos(wait);
+                backoff = afterWait(backoff, period);
             }
         } finally {
             lock.unlock();
         }
     }
 
+    /** Under the lock, after a timed wait: the next floor, or none when {@link #wakeReader()} asked for a fresh look. */
+    private long afterWait(long backoff, long period) {
+        if (lookAfresh) {
+            lookAfresh = false;
+            return 0;
+        }
+        return nextBackoff(backoff, period);
+    }
+
+    /** The reader's longest wait floor under {@code period}: MAX_BACKOFF_PERIODS periods, saturated. */
+    private static long mostBackoff(long period) {
+        return period > Long.MAX_VALUE / MAX_BACKOFF_PERIODS ? Long.MAX_VALUE : period * MAX_BACKOFF_PERIODS;
+    }
+
     /** The reader's next wait floor after a look that found callers busy: one period, then doubled, at most MAX_BACKOFF_PERIODS periods. */
     private static long nextBackoff(long backoff, long period) {
-        long most = period > Long.MAX_VALUE / MAX_BACKOFF_PERIODS ? Long.MAX_VALUE : period * MAX_BACKOFF_PERIODS;
+        long most = mostBackoff(period);
         if (backoff < period) return Math.min(period, most);
         return backoff > most / 2 ? most : backoff * 2;
     }
@@ -321,10 +350,19 @@ final class ReadToken {
         }
     }
 
-    /** Tests: the reader thread re-checks now (after a test changed {@link #readerIdleNanos}). */
+    /**
+     * The reader thread re-checks now, its backed-off floor dropped: it takes the token one
+     * period after the last activity, as after an isolated request. For a thread about to wait
+     * for a reply nobody leads for (the FORGOTTEN {@link ImportCache#dropIdle} waits for: the
+     * FORGET goes out from the event thread), so that a long series just before does not
+     * delay that reply by up to {@link #MAX_BACKOFF_PERIODS} periods; and for tests, after
+     * they changed {@link #readerIdleNanos}. Not on a request's path (it signals).
+     */
     void wakeReader() {
         lock.lock();
         try {
+            lookAfresh = true;
+            shortestWait = Long.MAX_VALUE;
             readerWake.signal();
         } finally {
             lock.unlock();
@@ -336,6 +374,16 @@ final class ReadToken {
         lock.lock();
         try {
             return readerWaits;
+        } finally {
+            lock.unlock();
+        }
+    }
+
+    /** The shortest timed wait the reader thread began since the last {@link #wakeReader()}, as asked, in nanoseconds (tests: its floor, without timing it). */
+    long shortestWaitSinceWake() {
+        lock.lock();
+        try {
+            return shortestWait;
         } finally {
             lock.unlock();
         }

@@ -406,6 +406,7 @@ public final class SharingClient implements AutoCloseable {
             // awaited) and try once more; nothing idle: the failure stands.
             if (!outOfFds(e)) throw e;
             try {
+                token.wakeReader(); // nobody leads for the FORGOTTEN awaited: the reader reads it a period on, not up to 16
                 if (!cache.dropIdle(java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(timeoutNanos))) throw e;
             } catch (InterruptedException x) {
                 Thread.currentThread().interrupt();
@@ -451,6 +452,10 @@ public final class SharingClient implements AutoCloseable {
             // what the cache keeps idle (FORGET, awaited) and ask once more.
             if (e.code() != ErrorCode.TOO_MANY_IDS) throw e;
             try {
+                // Nobody leads for the FORGOTTEN dropIdle awaits (the event thread sends the
+                // FORGET): the reader, maybe backed off by a long series, reads it a period
+                // after this request, not up to 16 periods later (a review).
+                token.wakeReader();
                 // From the saturated nanos: a timeout of centuries (setTimeout accepts one)
                 // overflowed Duration.toMillis() here (an independent probe: ArithmeticException).
                 if (!cache.dropIdle(java.util.concurrent.TimeUnit.NANOSECONDS.toMillis(timeoutNanos))) throw e;

@@ -295,6 +295,69 @@ class ReadTokenTest {
     }
 
     /**
+     * A test that shortens the period of a live client and wakes the reader (ClientLeaderTest's
+     * interrupted-leader test does, from 60 s to 1 ms) must see the new period apply at once.
+     * Before: the wake-up itself counted as a look that found callers busy, so the reader's
+     * floor grew to one old period (60 s) and, with the last activity less than a new period
+     * ago, it then waited 60 s under a 1 ms period (this test: no take within 10 s).
+     */
+    @Test
+    void aShorterPeriodAppliesAtOnceAfterWakeReader() throws Exception {
+        ReadToken.readerIdleNanos = 60 * SECOND;
+        ReadToken token = new ReadToken(clock::get); // t = 0: activity
+        CompletableFuture<Long> took = startReader(token);
+        await("the reader waits for its period", 10, () -> token.readerWaits() >= 1);
+        long before = token.readerWaits();
+        ReadToken.readerIdleNanos = TimeUnit.MILLISECONDS.toNanos(1);
+        token.wakeReader(); // the clock has not moved: the last activity is less than a period ago
+        await("the reader looked again under the new period", 10, () -> token.readerWaits() > before);
+        clock.set(TimeUnit.MILLISECONDS.toNanos(2)); // a whole new period has passed; nobody wakes it
+        assertEquals(TimeUnit.MILLISECONDS.toNanos(2), took.get(10, TimeUnit.SECONDS),
+                "the reader took the token a new period after the last activity");
+        token.end();
+    }
+
+    /**
+     * A thread that waits for a reply nobody leads for (ImportCache.dropIdle waiting for the
+     * FORGOTTEN of a FORGET the event thread sent, after TOO_MANY_IDS or at the fd limit)
+     * wakes the reader first: its backed-off floor is dropped and it looks again one period
+     * after the last activity, not up to 16 periods later. Checked on the wait it asks for
+     * (the clock frozen just after the series: a period is left), not by timing it. Before:
+     * the floor stayed at 16 periods (no wait of one period was ever asked).
+     */
+    @Test
+    void wakeReaderDropsTheBackedOffFloorAfterALongSeries() throws Exception {
+        long period = TimeUnit.MILLISECONDS.toNanos(1);
+        long step = TimeUnit.MICROSECONDS.toNanos(10);
+        ReadToken.readerIdleNanos = period;
+        ReadToken token = new ReadToken(clock::get);
+        CompletableFuture<Void> never = new CompletableFuture<>();
+        CompletableFuture<Long> took = startReader(token);
+        await("the reader waits for its period", 10, () -> token.readerWaits() >= 1);
+        long waits0 = token.readerWaits();
+        // A series until the reader has looked 6 times (1 + 2 + 4 + 8 + 16 periods: backed off
+        // to the cap), bounded by 10 s of real time.
+        long started = System.nanoTime();
+        while (token.readerWaits() - waits0 < 6 && System.nanoTime() - started < 10 * SECOND) {
+            clock.addAndGet(step);
+            token.noteRequest();
+            assertTrue(token.awaitTurn(never, System.nanoTime() + 10 * SECOND));
+            long spin = System.nanoTime();
+            while (System.nanoTime() - spin < 20_000) Thread.onSpinWait();
+            clock.addAndGet(step);
+            token.release();
+        }
+        assertTrue(token.readerWaits() - waits0 >= 6, "the reader backed off during the series");
+        assertFalse(took.isDone(), "the reader took the token during the series");
+        // The series ends (the clock stays: a whole period is left); a waiter wakes the reader.
+        token.wakeReader();
+        await("the reader's next wait is at most one period", 10, () -> token.shortestWaitSinceWake() <= period);
+        clock.addAndGet(2 * period);
+        assertEquals(clock.get(), took.get(10, TimeUnit.SECONDS));
+        token.end();
+    }
+
+    /**
      * The lead's start the client checks its deadline from (issue 11's single clock read per
      * request): the caller's own reading when the token was free, the clock at the grant when
      * the caller waited as a follower (a stale reading would skip that caller's deadline check
