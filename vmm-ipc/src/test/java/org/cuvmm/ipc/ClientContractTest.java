@@ -510,17 +510,22 @@ class ClientContractTest {
             FdServerSocket listen = FdServerSocket.bind(sock);
             Thread fake = fakeServer(listen, memory, null, releases);
             try {
-                SharingClient c = SharingClient.builder(sock).timeout(Duration.ofMillis(300)).cacheMaxEntries(0).build();
+                // The short timeout only around the unanswered RELEASEs: the HELLO and the
+                // ATTACHes (an export each on the fake server) must not time out on a loaded machine.
+                SharingClient c = SharingClient.builder(sock).cacheMaxEntries(0).build();
                 Attachment a = c.attach("b", r);
+                c.setTimeout(Duration.ofMillis(300));
                 assertThrowsSaying(java.io.UncheckedIOException.class, a::close, "no reply to RELEASE");
                 assertTrue(a.isClosed(), "closed all the same");
                 assertTrue(a.isReleased(), "its RELEASE was sent");
-                assertEquals(1, releases.get());
+                await("the fake server read the RELEASE", 10, () -> releases.get() == 1);
                 a.close(); // idempotent: nothing more is sent
                 // client.close(): the first unanswered release throws; the rest go without waiting
+                c.setTimeout(Duration.ofSeconds(30));
                 Attachment b1 = c.attach("b", r);
                 Attachment b2 = c.attach("b", r);
                 Attachment b3 = c.attach("b", r);
+                c.setTimeout(Duration.ofMillis(300));
                 assertThrowsSaying(java.io.UncheckedIOException.class, c::close, "RELEASE");
                 assertTrue(b1.isClosed() && b2.isClosed() && b3.isClosed(), "the attachments are closed all the same");
                 await("every RELEASE sent", 10, () -> releases.get() == 4);
