@@ -39,8 +39,10 @@ import org.cuvmm.VirtualMemoryResource;
  * waits for that thread to complete its reply or to give the token up. The client's reader
  * thread reads only once 1 ms has passed since the last request sent or reply read by a
  * caller (then it waits in {@code recvmsg} for DROP, EVICT and replies nobody waits for): a
- * DROP or EVICT that arrives while no thread leads is read about 1 ms later (plus
- * scheduling); a leading thread reads it at once. A leading thread waits for the next frame
+ * DROP or EVICT that arrives while no thread leads is read about 1 ms after the last
+ * request (plus scheduling), and at most about 17 ms after the last of a long series of
+ * requests (the reader thread looks less often while callers keep it out: docs/PROTOCOL.md
+ * section 12); a leading thread reads it at once. A leading thread waits for the next frame
  * in the {@code recvmsg} itself, in slices of 20 ms (the socket's {@code SO_RCVTIMEO}; no
  * {@code poll} before it), so its timeout holds and an interrupt is seen within about one slice (20 ms plus the kernel's tick; a signal ends a slice early), and reads a frame's rest until its timeout at most: when the server stops in the
  * middle of a frame past it, the connection ends (every request fails saying so). {@link
