@@ -42,6 +42,29 @@ class ReadTokenTest {
         }
     }
 
+    /**
+     * Back-to-back short leads from this thread while {@code more} says so: each a request
+     * ({@code step} on the injected clock), a lead held about 20 µs of real time (so a reader
+     * that looks while a caller leads finds one) and a release ({@code step} more). Returns the
+     * rounds made.
+     */
+    private long shortLeads(ReadToken token, long step, java.util.function.BooleanSupplier more) throws Exception {
+        CompletableFuture<Void> never = new CompletableFuture<>();
+        long rounds = 0;
+        while (more.getAsBoolean()) {
+            clock.addAndGet(step);
+            token.noteRequest();
+            assertTrue(token.awaitTurn(never, System.nanoTime() + 10 * SECOND), "the caller leads (round " + rounds
+                    + ")");
+            long spin = System.nanoTime();
+            while (System.nanoTime() - spin < 20_000) Thread.onSpinWait();
+            clock.addAndGet(step);
+            token.release();
+            rounds++;
+        }
+        return rounds;
+    }
+
     /** The reader thread's stand-in: one turn; completes with the clock's time when it took the token. */
     private CompletableFuture<Long> startReader(ReadToken token) {
         CompletableFuture<Long> took = new CompletableFuture<>();
@@ -206,26 +229,13 @@ class ReadTokenTest {
         long step = TimeUnit.MICROSECONDS.toNanos(10);
         ReadToken.readerIdleNanos = period;
         ReadToken token = new ReadToken(clock::get);
-        CompletableFuture<Void> never = new CompletableFuture<>();
         CompletableFuture<Long> took = startReader(token);
         await("the reader waits for its period", 10, () -> token.readerWaits() >= 1);
         long waits0 = token.readerWaits();
         long started = System.nanoTime();
-        long rounds = 0;
         // Until the reader has waited 30 times more (about 30 ms), bounded.
-        while (token.readerWaits() - waits0 < 30 && System.nanoTime() - started < 10 * SECOND) {
-            clock.addAndGet(step);
-            token.noteRequest();
-            assertTrue(token.awaitTurn(never, System.nanoTime() + 10 * SECOND), "the caller leads (round " + rounds
-                    + ")");
-            // The lead's work: hold the token for a while of real time, so a reader that looks
-            // while a caller leads finds one.
-            long spin = System.nanoTime();
-            while (System.nanoTime() - spin < 20_000) Thread.onSpinWait();
-            clock.addAndGet(step);
-            token.release();
-            rounds++;
-        }
+        long rounds = shortLeads(token, step, () -> token.readerWaits() - waits0 < 30
+                && System.nanoTime() - started < 10 * SECOND);
         long elapsed = System.nanoTime() - started;
         long waits = token.readerWaits() - waits0;
         assertEquals(0, token.callerWakes(), "callers woke the reader during " + rounds + " back-to-back short leads "
@@ -254,24 +264,12 @@ class ReadTokenTest {
         long step = TimeUnit.MICROSECONDS.toNanos(10);
         ReadToken.readerIdleNanos = period;
         ReadToken token = new ReadToken(clock::get);
-        CompletableFuture<Void> never = new CompletableFuture<>();
         CompletableFuture<Long> took = startReader(token);
         await("the reader waits for its period", 10, () -> token.readerWaits() >= 1);
         long waits0 = token.readerWaits();
         long started = System.nanoTime();
-        long rounds = 0;
         // About 200 ms of real time of back-to-back short leads.
-        while (System.nanoTime() - started < TimeUnit.MILLISECONDS.toNanos(200)) {
-            clock.addAndGet(step);
-            token.noteRequest();
-            assertTrue(token.awaitTurn(never, System.nanoTime() + 10 * SECOND), "the caller leads (round " + rounds
-                    + ")");
-            long spin = System.nanoTime();
-            while (System.nanoTime() - spin < 20_000) Thread.onSpinWait();
-            clock.addAndGet(step);
-            token.release();
-            rounds++;
-        }
+        long rounds = shortLeads(token, step, () -> System.nanoTime() - started < TimeUnit.MILLISECONDS.toNanos(200));
         long elapsed = System.nanoTime() - started;
         long waits = token.readerWaits() - waits0;
         assertFalse(took.isDone(), "the reader took the token during the series");
@@ -331,22 +329,13 @@ class ReadTokenTest {
         long step = TimeUnit.MICROSECONDS.toNanos(10);
         ReadToken.readerIdleNanos = period;
         ReadToken token = new ReadToken(clock::get);
-        CompletableFuture<Void> never = new CompletableFuture<>();
         CompletableFuture<Long> took = startReader(token);
         await("the reader waits for its period", 10, () -> token.readerWaits() >= 1);
         long waits0 = token.readerWaits();
         // A series until the reader has looked 6 times (1 + 2 + 4 + 8 + 16 periods: backed off
         // to the cap), bounded by 10 s of real time.
         long started = System.nanoTime();
-        while (token.readerWaits() - waits0 < 6 && System.nanoTime() - started < 10 * SECOND) {
-            clock.addAndGet(step);
-            token.noteRequest();
-            assertTrue(token.awaitTurn(never, System.nanoTime() + 10 * SECOND));
-            long spin = System.nanoTime();
-            while (System.nanoTime() - spin < 20_000) Thread.onSpinWait();
-            clock.addAndGet(step);
-            token.release();
-        }
+        shortLeads(token, step, () -> token.readerWaits() - waits0 < 6 && System.nanoTime() - started < 10 * SECOND);
         assertTrue(token.readerWaits() - waits0 >= 6, "the reader backed off during the series");
         assertFalse(took.isDone(), "the reader took the token during the series");
         // The series ends (the clock stays: a whole period is left); a waiter wakes the reader.
