@@ -334,19 +334,7 @@ class ClientContractTest {
         Map<String, Integer> base = fdSnapshot();
         FdServerSocket listen = FdServerSocket.bind(sock);
         CountDownLatch attachSeen = new CountDownLatch(1);
-        Thread fake = new Thread(() -> {
-            try (FdSocket s = listen.accept()) {
-                IpcTestSupport.answerHelloV2(s);
-                for (;;) {
-                    try (Frame f = FrameIO.read(s)) { // never answers
-                        if (f.type == FrameType.ATTACH) attachSeen.countDown();
-                    }
-                }
-            } catch (IOException | RuntimeException end) {
-                // the client closed
-            }
-        }, "fake silent server");
-        fake.start();
+        Thread fake = silentServer(listen, attachSeen);
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0); SharingClient c = SharingClient.connect(sock)) {
             assertThrowsSaying(NullPointerException.class, () -> c.setTimeout(null), "timeout");
             assertThrowsSaying(IllegalArgumentException.class, () -> c.setTimeout(Duration.ZERO), "timeout", "PT0S");
@@ -368,15 +356,10 @@ class ClientContractTest {
     void theBuildersTimeoutBoundsTheHello() throws Exception {
         Map<String, Integer> base = fdSnapshot();
         FdServerSocket listen = FdServerSocket.bind(sock);
-        Thread fake = new Thread(() -> {
-            try (FdSocket s = listen.accept()) {
-                FrameIO.read(s).close(); // the HELLO, never answered
-                FrameIO.read(s).close(); // until the client goes
-            } catch (IOException | RuntimeException end) {
-                // the client closed
-            }
-        }, "fake mute server");
-        fake.start();
+        Thread fake = IpcTestSupport.startFakeServer("fake mute server", listen, s -> {
+            FrameIO.read(s).close(); // the HELLO, never answered
+            FrameIO.read(s).close(); // until the client goes
+        });
         try {
             assertThrowsSaying(IOException.class,
                     () -> SharingClient.builder(sock).timeout(Duration.ofMillis(200)).build(), "HELLO", "PT0.2S");
@@ -397,30 +380,16 @@ class ClientContractTest {
             s.publish("b", buf);
             s.publish("c", buf);
             SharingClient c = SharingClient.connect(sock);
-            ExecutorService pool = Executors.newFixedThreadPool(8);
-            try {
-                CountDownLatch go = new CountDownLatch(1);
-                List<Future<?>> done = new ArrayList<>();
-                for (int t = 0; t < 8; t++) {
-                    int me = t;
-                    done.add(pool.submit(() -> {
-                        go.await();
-                        for (int i = 0; i < 40; i++) {
-                            try (Attachment a = c.attach((me + i) % 2 == 0 ? "b" : "c", r)) {
-                                a.buffer().fill(me, 1, (byte) me);
-                                c.attachments();
-                                c.pendingReleases();
-                                c.importCache().stats();
-                            }
-                        }
-                        return null;
-                    }));
+            IpcTestSupport.race(8, 120, me -> {
+                for (int i = 0; i < 40; i++) {
+                    try (Attachment a = c.attach((me + i) % 2 == 0 ? "b" : "c", r)) {
+                        a.buffer().fill(me, 1, (byte) me);
+                        c.attachments();
+                        c.pendingReleases();
+                        c.importCache().stats();
+                    }
                 }
-                go.countDown();
-                for (Future<?> f : done) f.get(120, TimeUnit.SECONDS);
-            } finally {
-                pool.shutdownNow();
-            }
+            });
             assertEquals(0, c.pendingReleases());
             assertEquals(0, s.totalLeaseCount());
             c.close();
@@ -439,25 +408,11 @@ class ClientContractTest {
                 SharingClient c = SharingClient.connect(sock);
                 List<Attachment> held = new ArrayList<>();
                 for (int i = 0; i < 4; i++) held.add(c.attach("b", r));
-                ExecutorService pool = Executors.newFixedThreadPool(8);
-                try {
-                    CountDownLatch go = new CountDownLatch(1);
-                    List<Future<?>> done = new ArrayList<>();
-                    for (int t = 0; t < 8; t++) {
-                        int me = t;
-                        done.add(pool.submit(() -> {
-                            go.await();
-                            if (me == 7) c.closeNow();
-                            else if (me % 2 == 0) c.close();
-                            else held.get(me / 2).close();
-                            return null;
-                        }));
-                    }
-                    go.countDown();
-                    for (Future<?> f : done) f.get(60, TimeUnit.SECONDS);
-                } finally {
-                    pool.shutdownNow();
-                }
+                IpcTestSupport.race(8, 60, me -> {
+                    if (me == 7) c.closeNow();
+                    else if (me % 2 == 0) c.close();
+                    else held.get(me / 2).close();
+                });
                 assertFalse(c.isConnected());
                 for (Attachment a : held) assertTrue(a.isClosed(), "closed: " + a);
             }
@@ -476,30 +431,18 @@ class ClientContractTest {
      */
     private Thread fakeServer(FdServerSocket listen, VirtualMemoryBuffer memory, Messages.Error releaseReply,
                               java.util.concurrent.atomic.AtomicInteger releases) {
-        Thread t = new Thread(() -> {
-            try (FdSocket s = listen.accept()) {
-                IpcTestSupport.answerHelloV2(s);
-                long next = 1;
-                for (;;) {
-                    try (Frame f = FrameIO.read(s)) {
-                        if (f.type == FrameType.ATTACH) {
-                            long id = next++;
-                            try (org.cuvmm.BufferDescriptor d = memory.exportDescriptor()) {
-                                FrameIO.write(s, IpcTestSupport.oneFreshChunk(100 + id, memory.size(), id), f.requestId,
-                                        d.fds(), 2);
-                            }
-                        } else if (f.type == FrameType.RELEASE) {
-                            releases.incrementAndGet();
-                            if (releaseReply != null) FrameIO.write(s, releaseReply, f.requestId, null, 2);
-                        }
-                    }
+        long[] next = {1};
+        return IpcTestSupport.startFakeV2Server("fake server", listen, (s, f) -> {
+            if (f.type == FrameType.ATTACH) {
+                long id = next[0]++;
+                try (org.cuvmm.BufferDescriptor d = memory.exportDescriptor()) {
+                    FrameIO.write(s, IpcTestSupport.oneFreshChunk(100 + id, memory.size(), id), f.requestId, d.fds(), 2);
                 }
-            } catch (IOException | RuntimeException end) {
-                // the client closed
+            } else if (f.type == FrameType.RELEASE) {
+                releases.incrementAndGet();
+                if (releaseReply != null) FrameIO.write(s, releaseReply, f.requestId, null, 2);
             }
-        }, "fake server");
-        t.start();
-        return t;
+        });
     }
 
     @Test
@@ -701,23 +644,10 @@ class ClientContractTest {
             s.publish("b", buf);
             for (int round = 0; round < 10; round++) {
                 Attachment a = c.attach("b", r);
-                ExecutorService pool = Executors.newFixedThreadPool(8);
-                try {
-                    CountDownLatch go = new CountDownLatch(1);
-                    List<Future<?>> done = new ArrayList<>();
-                    for (int t = 0; t < 8; t++) {
-                        done.add(pool.submit(() -> {
-                            go.await();
-                            a.close();
-                            assertTrue(a.isClosed(), "closed when any close() returns");
-                            return null;
-                        }));
-                    }
-                    go.countDown();
-                    for (Future<?> f : done) f.get(60, TimeUnit.SECONDS);
-                } finally {
-                    pool.shutdownNow();
-                }
+                IpcTestSupport.race(8, 60, me -> {
+                    a.close();
+                    assertTrue(a.isClosed(), "closed when any close() returns");
+                });
                 assertEquals(0, s.totalLeaseCount());
             }
             // (the server's event follows its RELEASED reply: wait for the last one)
@@ -872,20 +802,9 @@ class ClientContractTest {
     @Test
     void anErrorWithACodeThisClientDoesNotKnow() throws Exception {
         FdServerSocket listen = FdServerSocket.bind(sock);
-        Thread fake = new Thread(() -> {
-            try (FdSocket s = listen.accept()) {
-                IpcTestSupport.answerHelloV2(s);
-                for (;;) {
-                    try (Frame f = FrameIO.read(s)) {
-                        if (f.type == FrameType.ATTACH) FrameIO.write(s, new Messages.Error(99, "from the future"),
-                                f.requestId, null, 2);
-                    }
-                }
-            } catch (IOException | RuntimeException end) {
-                // the client closed
-            }
-        }, "fake server of the future");
-        fake.start();
+        Thread fake = IpcTestSupport.startFakeV2Server("fake server of the future", listen, (s, f) -> {
+            if (f.type == FrameType.ATTACH) FrameIO.write(s, new Messages.Error(99, "from the future"), f.requestId, null, 2);
+        });
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0); SharingClient c = SharingClient.connect(sock)) {
             SharingException e = assertThrowsSaying(SharingException.class, () -> c.attach("b", r), "from the future",
                     "code 99");
@@ -901,20 +820,9 @@ class ClientContractTest {
 
     /** A fake server that answers HELLO and then reads without answering; counts the ATTACHes it read. */
     private Thread silentServer(FdServerSocket listen, CountDownLatch attachRead) {
-        Thread t = new Thread(() -> {
-            try (FdSocket s = listen.accept()) {
-                IpcTestSupport.answerHelloV2(s);
-                for (;;) {
-                    try (Frame f = FrameIO.read(s)) {
-                        if (f.type == FrameType.ATTACH) attachRead.countDown();
-                    }
-                }
-            } catch (IOException | RuntimeException end) {
-                // the client closed
-            }
-        }, "fake silent server");
-        t.start();
-        return t;
+        return IpcTestSupport.startFakeV2Server("fake silent server", listen, (s, f) -> { // never answers
+            if (f.type == FrameType.ATTACH) attachRead.countDown();
+        });
     }
 
     @Test
@@ -1060,23 +968,13 @@ class ClientContractTest {
     @Test
     void theExceptionOfARejectedDescriptorSerializes() throws Exception {
         FdServerSocket listen = FdServerSocket.bind(sock);
-        Thread fake = new Thread(() -> {
-            try (FdSocket s = listen.accept()) {
-                IpcTestSupport.answerHelloV2(s);
-                for (;;) {
-                    try (Frame f = FrameIO.read(s)) {
-                        if (f.type == FrameType.ATTACH) {
-                            // names id 77 without its fd: a client that does not hold it rejects it (UNKNOWN_ID)
-                            FrameIO.write(s, new Messages.DescriptorV2(5, Protocol.HANDLE_TYPE_POSIX_FD, 4096,
-                                    new long[] {4096}, new long[] {77}, new int[] {0}), f.requestId, null, 2);
-                        }
-                    }
-                }
-            } catch (IOException | RuntimeException end) {
-                // the client closed
+        Thread fake = IpcTestSupport.startFakeV2Server("fake server naming an id not held", listen, (s, f) -> {
+            if (f.type == FrameType.ATTACH) {
+                // names id 77 without its fd: a client that does not hold it rejects it (UNKNOWN_ID)
+                FrameIO.write(s, new Messages.DescriptorV2(5, Protocol.HANDLE_TYPE_POSIX_FD, 4096, new long[] {4096},
+                        new long[] {77}, new int[] {0}), f.requestId, null, 2);
             }
-        }, "fake server naming an id not held");
-        fake.start();
+        });
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0); SharingClient c = SharingClient.connect(sock)) {
             SharingException e = assertThrows(SharingException.class, () -> c.attach("b", r));
             assertEquals(ErrorCode.UNKNOWN_ID, e.code());

@@ -14,6 +14,10 @@ import java.util.Comparator;
 import java.util.List;
 import java.util.Map;
 import java.util.TreeMap;
+import java.util.concurrent.CountDownLatch;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 import java.util.stream.Stream;
 
@@ -73,6 +77,49 @@ final class IpcTestSupport {
         try (Frame hello = FrameIO.read(s)) {
             FrameIO.write(s, new Messages.HelloOk(2, Protocol.MAX_FDS_PER_FRAME), hello.requestId, null, 2);
         }
+    }
+
+    /** What a fake server does with the one connection it accepts. */
+    @FunctionalInterface
+    interface FakeConnection {
+        void serve(FdSocket s) throws IOException;
+    }
+
+    /** What a fake version-2 server does with each frame it reads (the frame is closed after). */
+    @FunctionalInterface
+    interface FrameHandler {
+        void onFrame(FdSocket s, Frame f) throws IOException;
+    }
+
+    /**
+     * Starts thread {@code name}: accepts one connection on {@code listen} and runs {@code serve} on
+     * it; an IOException or RuntimeException (the client closed) ends it quietly, closing the socket.
+     */
+    static Thread startFakeServer(String name, FdServerSocket listen, FakeConnection serve) {
+        Thread t = new Thread(() -> {
+            try (FdSocket s = listen.accept()) {
+                serve.serve(s);
+            } catch (IOException | RuntimeException end) {
+                // the client closed
+            }
+        }, name);
+        t.start();
+        return t;
+    }
+
+    /**
+     * A fake version-2 server ({@link #startFakeServer}): answers the HELLO ({@link #answerHelloV2}),
+     * then hands each frame it reads to {@code onFrame} until the client closes.
+     */
+    static Thread startFakeV2Server(String name, FdServerSocket listen, FrameHandler onFrame) {
+        return startFakeServer(name, listen, s -> {
+            answerHelloV2(s);
+            for (;;) {
+                try (Frame f = FrameIO.read(s)) {
+                    onFrame.onFrame(s, f);
+                }
+            }
+        });
     }
 
     /** A version-2 DESCRIPTOR of one chunk of {@code size} bytes, new id {@code id} (its fd flag set). */
@@ -183,5 +230,56 @@ final class IpcTestSupport {
             assertTrue(System.nanoTime() < until, "timed out after " + seconds + " s waiting for: " + what);
             Thread.sleep(10);
         }
+    }
+
+    /** One racer's work: {@code me} is its number, 0 to threads - 1. */
+    @FunctionalInterface
+    interface RaceBody {
+        void run(int me) throws Exception;
+    }
+
+    /** One racer's work and its result: {@code me} is its number, 0 to threads - 1. */
+    @FunctionalInterface
+    interface RaceCall<T> {
+        T call(int me) throws Exception;
+    }
+
+    /**
+     * Runs {@code body} on {@code threads} threads of a pool of their own, all released at once by one
+     * latch; waits up to {@code timeoutSeconds} for each in turn (a failure is rethrown by
+     * {@link Future#get}); the pool is shut down however it ends.
+     */
+    static void race(int threads, int timeoutSeconds, RaceBody body) throws Exception {
+        raceFor(threads, timeoutSeconds, me -> {
+            body.run(me);
+            return null;
+        });
+    }
+
+    /** {@link #race}, returning each racer's result in the order of their numbers. */
+    static <T> List<T> raceFor(int threads, int timeoutSeconds, RaceCall<T> body) throws Exception {
+        ExecutorService pool = Executors.newFixedThreadPool(threads);
+        try {
+            return raceFor(pool, threads, timeoutSeconds, body);
+        } finally {
+            pool.shutdownNow();
+        }
+    }
+
+    /** {@link #raceFor(int, int, RaceCall)} on the caller's {@code pool} (left running). */
+    static <T> List<T> raceFor(ExecutorService pool, int threads, int timeoutSeconds, RaceCall<T> body) throws Exception {
+        CountDownLatch go = new CountDownLatch(1);
+        List<Future<T>> done = new ArrayList<>();
+        for (int t = 0; t < threads; t++) {
+            int me = t;
+            done.add(pool.submit(() -> {
+                go.await();
+                return body.call(me);
+            }));
+        }
+        go.countDown();
+        List<T> results = new ArrayList<>();
+        for (Future<T> f : done) results.add(f.get(timeoutSeconds, TimeUnit.SECONDS));
+        return results;
     }
 }

@@ -21,10 +21,8 @@ import java.util.List;
 import java.util.Map;
 import java.util.Set;
 import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
-import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
 
 import org.cuvmm.HandleType;
@@ -313,22 +311,11 @@ class ServerContractTest {
                 c.attach("b", r);
                 clients.add(c);
             }
-            ExecutorService pool = Executors.newFixedThreadPool(8);
-            try {
-                CountDownLatch go = new CountDownLatch(1);
-                List<Future<Integer>> done = new ArrayList<>();
-                for (int i = 0; i < 8; i++) {
-                    done.add(pool.submit(() -> {
-                        go.await();
-                        s.close();
-                        return s.totalLeaseCount();
-                    }));
-                }
-                go.countDown();
-                for (Future<Integer> f : done) assertEquals(0, f.get(60, TimeUnit.SECONDS), "leases after close()");
-            } finally {
-                pool.shutdownNow();
-            }
+            List<Integer> leases = IpcTestSupport.raceFor(8, 60, me -> {
+                s.close();
+                return s.totalLeaseCount();
+            });
+            for (int l : leases) assertEquals(0, l, "leases after close()");
             for (SharingClient c : clients) c.close();
         }
         assertFdsBack(base, "after eight racing close() calls");
@@ -340,34 +327,20 @@ class ServerContractTest {
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
              SharingServer s = SharingServer.builder(sock).build()) {
             s.publish("shared", buf);
-            ExecutorService pool = Executors.newFixedThreadPool(8);
-            try {
-                CountDownLatch go = new CountDownLatch(1);
-                List<Future<?>> done = new ArrayList<>();
-                for (int t = 0; t < 8; t++) {
-                    int me = t;
-                    done.add(pool.submit(() -> {
-                        go.await();
-                        try (SharingClient c = SharingClient.connect(sock, "t" + me)) {
-                            for (int i = 0; i < 25; i++) {
-                                String own = "own-" + me + "-" + i;
-                                s.publish(own, buf);
-                                try (Attachment a = c.attach(i % 2 == 0 ? own : "shared", r)) {
-                                    assertTrue(a.buffer().size() > 0);
-                                    s.stats();
-                                    s.totalLeaseCount();
-                                }
-                                assertTrue(s.unpublish(own));
-                            }
+            IpcTestSupport.race(8, 120, me -> {
+                try (SharingClient c = SharingClient.connect(sock, "t" + me)) {
+                    for (int i = 0; i < 25; i++) {
+                        String own = "own-" + me + "-" + i;
+                        s.publish(own, buf);
+                        try (Attachment a = c.attach(i % 2 == 0 ? own : "shared", r)) {
+                            assertTrue(a.buffer().size() > 0);
+                            s.stats();
+                            s.totalLeaseCount();
                         }
-                        return null;
-                    }));
+                        assertTrue(s.unpublish(own));
+                    }
                 }
-                go.countDown();
-                for (Future<?> f : done) f.get(120, TimeUnit.SECONDS);
-            } finally {
-                pool.shutdownNow();
-            }
+            });
             assertEquals(0, s.totalLeaseCount());
             assertEquals(List.of("shared"), new ArrayList<>(s.publishedNames()));
             await("connections ended", 10, () -> s.connectionCount() == 0);
@@ -875,35 +848,21 @@ class ServerContractTest {
             ExecutorService pool = Executors.newFixedThreadPool(8);
             try {
                 for (int round = 0; round < 20; round++) {
-                    CountDownLatch go = new CountDownLatch(1);
-                    List<Future<Boolean>> published = new ArrayList<>();
-                    for (int t = 0; t < 8; t++) {
-                        published.add(pool.submit(() -> {
-                            go.await();
-                            try {
-                                s.publish("one", buf);
-                                return true;
-                            } catch (IllegalStateException e) {
-                                assertTrue(e.getMessage().contains("already published"), e.getMessage());
-                                return false;
-                            }
-                        }));
-                    }
-                    go.countDown();
+                    List<Boolean> published = IpcTestSupport.raceFor(pool, 8, 60, me -> {
+                        try {
+                            s.publish("one", buf);
+                            return true;
+                        } catch (IllegalStateException e) {
+                            assertTrue(e.getMessage().contains("already published"), e.getMessage());
+                            return false;
+                        }
+                    });
                     int winners = 0;
-                    for (Future<Boolean> f : published) if (f.get(60, TimeUnit.SECONDS)) winners++;
+                    for (boolean won : published) if (won) winners++;
                     assertEquals(1, winners, "one publish of a name wins");
-                    CountDownLatch go2 = new CountDownLatch(1);
-                    List<Future<Boolean>> withdrawn = new ArrayList<>();
-                    for (int t = 0; t < 8; t++) {
-                        withdrawn.add(pool.submit(() -> {
-                            go2.await();
-                            return s.unpublish("one");
-                        }));
-                    }
-                    go2.countDown();
+                    List<Boolean> withdrawn = IpcTestSupport.raceFor(pool, 8, 60, me -> s.unpublish("one"));
                     winners = 0;
-                    for (Future<Boolean> f : withdrawn) if (f.get(60, TimeUnit.SECONDS)) winners++;
+                    for (boolean won : withdrawn) if (won) winners++;
                     assertEquals(1, winners, "one unpublish of a name returns true");
                     assertFalse(s.isPublished("one"));
                 }
