@@ -42,6 +42,24 @@ class ReadTokenTest {
         }
     }
 
+    /** The series tests' period (1 ms) and the injected clock's step per request and per release (10 µs). */
+    private static final long PERIOD = TimeUnit.MILLISECONDS.toNanos(1);
+    private static final long STEP = TimeUnit.MICROSECONDS.toNanos(10);
+    /** What {@link #readerWaitingOnePeriod()}'s reader took the token at (its {@link #startReader} future). */
+    private CompletableFuture<Long> tookFuture;
+
+    /**
+     * A token on the injected clock with a period of {@link #PERIOD}, its reader started and
+     * waiting for its first period ({@link #tookFuture} completes when it takes the token).
+     */
+    private ReadToken readerWaitingOnePeriod() throws Exception {
+        ReadToken.readerIdleNanos = PERIOD;
+        ReadToken token = new ReadToken(clock::get);
+        tookFuture = startReader(token);
+        await("the reader waits for its period", 10, () -> token.readerWaits() >= 1);
+        return token;
+    }
+
     /**
      * Back-to-back short leads from this thread while {@code more} says so: each a request
      * ({@code step} on the injected clock), a lead held about 20 µs of real time (so a reader
@@ -225,16 +243,12 @@ class ReadTokenTest {
         // reader waits timed, one period of real time a wait (1 ms: lastActivity + period -
         // now): it must never park for a release (which a release then signals, a futex wake on
         // the caller's path) and so wakes at most once per period of real time.
-        long period = TimeUnit.MILLISECONDS.toNanos(1);
-        long step = TimeUnit.MICROSECONDS.toNanos(10);
-        ReadToken.readerIdleNanos = period;
-        ReadToken token = new ReadToken(clock::get);
-        CompletableFuture<Long> took = startReader(token);
-        await("the reader waits for its period", 10, () -> token.readerWaits() >= 1);
+        ReadToken token = readerWaitingOnePeriod();
+        CompletableFuture<Long> took = tookFuture;
         long waits0 = token.readerWaits();
         long started = System.nanoTime();
         // Until the reader has waited 30 times more (about 30 ms), bounded.
-        long rounds = shortLeads(token, step, () -> token.readerWaits() - waits0 < 30
+        long rounds = shortLeads(token, STEP, () -> token.readerWaits() - waits0 < 30
                 && System.nanoTime() - started < 10 * SECOND);
         long elapsed = System.nanoTime() - started;
         long waits = token.readerWaits() - waits0;
@@ -242,7 +256,7 @@ class ReadTokenTest {
                 + "(expected: never; the reader waits timed)");
         // Each timed wait lasts at least the period less one step of real time (never shorter):
         // more waits than that can fit means something woke the reader early.
-        long mostWaits = elapsed / (period - step) + 2;
+        long mostWaits = elapsed / (PERIOD - STEP) + 2;
         assertTrue(waits <= mostWaits, waits + " reader waits in " + elapsed / 1000 + " µs of " + rounds
                 + " rounds (expected: at most about one per period, " + mostWaits + ")");
         assertFalse(took.isDone(), "the reader took the token during the series");
@@ -260,16 +274,12 @@ class ReadTokenTest {
      */
     @Test
     void aLongSeriesBacksTheReaderOffAndItStillTakesTheTokenAfterwards() throws Exception {
-        long period = TimeUnit.MILLISECONDS.toNanos(1);
-        long step = TimeUnit.MICROSECONDS.toNanos(10);
-        ReadToken.readerIdleNanos = period;
-        ReadToken token = new ReadToken(clock::get);
-        CompletableFuture<Long> took = startReader(token);
-        await("the reader waits for its period", 10, () -> token.readerWaits() >= 1);
+        ReadToken token = readerWaitingOnePeriod();
+        CompletableFuture<Long> took = tookFuture;
         long waits0 = token.readerWaits();
         long started = System.nanoTime();
         // About 200 ms of real time of back-to-back short leads.
-        long rounds = shortLeads(token, step, () -> System.nanoTime() - started < TimeUnit.MILLISECONDS.toNanos(200));
+        long rounds = shortLeads(token, STEP, () -> System.nanoTime() - started < TimeUnit.MILLISECONDS.toNanos(200));
         long elapsed = System.nanoTime() - started;
         long waits = token.readerWaits() - waits0;
         assertFalse(took.isDone(), "the reader took the token during the series");
@@ -277,14 +287,14 @@ class ReadTokenTest {
         // Waits of at least 1, 2, 4, 8, then 16 periods each (never shorter: a timed wait
         // ends no earlier than asked): 5 looks in the first 15 periods, one per 16 after.
         // 16: the documented cap (PROTOCOL.md section 12), not the constant (which this checks).
-        long mostWaits = 5 + elapsed / (16 * period) + 2;
+        long mostWaits = 5 + elapsed / (16 * PERIOD) + 2;
         assertTrue(waits <= mostWaits, waits + " reader waits in " + elapsed / 1000 + " µs of " + rounds
                 + " rounds (expected: backed off to one per 16 periods, at most "
-                + mostWaits + "; a reader looking once per period would have made about " + elapsed / period + ")");
+                + mostWaits + "; a reader looking once per period would have made about " + elapsed / PERIOD + ")");
         // The series ends: two periods pass on the clock with no activity. The reader's
         // backed-off timed wait ends by itself (at most 16 periods of real time) and it takes
         // the token.
-        clock.addAndGet(2 * period);
+        clock.addAndGet(2 * PERIOD);
         long end = clock.get();
         assertEquals(end, took.get(10, TimeUnit.SECONDS), "the reader took the token once the series ended");
         assertEquals(reader, token.holder());
@@ -325,23 +335,19 @@ class ReadTokenTest {
      */
     @Test
     void wakeReaderDropsTheBackedOffFloorAfterALongSeries() throws Exception {
-        long period = TimeUnit.MILLISECONDS.toNanos(1);
-        long step = TimeUnit.MICROSECONDS.toNanos(10);
-        ReadToken.readerIdleNanos = period;
-        ReadToken token = new ReadToken(clock::get);
-        CompletableFuture<Long> took = startReader(token);
-        await("the reader waits for its period", 10, () -> token.readerWaits() >= 1);
+        ReadToken token = readerWaitingOnePeriod();
+        CompletableFuture<Long> took = tookFuture;
         long waits0 = token.readerWaits();
         // A series until the reader has looked 6 times (1 + 2 + 4 + 8 + 16 periods: backed off
         // to the cap), bounded by 10 s of real time.
         long started = System.nanoTime();
-        shortLeads(token, step, () -> token.readerWaits() - waits0 < 6 && System.nanoTime() - started < 10 * SECOND);
+        shortLeads(token, STEP, () -> token.readerWaits() - waits0 < 6 && System.nanoTime() - started < 10 * SECOND);
         assertTrue(token.readerWaits() - waits0 >= 6, "the reader backed off during the series");
         assertFalse(took.isDone(), "the reader took the token during the series");
         // The series ends (the clock stays: a whole period is left); a waiter wakes the reader.
         token.wakeReader();
-        await("the reader's next wait is at most one period", 10, () -> token.shortestWaitSinceWake() <= period);
-        clock.addAndGet(2 * period);
+        await("the reader's next wait is at most one period", 10, () -> token.shortestWaitSinceWake() <= PERIOD);
+        clock.addAndGet(2 * PERIOD);
         assertEquals(clock.get(), took.get(10, TimeUnit.SECONDS));
         token.end();
     }
