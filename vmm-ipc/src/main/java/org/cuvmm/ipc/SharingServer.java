@@ -302,6 +302,14 @@ public final class SharingServer implements AutoCloseable {
             return this;
         }
 
+        /**
+         * Adds a listener the server calls from its first connection on (connections, leases,
+         * errors: {@link SharingListener}, which says on which threads); may be called more
+         * than once, each listener called in the order added. Same as {@link
+         * SharingServer#addListener} right after {@code build()}, without missing an early event.
+         *
+         * @throws NullPointerException when {@code l} is null (the message names {@code listener})
+         */
         public Builder listener(SharingListener l) {
             listeners.add(Objects.requireNonNull(l, "listener"));
             return this;
@@ -383,10 +391,22 @@ public final class SharingServer implements AutoCloseable {
                     + " chunks (expected: at most " + Protocol.MAX_FDS_PER_FRAME + ", the fds one frame can carry)");
         }
         Publication p = new Publication(name, buffer);
+        Runnable seam = beforePublishPut;
+        if (seam != null) seam.run();
         if (published.putIfAbsent(name, p) != null) {
             throw new IllegalStateException("publish '" + name + "': the name is already published; unpublish it first");
         }
+        // A close() that began after requireOpen() may have cleared the names before this put:
+        // looked at again, so no name stays published on a closed server (close() sets the
+        // flag before it clears; a contract probe).
+        if (closed.get()) {
+            published.remove(name, p);
+            requireOpen();
+        }
     }
+
+    /** Test seam: run by {@link #publish} after its checks, right before the name is put (a test closes the server there). Null: nothing. */
+    static volatile Runnable beforePublishPut;
 
     /**
      * Withdraws {@code name}: new ATTACHes fail with UNKNOWN_NAME, and every client holding a
@@ -529,10 +549,19 @@ public final class SharingServer implements AutoCloseable {
     /** The uids allowed to connect. */
     public Set<Integer> allowedUids() { return allowedUids; }
 
+    /**
+     * Adds a listener; events from then on reach it ({@link SharingListener}: on the server's
+     * threads, after the listeners added before it). Thread-safe; a listener may add or remove
+     * listeners.
+     *
+     * @throws NullPointerException when {@code l} is null (the message names {@code listener})
+     */
     public void addListener(SharingListener l) { listeners.add(Objects.requireNonNull(l, "listener")); }
 
+    /** Removes {@code l} (no effect when it is not added, or null); an event already being delivered may still reach it. Thread-safe. */
     public void removeListener(SharingListener l) { listeners.remove(l); }
 
+    /** True once {@link #close()} began: no connection is accepted and nothing can be published from then on. */
     public boolean isClosed() { return closed.get(); }
 
     /**

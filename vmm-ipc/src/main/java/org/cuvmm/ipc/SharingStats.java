@@ -28,9 +28,10 @@ import java.util.List;
  */
 public record SharingStats(List<ConnectionStats> connections, List<ReleasedAllocation> releasedStillMapped,
                            long releasedStillMappedBytes, long fdsSent) {
+    /** @throws NullPointerException when a list (or an element) is null; the message names the list */
     public SharingStats {
-        connections = List.copyOf(connections);
-        releasedStillMapped = List.copyOf(releasedStillMapped);
+        connections = List.copyOf(java.util.Objects.requireNonNull(connections, "connections"));
+        releasedStillMapped = List.copyOf(java.util.Objects.requireNonNull(releasedStillMapped, "releasedStillMapped"));
     }
 
     /** Allocations released by the producer and still mapped by consumers. */

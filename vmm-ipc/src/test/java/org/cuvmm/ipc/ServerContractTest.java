@@ -58,6 +58,27 @@ class ServerContractTest {
         return e;
     }
 
+    /**
+     * A close() that runs between publish's checks and its put (a contract probe: close()
+     * clears the names at its end, so a put after that left a name published on a closed
+     * server). The publish now fails as on a closed server and leaves nothing published.
+     */
+    @Test
+    void aPublishRacingCloseLeavesNoNameOnAClosedServer() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer b = r.allocate(r.granularity())) {
+            SharingServer s = SharingServer.builder(sock).build();
+            SharingServer.beforePublishPut = s::close; // the whole close() runs here, then the put
+            try {
+                assertThrowsSaying(IllegalStateException.class, () -> s.publish("late", b), "closed");
+            } finally {
+                SharingServer.beforePublishPut = null;
+            }
+            assertTrue(s.isClosed());
+            assertFalse(s.isPublished("late"), "a name stayed published on a closed server");
+            assertTrue(s.publishedNames().isEmpty(), "published: " + s.publishedNames());
+        }
+    }
+
     // ---------------------------------------------------------------- builder
 
     @Test
