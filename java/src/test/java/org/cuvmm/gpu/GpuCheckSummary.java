@@ -27,21 +27,27 @@ import org.w3c.dom.NodeList;
  * recorded, and "not observed: why" for each of its audit entries whose test skipped, failed
  * or did not run. Arguments: reports folder, preflight facts file, launcher exit status,
  * observations file (optional; default {@code observations.txt} in the reports folder).
+ * The launcher exit status is either one number (one run, its reports in the reports folder)
+ * or one {@code module=status} per module, comma-separated (run.sh: {@code java=0,vmm-ipc=0}),
+ * each module's reports in the reports folder's subfolder of that name; the summary then says
+ * per module what ran, failed and skipped.
  *
- * <p>Exit status: 0 when every test that ran passed, the launcher succeeded, and (on cuda)
- * at least one gpu-tagged test ran; 1 otherwise.
+ * <p>Exit status: 0 when every test that ran passed, every launcher succeeded, every module
+ * has results, and (on cuda) at least one gpu-tagged test ran; 1 otherwise.
  */
 public final class GpuCheckSummary {
     private GpuCheckSummary() {}
 
     private static final class Result {
+        final String module;
         final String className;
         final String name;
         final String status; // passed, failed, skipped
         final String detail;
         final double seconds;
 
-        Result(String className, String name, String status, String detail, double seconds) {
+        Result(String module, String className, String name, String status, String detail, double seconds) {
+            this.module = module;
             this.className = className;
             this.name = name;
             this.status = status;
@@ -53,25 +59,33 @@ public final class GpuCheckSummary {
 
         String label() {
             String simple = className.substring(className.lastIndexOf('.') + 1);
-            return (gpu() ? "[gpu] " : "      ") + simple + "." + name;
+            return (module.isEmpty() ? "" : String.format(Locale.ROOT, "%-8s ", module))
+                    + (gpu() ? "[gpu] " : "      ") + simple + "." + name;
         }
     }
 
     public static void main(String[] args) throws Exception {
         Path reports = Path.of(args[0]);
         Map<String, List<String>> facts = readFacts(Path.of(args[1]));
-        int launcherStatus = args.length > 2 ? Integer.parseInt(args[2].trim()) : 0;
+        Map<String, Integer> launchers = launcherStatuses(args.length > 2 ? args[2] : "0");
+        int launcherStatus = launchers.values().stream().filter(v -> v != 0).findFirst().orElse(0);
         Path observations = args.length > 3 ? Path.of(args[3]) : reports.resolve("observations.txt");
         List<Result> results = new ArrayList<>();
-        try (DirectoryStream<Path> files = Files.newDirectoryStream(reports, "TEST-*.xml")) {
-            for (Path f : files) results.addAll(parse(f));
+        for (String module : launchers.keySet()) {
+            Path dir = module.isEmpty() ? reports : reports.resolve(module);
+            if (!Files.isDirectory(dir)) continue;
+            try (DirectoryStream<Path> files = Files.newDirectoryStream(dir, "TEST-*.xml")) {
+                for (Path f : files) results.addAll(parse(module, f));
+            }
         }
         String driver = first(facts, "driver", "unknown");
         boolean cuda = driver.equals("CUDA");
         boolean hostLibrary = cuda && overHostLibrary(facts);
         String where = where(facts);
 
-        results.sort(java.util.Comparator.comparing((Result r) -> !r.gpu()).thenComparing(r -> r.className)
+        List<String> moduleOrder = new ArrayList<>(launchers.keySet());
+        results.sort(java.util.Comparator.comparing((Result r) -> moduleOrder.indexOf(r.module))
+                .thenComparing(r -> !r.gpu()).thenComparing(r -> r.className)
                 .thenComparing(r -> r.name));
         List<Result> passed = new ArrayList<>();
         List<Result> failed = new ArrayList<>();
@@ -108,17 +122,35 @@ public final class GpuCheckSummary {
             out.append("NOTE: no test ran on a GPU in this run: the cuda driver loaded cuvmm's host library (the CUDA "
                     + "driver API over the host driver). It proves the cuda code path, not device behaviour.\n");
         }
-        if (launcherStatus != 0 && failed.isEmpty()) {
-            out.append("NOTE: the JUnit console launcher exited with ").append(launcherStatus)
-                    .append(" (see its output above: a container or the engine may have failed).\n");
+        boolean modulesHaveResults = true;
+        for (Map.Entry<String, Integer> l : launchers.entrySet()) {
+            String module = l.getKey();
+            boolean moduleFailed = results.stream().anyMatch(r -> r.module.equals(module) && r.status.equals("failed"));
+            if (l.getValue() != 0 && !moduleFailed) {
+                out.append("NOTE: the JUnit console launcher").append(module.isEmpty() ? "" : " of module " + module)
+                        .append(" exited with ").append(l.getValue())
+                        .append(" (see its output above: a container or the engine may have failed).\n");
+            }
+            if (results.stream().noneMatch(r -> r.module.equals(module))) {
+                modulesHaveResults = false;
+                out.append("NOTE: no test results were found in ")
+                        .append(module.isEmpty() ? reports : reports.resolve(module)).append('\n');
+            }
         }
-        if (results.isEmpty()) out.append("NOTE: no test results were found in ").append(reports).append('\n');
+        if (!launchers.containsKey("")) {
+            out.append("Per module (soak-tagged tests left out):\n");
+            for (Map.Entry<String, Integer> l : launchers.entrySet()) {
+                out.append("  ").append(moduleLine(l.getKey(), results.stream().filter(r -> r.module.equals(l.getKey()))
+                        .map(r -> r.status + (r.gpu() ? " gpu" : "")).toList(), l.getValue())).append('\n');
+            }
+        }
         out.append(String.format(Locale.ROOT, "gpu-check (%s driver): %d passed, %d failed, %d skipped%n",
                 driver.toLowerCase(Locale.ROOT), passed.size(), failed.size(), skipped.size()));
         System.out.print(out);
         System.out.flush();
 
-        boolean ok = failed.isEmpty() && launcherStatus == 0 && !results.isEmpty() && (!cuda || gpuRan > 0);
+        boolean ok = failed.isEmpty() && launcherStatus == 0 && !results.isEmpty() && modulesHaveResults
+                && (!cuda || gpuRan > 0);
         if (cuda && gpuRan == 0) System.out.println("gpu-check: FAILED: the cuda driver ran but no gpu-tagged test ran");
         System.exit(ok ? 0 : 1);
     }
@@ -149,6 +181,40 @@ public final class GpuCheckSummary {
                     .append(why.getOrDefault(entry, "no result (its test did not run)")).append('\n');
         }
         return out.toString();
+    }
+
+    /**
+     * The launcher exit status argument: one number (module "", reports in the reports folder
+     * itself), or {@code module=status} pairs separated by commas, in the order the modules ran.
+     */
+    static Map<String, Integer> launcherStatuses(String arg) {
+        Map<String, Integer> out = new LinkedHashMap<>();
+        String a = arg.trim();
+        if (!a.contains("=")) {
+            out.put("", Integer.parseInt(a));
+            return out;
+        }
+        for (String part : a.split(",")) {
+            if (part.isBlank()) continue;
+            int eq = part.indexOf('=');
+            if (eq <= 0) throw new IllegalArgumentException("launcher status '" + part + "' is not module=status");
+            out.put(part.substring(0, eq).trim(), Integer.parseInt(part.substring(eq + 1).trim()));
+        }
+        return out;
+    }
+
+    /**
+     * A module's line in "Per module": {@code statuses} holds one "passed", "failed" or
+     * "skipped" per test, followed by " gpu" for a gpu-tagged one.
+     */
+    static String moduleLine(String module, List<String> statuses, int launcherStatus) {
+        long passed = statuses.stream().filter(s -> s.startsWith("passed")).count();
+        long failed = statuses.stream().filter(s -> s.startsWith("failed")).count();
+        long skipped = statuses.stream().filter(s -> s.startsWith("skipped")).count();
+        long gpuRan = statuses.stream().filter(s -> s.endsWith(" gpu") && !s.startsWith("skipped")).count();
+        return String.format(Locale.ROOT, "%-8s ran %d test(s) (%d gpu-tagged): %d passed, %d failed, %d skipped; "
+                + "launcher exit %d%s", module, passed + failed, gpuRan, passed, failed, skipped, launcherStatus,
+                statuses.isEmpty() ? " (NO RESULTS)" : "");
     }
 
     /**
@@ -195,7 +261,7 @@ public final class GpuCheckSummary {
         return v == null || v.isEmpty() ? fallback : v.get(0);
     }
 
-    private static List<Result> parse(Path file) throws Exception {
+    private static List<Result> parse(String module, Path file) throws Exception {
         DocumentBuilderFactory f = DocumentBuilderFactory.newInstance();
         f.setExpandEntityReferences(false);
         Document doc = f.newDocumentBuilder().parse(file.toFile());
@@ -224,7 +290,7 @@ public final class GpuCheckSummary {
             } catch (NumberFormatException e) {
                 // keep 0
             }
-            out.add(new Result(c.getAttribute("classname"), c.getAttribute("name"), status, detail, seconds));
+            out.add(new Result(module, c.getAttribute("classname"), c.getAttribute("name"), status, detail, seconds));
         }
         return out;
     }

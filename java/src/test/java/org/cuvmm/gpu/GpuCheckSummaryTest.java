@@ -9,7 +9,7 @@ import java.util.Map;
 
 import org.junit.jupiter.api.Test;
 
-/** The gpu-check summary names a GPU only when the NVIDIA driver ran (issue 10, item 5). */
+/** The gpu-check summary names a GPU only when the NVIDIA driver ran (issue 10, item 5), and counts per module. */
 class GpuCheckSummaryTest {
 
     @Test
@@ -31,5 +31,20 @@ class GpuCheckSummaryTest {
         assertEquals("the real NVIDIA driver (cuda 13.0)", GpuCheckSummary.where(cuda));
         Map<String, List<String>> host = Map.of("driver", List.of("HOST"), "hostLibrary", List.of("false"));
         assertTrue(GpuCheckSummary.driverLine(host).contains("NO GPU involved"), GpuCheckSummary.driverLine(host));
+    }
+
+    @Test
+    void launcherStatusesAreOneNumberOrOnePerModuleInRunOrder() {
+        assertEquals(Map.of("", 1), GpuCheckSummary.launcherStatuses(" 1\n"));
+        Map<String, Integer> two = GpuCheckSummary.launcherStatuses("java=0,vmm-ipc=1");
+        assertEquals(List.of("java", "vmm-ipc"), List.copyOf(two.keySet()));
+        assertEquals(List.of(0, 1), List.copyOf(two.values()));
+    }
+
+    @Test
+    void aModuleLineCountsWhatRanFailedAndSkipped() {
+        String line = GpuCheckSummary.moduleLine("vmm-ipc", List.of("passed", "passed gpu", "failed", "skipped gpu"), 1);
+        assertEquals("vmm-ipc  ran 3 test(s) (1 gpu-tagged): 2 passed, 1 failed, 1 skipped; launcher exit 1", line);
+        assertTrue(GpuCheckSummary.moduleLine("java", List.of(), 2).endsWith("(NO RESULTS)"));
     }
 }
