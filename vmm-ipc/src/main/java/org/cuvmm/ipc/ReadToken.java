@@ -213,11 +213,7 @@ final class ReadToken {
                         // A short lead (or callers handing the token on): check again when this
                         // lead is a period old, or later while callers stay busy; no release
                         // has to signal.
-                        readerWaits++;
-                        long wait = Math.max(leadLeft, backoff);
-                        shortestWait = Math.min(shortestWait, wait);
-                        readerWake.awaitNanos(wait);
-                        backoff = afterWait(backoff, period);
+                        backoff = timedWait(leadLeft, backoff, period);
                         continue;
                     }
                     // A long lead: no timeout (no periodic wake-up while it lasts); the
@@ -238,15 +234,23 @@ final class ReadToken {
                     holderIsReader = true;
                     return true;
                 }
-                readerWaits++;
-                long wait = Math.max(left, backoff);
-                shortestWait = Math.min(shortestWait, wait);
-                readerWake.awaitNanos(wait);
-                backoff = afterWait(backoff, period);
+                backoff = timedWait(left, backoff, period);
             }
         } finally {
             lock.unlock();
         }
+    }
+
+    /**
+     * Under the lock: the reader's timed wait of {@code left} nanoseconds, or {@code backoff}
+     * when longer; returns the floor of the next one ({@link #afterWait}).
+     */
+    private long timedWait(long left, long backoff, long period) throws InterruptedException {
+        readerWaits++;
+        long wait = Math.max(left, backoff);
+        shortestWait = Math.min(shortestWait, wait);
+        readerWake.awaitNanos(wait);
+        return afterWait(backoff, period);
     }
 
     /** Under the lock, after a timed wait: the next floor, or none when {@link #wakeReader()} asked for a fresh look. */

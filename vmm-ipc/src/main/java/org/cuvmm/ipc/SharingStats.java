@@ -1,6 +1,7 @@
 package org.cuvmm.ipc;
 
 import java.util.List;
+import java.util.Objects;
 
 /**
  * A snapshot of a {@link SharingServer}'s sharing state ({@link SharingServer#stats()}).
@@ -30,8 +31,8 @@ public record SharingStats(List<ConnectionStats> connections, List<ReleasedAlloc
                            long releasedStillMappedBytes, long fdsSent) {
     /** @throws NullPointerException when a list (or an element) is null; the message names the list */
     public SharingStats {
-        connections = List.copyOf(java.util.Objects.requireNonNull(connections, "connections"));
-        releasedStillMapped = List.copyOf(java.util.Objects.requireNonNull(releasedStillMapped, "releasedStillMapped"));
+        connections = List.copyOf(Objects.requireNonNull(connections, "connections"));
+        releasedStillMapped = List.copyOf(Objects.requireNonNull(releasedStillMapped, "releasedStillMapped"));
     }
 
     /** Allocations released by the producer and still mapped by consumers. */
