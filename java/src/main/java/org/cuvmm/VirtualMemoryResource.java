@@ -217,6 +217,9 @@ public final class VirtualMemoryResource implements AutoCloseable {
     /** A process's address space on x86-64 and arm64 Linux (47 bits, 4-level page tables), in bytes. */
     private static final long ADDRESS_SPACE = 1L << 47;
 
+    /** CUresult of the driver's "invalid value" (an import: the fd is not a memory handle it can read). */
+    private static final int CUDA_ERROR_INVALID_VALUE = 1;
+
     /** CUresult of the driver's "out of memory". */
     private static final int CUDA_ERROR_OUT_OF_MEMORY = 2;
 
@@ -412,7 +415,17 @@ public final class VirtualMemoryResource implements AutoCloseable {
                     CudaException e = NativeCalls.toException(st);
                     range.close();
                     String note = descriptor.duplicatesNote();
-                    throw note.isEmpty() ? e : e.withDetail(note);
+                    if (!note.isEmpty()) e = e.withDetail(note);
+                    if ("cuMemImportFromShareableHandle".equals(e.call()) && e.code() == CUDA_ERROR_INVALID_VALUE) {
+                        // The driver names the fd at best, never the handle type it was asked to
+                        // read it as, nor what it wanted (cuda.core adds "handle_type='posix_fd'";
+                        // an independent port: a pipe's fd was refused with neither).
+                        e = e.withDetail("descriptor.fds " + java.util.Arrays.toString(fds) + " read as handleType "
+                                + descriptor.handleType() + " (expected: fds of allocations exported with handle type "
+                                + descriptor.handleType() + " by exportDescriptor() in this or another process, passed "
+                                + "on unchanged and open read-write; no other file can be imported)");
+                    }
+                    throw e;
                 }
                 // On failure adopt releases the range; the hold is dropped unfired.
                 ImportHold hold = whenUnmapped == null ? null : new ImportHold(whenUnmapped, "the import of 0x"
