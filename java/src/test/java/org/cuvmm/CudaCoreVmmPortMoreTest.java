@@ -308,7 +308,7 @@ class CudaCoreVmmPortMoreTest {
     /**
      * An import of an empty descriptor: cuda.core's {@code alias.is_mapped} is True (it is an
      * import). Here the imported buffer reports its origin; {@code isImported()} says whether
-     * it maps imported memory.
+     * it maps imported memory, and it maps none (a documented difference).
      */
     @Test
     void emptyImportReportsItsOrigin() {
@@ -317,6 +317,10 @@ class CudaCoreVmmPortMoreTest {
             assertEquals(BufferOrigin.IMPORTED, alias.origin());
             assertEquals(0, alias.size());
             assertEquals(0, alias.mappedSize());
+            assertFalse(alias.isImported(), "no imported chunk (design: cuda.core's is_mapped is True)");
+            try (BufferDescriptor again = alias.exportDescriptor()) {
+                assertEquals(0, again.chunkCount(), "nothing stops its export: there is nothing to export");
+            }
         }
     }
 
@@ -503,8 +507,10 @@ class CudaCoreVmmPortMoreTest {
 
     /**
      * allocate: "OverflowError If size rounded up to the granularity does not fit in size_t",
-     * raised before any driver call. Java's long is signed: a size that does not fit once
-     * rounded is refused naming the size, and nothing is left allocated or reserved.
+     * raised before any driver call. A Java long rounded up always fits in size_t, so, as in
+     * cuda.core for such sizes, the driver decides: CUDA_ERROR_OUT_OF_MEMORY from
+     * cuMemAddressReserve on the host driver, with the size named and what to do. Nothing is
+     * left allocated or reserved.
      */
     @Test
     void allocateASizeThatOverflowsWhenRounded() {
