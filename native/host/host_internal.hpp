@@ -61,21 +61,25 @@
 //   allocation prop: location type not DEVICE/HOST/HOST_NUMA (HOST_NUMA_CURRENT too) CUDA_ERROR_INVALID_VALUE
 //   allocation prop: requestedHandleTypes with bits outside the enum           CUDA_ERROR_INVALID_VALUE
 //   allocation prop: requestedHandleTypes FABRIC, WIN32 or WIN32_KMT           CUDA_ERROR_NOT_SUPPORTED
-//   allocation prop: HOST location (not NUMA) with POSIX_FILE_DESCRIPTOR       CUDA_ERROR_INVALID_VALUE
+//   allocation prop: HOST location (not NUMA) with any requestedHandleTypes    CUDA_ERROR_INVALID_VALUE
+//     (FABRIC / WIN32 included: checked before the NOT_SUPPORTED row above, B10)
 //   allocation prop: allocFlags.gpuDirectRDMACapable != 0                      CUDA_ERROR_NOT_SUPPORTED
 //   allocation prop: allocFlags.compressionType != 0                           CUDA_ERROR_NOT_SUPPORTED
+//   allocation prop: win32HandleMetaData not null (cuda.h: "required to be     CUDA_ERROR_INVALID_VALUE
+//     zero" without a WIN32 handle type; the code is not documented)
 //   cuMemGetAllocationGranularity option not MINIMUM/RECOMMENDED               CUDA_ERROR_INVALID_VALUE
 //   cuMemCreate flags != 0, size 0 or not a multiple of the granularity        CUDA_ERROR_INVALID_VALUE
 //   cuMemCreate: memfd_create / ftruncate / sealing failed (EMFILE included)   CUDA_ERROR_OUT_OF_MEMORY
 //   a handle that is not live in this process (never created, released, junk) CUDA_ERROR_INVALID_VALUE
 //   cuMemAddressReserve flags != 0, size 0 / not a multiple of granularity,    CUDA_ERROR_INVALID_VALUE
 //     alignment not 0 or a power of two, addr not a multiple of granularity
+//     or of the alignment (B22: a hint is a multiple of max(alignment, granularity))
 //   cuMemAddressReserve: mmap failed or size + alignment overflows             CUDA_ERROR_OUT_OF_MEMORY
 //   cuMemAddressReserve addr hint that cannot be honoured                      (not an error: placed elsewhere)
 //   cuMemAddressFree (ptr, size) not exactly one reservation                   CUDA_ERROR_INVALID_VALUE
 //   cuMemAddressFree of a reservation that still holds a mapping               CUDA_ERROR_INVALID_VALUE
 //   cuMemMap flags != 0 or offset != 0                                         CUDA_ERROR_INVALID_VALUE
-//   cuMemMap size 0, not a multiple of granularity, larger than the allocation CUDA_ERROR_INVALID_VALUE
+//   cuMemMap size 0 or not the allocation's size (whole allocations only, B23)  CUDA_ERROR_INVALID_VALUE
 //   cuMemMap ptr not a multiple of granularity                                 CUDA_ERROR_INVALID_VALUE
 //   cuMemMap range not inside one reservation                                  CUDA_ERROR_INVALID_VALUE
 //   cuMemMap range overlapping an existing mapping                             CUDA_ERROR_INVALID_VALUE
@@ -89,6 +93,8 @@
 //     (a HOST_NUMA access id is ignored, as cuda.h says)
 //   cuMemSetAccess HOST_NUMA or HOST_NUMA_CURRENT access on a range mapping     CUDA_ERROR_INVALID_VALUE
 //     any allocation that is not HOST_NUMA-located
+//   cuMemSetAccess HOST access on a range mapping any DEVICE-located           CUDA_ERROR_NOT_SUPPORTED
+//     allocation (B37)
 //   access flags not PROT_NONE / PROT_READ / PROT_READWRITE                    CUDA_ERROR_INVALID_VALUE
 //   cuMemSetAccess: mprotect failed                                            CUDA_ERROR_OUT_OF_MEMORY
 //   any entry point: a C++ exception inside it (std::bad_alloc of a container  CUDA_ERROR_OUT_OF_MEMORY

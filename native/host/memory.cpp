@@ -41,6 +41,10 @@ CUresult validate_prop(const CUmemAllocationProp* prop) {
     // a HOST location gave NOT_SUPPORTED).
     if (prop->location.type == CU_MEM_LOCATION_TYPE_HOST && ht != 0) return CUDA_ERROR_INVALID_VALUE;
     if (ht & kUnsupportedHandleBits) return CUDA_ERROR_NOT_SUPPORTED;
+    // cuda.h (CUmemAllocationProp::win32HandleMetaData): needed only with a WIN32 handle
+    // type (refused just above); "In all other cases, this field is required to be zero".
+    // The code is not documented: INVALID_VALUE, a parameter outside its range.
+    if (prop->win32HandleMetaData != nullptr) return CUDA_ERROR_INVALID_VALUE;
     if (prop->allocFlags.gpuDirectRDMACapable != 0) return CUDA_ERROR_NOT_SUPPORTED;
     if (prop->allocFlags.compressionType != 0) return CUDA_ERROR_NOT_SUPPORTED;
     return CUDA_SUCCESS;

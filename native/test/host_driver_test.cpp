@@ -402,6 +402,15 @@ void test_props_and_granularity() {
     q = dev_prop(0);
     q.allocFlags.compressionType = CU_MEM_ALLOCATION_COMP_GENERIC;
     EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, gran(q));
+    // win32HandleMetaData: "In all other cases [than a WIN32 handle type], this field is
+    // required to be zero" (cuda.h, CUmemAllocationProp). The code is not documented: the
+    // host driver refuses it with INVALID_VALUE, for every location and handle type.
+    for (CUmemAllocationProp w : {dev_prop(0), dev_prop(0, CU_MEM_HANDLE_TYPE_NONE),
+                                  prop_on(CU_MEM_LOCATION_TYPE_HOST, 0, 0),
+                                  prop_on(CU_MEM_LOCATION_TYPE_HOST_NUMA, 0, kPosix)}) {
+        w.win32HandleMetaData = &g;
+        EXPECT_RC(CUDA_ERROR_INVALID_VALUE, gran(w));
+    }
 }
 
 // Writes `text` to `path`, making the directories on the way.
@@ -506,6 +515,10 @@ void test_create_release() {
     EXPECT_RC(CUDA_ERROR_INVALID_DEVICE, T.cuMemCreate(&h, G, &bad, 0));
     bad = dev_prop(0, CU_MEM_HANDLE_TYPE_FABRIC);
     EXPECT_RC(CUDA_ERROR_NOT_SUPPORTED, T.cuMemCreate(&h, G, &bad, 0));
+    bad = dev_prop(1);
+    bad.win32HandleMetaData = &bad;  // must be zero without a WIN32 handle type (cuda.h)
+    EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemCreate(&h, G, &bad, 0));
+    CHECK(h == 0);
     CHECK(host_live_counts().allocations == 0);
 
     OK(T.cuMemCreate(&h, 4 * G, &p, 0));
