@@ -111,7 +111,8 @@
 //     read-write, not sealed exactly F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL
 //     (F_SEAL_EXEC aside: a write seal, or a missing one), or whose size is not
 //     a positive multiple of granularity (host_import_refusal says which)
-//   import of a memfd whose device does not exist in this process              CUDA_ERROR_INVALID_DEVICE
+//   import of a memfd whose device does not exist in this process (cuda.h:     CUDA_ERROR_NOT_SUPPORTED
+//     "the current process cannot support the memory")
 //     (import duplicates the caller's fd FIRST and checks and keeps the duplicate,
 //     so a number closed and reused by another thread meanwhile cannot slip through)
 //   copies/memset: n == 0                                                      CUDA_SUCCESS (nothing checked

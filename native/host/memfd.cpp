@@ -190,8 +190,12 @@ CUresult check_import_fd(int fd, ImportableMemfd* out, std::string* why) {
                           " (expected: a positive multiple of the granularity " +
                           std::to_string(g_state->config.granularity) + ")");
     }
+    // cuda.h (cuMemImportFromShareableHandle): "If the current process cannot support the
+    // memory described by this shareable handle, this API will error as
+    // CUDA_ERROR_NOT_SUPPORTED": memory of a device this process does not have (it was
+    // CUDA_ERROR_INVALID_DEVICE, a code the import's documentation does not list).
     if (!valid_device(device)) {
-        return refuse(CUDA_ERROR_INVALID_DEVICE, why,
+        return refuse(CUDA_ERROR_NOT_SUPPORTED, why,
                       it + " holds memory of device " + std::to_string(device) + " but this process's host driver has " +
                           std::to_string(g_state->config.device_count) +
                           " device(s) (cuvmm.host.devices / CUVMM_HOST_DEVICES)");

@@ -1030,7 +1030,9 @@ void test_import_refusals() {
             {"cuvmm-host:d0:h1:l1:n0", G, F_SEAL_SHRINK | F_SEAL_SEAL, CUDA_ERROR_INVALID_VALUE, "F_SEAL_SHRINK|"},
             {"cuvmm-host:d0:h1:l1:n0", G, F_SEAL_SHRINK | F_SEAL_GROW, CUDA_ERROR_INVALID_VALUE, "expected: F_SEAL"},
             {"cuvmm-host:d0:h1:l1:n0", G, F_SEAL_GROW | F_SEAL_SEAL, CUDA_ERROR_INVALID_VALUE, "forged or altered"},
-            {"cuvmm-host:d5:h1:l1:n5", G, kDriverSeals, CUDA_ERROR_INVALID_DEVICE, "device 5"},  // no device 5 here
+            // No device 5 here: the process "cannot support the memory described by this
+            // shareable handle", CUDA_ERROR_NOT_SUPPORTED (cuda.h, cuMemImportFromShareableHandle).
+            {"cuvmm-host:d5:h1:l1:n5", G, kDriverSeals, CUDA_ERROR_NOT_SUPPORTED, "device 5"},
             {"cuvmm-host:d0:h1:l3:n0", G, kDriverSeals, CUDA_SUCCESS, ""},                     // HOST_NUMA, fine
             {"cuvmm-host:d1:h1:l1:n1", 2 * G, kDriverSeals, CUDA_SUCCESS, ""},                 // device 1, fine
     };
