@@ -4,6 +4,8 @@
 #   vmm_test          cuvmm's object model and copies (native/*.cpp but the JNI facade)
 #                     over the host driver, with a spy on some entry points, and the cuda
 #                     loader over a stand-in libcuda (fake_cuda.cpp);
+#   cuda_errors_check the CUresult names of cuda_errors.cpp against cuda.h's enum (when a
+#                     cuda.h is found);
 #   host_stream_test  the host driver's streams, events, pinned memory and async copies
 #                     (small ones inline on an idle stream: host_stream_test_inline.cpp),
 #                     also built with ThreadSanitizer when available;
@@ -69,6 +71,18 @@ host_objects=("$work"/host-*.o "$work/cuda_errors.o")
     -o "$work/host_stream_test"
 status=0
 "$work/host_driver_test" || status=$?
+# The CUresult names (cuda_errors.cpp) against a real cuda.h's enum, when there is one: every
+# code named exactly as its enumerator, no code the header lacks.
+if [[ -f "$cuda_include/cuda.h" ]]; then
+    "$cxx" "${flags[@]}" "$here/cuda_errors_check.cpp" "$work/cuda_errors.o" -o "$work/cuda_errors_check"
+    errors_status=0
+    sed -n '/typedef enum cudaError_enum/,/} CUresult;/p' "$cuda_include/cuda.h" \
+        | sed -nE 's/^[[:space:]]*(CUDA_[A-Z0-9_]+)[[:space:]]*=[[:space:]]*([0-9]+).*/\1 \2/p' \
+        | "$work/cuda_errors_check" || errors_status=$?
+    if [[ $status -eq 0 ]]; then status=$errors_status; fi
+else
+    echo "cuda_errors_check skipped: no cuda.h at $cuda_include (the CUresult names are not compared with one)"
+fi
 vmm_status=0
 CUVMM_FAKE_CUDA="$work/libfakecuda.so" "$work/vmm_test" || vmm_status=$?
 if [[ $status -eq 0 ]]; then status=$vmm_status; fi
