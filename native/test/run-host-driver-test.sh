@@ -76,9 +76,10 @@ status=0
 if [[ -f "$cuda_include/cuda.h" ]]; then
     "$cxx" "${flags[@]}" "$here/cuda_errors_check.cpp" "$work/cuda_errors.o" -o "$work/cuda_errors_check"
     errors_status=0
+    header_version="$(sed -nE 's/^#define CUDA_VERSION[[:space:]]+([0-9]+).*/\1/p' "$cuda_include/cuda.h" | head -n 1)"
     sed -n '/typedef enum cudaError_enum/,/} CUresult;/p' "$cuda_include/cuda.h" \
         | sed -nE 's/^[[:space:]]*(CUDA_[A-Z0-9_]+)[[:space:]]*=[[:space:]]*([0-9]+).*/\1 \2/p' \
-        | "$work/cuda_errors_check" || errors_status=$?
+        | "$work/cuda_errors_check" "$header_version" || errors_status=$?
     if [[ $status -eq 0 ]]; then status=$errors_status; fi
 else
     echo "cuda_errors_check skipped: no cuda.h at $cuda_include (the CUresult names are not compared with one)"
