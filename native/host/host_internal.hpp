@@ -445,7 +445,7 @@ struct ImportableMemfd {
 // regular file named by memfd_name, sealed exactly F_SEAL_SHRINK|F_SEAL_GROW|F_SEAL_SEAL
 // (F_SEAL_EXEC tolerated), sized in granules, of a device this process has. Returns
 // CUDA_SUCCESS and fills *out (when non-null), or the refusal's CUresult
-// (INVALID_VALUE, INVALID_DEVICE) with a sentence in *why (when non-null). Reads the fd's
+// (INVALID_VALUE, NOT_SUPPORTED) with a sentence in *why (when non-null). Reads the fd's
 // metadata only; needs no lock (the config is fixed once installed).
 CUresult check_import_fd(int fd, ImportableMemfd* out, std::string* why);
 

@@ -198,7 +198,8 @@ CUresult check_import_fd(int fd, ImportableMemfd* out, std::string* why) {
         return refuse(CUDA_ERROR_NOT_SUPPORTED, why,
                       it + " holds memory of device " + std::to_string(device) + " but this process's host driver has " +
                           std::to_string(g_state->config.device_count) +
-                          " device(s) (cuvmm.host.devices / CUVMM_HOST_DEVICES)");
+                          " device(s) (expected: an importing process with at least " + std::to_string(device + 1) +
+                          " devices: set cuvmm.host.devices / CUVMM_HOST_DEVICES to that)");
     }
     if (out != nullptr) {
         out->size = static_cast<size_t>(sb.st_size);

@@ -8,7 +8,8 @@
 // argv[1]: the header's CUDA_VERSION. A header newer than the one cuda_api.hpp copies
 // (CUVMM_CUDA_API_VERSION) may define codes cuvmm does not know yet: those are listed as
 // notes, not failures, so a newer toolkit on a build machine does not break the build (cuvmm
-// reports such a code by number). A code both name differently fails whatever the version.
+// reports such a code by number), and codes cuvmm names that such a header dropped are notes
+// too. A code both name differently fails whatever the version.
 #include "cuvmm/cuda_api.hpp"
 #include "cuvmm/cuda_errors.hpp"
 
@@ -58,6 +59,13 @@ int main(int argc, char** argv) {
     for (long v = 0; v < 1024; ++v) {
         if (header_codes.count(v) != 0) continue;
         if (const char* ours = cuvmm::result_name(static_cast<CUresult>(v))) {
+            if (newer_header) {
+                // A newer toolkit may have dropped a deprecated code (CUDA_ERROR_PROFILER_*):
+                // cuvmm still naming it harms nothing (a review).
+                std::printf("note cuda_errors_check: cuvmm names %ld %s, which this newer cuda.h does not define\n", v,
+                            ours);
+                continue;
+            }
             ++failed;
             std::printf("FAIL cuda_errors_check: cuvmm names %ld %s, which cuda.h does not define\n", v, ours);
         }

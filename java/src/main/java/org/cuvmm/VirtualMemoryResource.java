@@ -224,13 +224,25 @@ public final class VirtualMemoryResource implements AutoCloseable {
     private static final int CUDA_ERROR_OUT_OF_MEMORY = 2;
 
     /**
-     * {@code e}, and for the driver's OUT_OF_MEMORY the same with the request named ({@code
+     * {@code e}, and for the driver's OUT_OF_MEMORY (or its INVALID_VALUE from reserving or
+     * creating a size larger than the device's memory or the address space) the same with the
+     * request named ({@code
      * what}: "allocate: size", "modifyAllocation: newSize"), what ran out and what to do (the
      * driver's message names only the call and the step, for a size as absurd as {@code
      * Long.MAX_VALUE} too; an independent probe). {@code alignment}: the addressAlignment of
      * the options the request used (a grow may pass its own).
      */
     CudaException namingTheRequest(CudaException e, String what, long size, long alignment) {
+        if (e.code() == CUDA_ERROR_INVALID_VALUE
+                && ("cuMemAddressReserve".equals(e.call()) || "cuMemCreate".equals(e.call()))) {
+            // A driver may refuse an absurd size as a bad value rather than as out of memory
+            // (not yet seen on a GPU; the host driver says OUT_OF_MEMORY): name the request and
+            // what to do when the size is what cannot be (a review of the cuda.core port).
+            long total = driver.device(device).totalMemory();
+            if (size <= total && size < ADDRESS_SPACE) return e;
+            return e.withDetail(what + " " + size + " bytes (device " + device + " has " + total + " bytes of memory "
+                    + "and the address space " + ADDRESS_SPACE + " bytes; expected: a size both can hold: ask for less)");
+        }
         if (e.code() != CUDA_ERROR_OUT_OF_MEMORY) return e;
         // Out of fds, not memory: the driver's message already says so and what to do; memory
         // advice after it would contradict it (an independent probe at RLIMIT_NOFILE 400).

@@ -92,6 +92,14 @@ class CudaCoreVmmPortMoreTest {
 
     // ======================================== tests/memory_ipc/test_vmm_ipc.py: TestDescriptorValidation
 
+    /** The access mode of fd {@code fd} (O_ACCMODE of /proc/self/fdinfo's octal flags: 0 read, 1 write, 2 both). */
+    private static int accessMode(int fd) throws java.io.IOException {
+        for (String line : java.nio.file.Files.readAllLines(java.nio.file.Path.of("/proc/self/fdinfo/" + fd))) {
+            if (line.startsWith("flags:")) return Integer.parseInt(line.substring(6).trim(), 8) & 3;
+        }
+        throw new AssertionError("no flags line in /proc/self/fdinfo/" + fd);
+    }
+
     /**
      * test_rejected_before_import, the "file descriptor that is not a CUDA allocation" case as
      * cuda.core writes it: the read end of a pipe (the older port used a plain file). The
@@ -105,9 +113,13 @@ class CudaCoreVmmPortMoreTest {
             Map<String, String> before = TestSupport.fdTargets();
             Pipe pipe = Pipe.open();
             try (Pipe.SourceChannel source = pipe.source(); Pipe.SinkChannel sink = pipe.sink()) {
+                // Both ends read "pipe:[inode]" in /proc/self/fd: the read end is the one opened
+                // O_RDONLY (fdinfo's flags, access mode 0). Not the first in the listing: it is
+                // sorted as text, so fds 18 and 4 came write end first (a review).
                 int readEnd = -1;
                 for (Map.Entry<String, String> e : TestSupport.fdTargets().entrySet()) {
-                    if (!before.containsKey(e.getKey()) && e.getValue().startsWith("pipe:")) {
+                    if (!before.containsKey(e.getKey()) && e.getValue().startsWith("pipe:")
+                            && accessMode(Integer.parseInt(e.getKey())) == 0) {
                         readEnd = Integer.parseInt(e.getKey());
                         break;
                     }
@@ -198,7 +210,8 @@ class CudaCoreVmmPortMoreTest {
             e = assertThrows(IllegalArgumentException.class, () -> BufferDescriptor.fromFds(fds, desc.sizes(), HandleType.POSIX_FD, -1));
             assertNamesArgument(e, "size", "-1");
             // cuda.core: handle_type=None is a ValueError naming handle_type=None. Java's null is a
-            // NullPointerException (cuvmm's convention for every null argument), named all the same.
+            // NullPointerException (cuvmm's convention for a null method argument; the options
+            // builder's setters throw IllegalArgumentException instead), named all the same.
             NullPointerException npe = assertThrows(NullPointerException.class, () -> BufferDescriptor.fromFds(fds, desc.sizes(), null, gran));
             assertNamesArgument(npe, "handleType", "null");
             e = assertThrows(IllegalArgumentException.class, () -> BufferDescriptor.fromFds(fds, desc.sizes(), HandleType.NONE, gran));
@@ -274,13 +287,15 @@ class CudaCoreVmmPortMoreTest {
         String cache = System.getProperty("org.bytedeco.javacpp.cachedir");
         if (cache != null) jvm.add("-Dorg.bytedeco.javacpp.cachedir=" + cache);
         File log = File.createTempFile("cuda-core-port-more-child", ".log");
+        Process p = null;
         try {
-            Process p = ChildJvm.start(Child.class, log, List.of("bash", "-c", shell.toString(), "bash"), jvm, args);
+            p = ChildJvm.start(Child.class, log, List.of("bash", "-c", shell.toString(), "bash"), jvm, args);
             assertTrue(p.waitFor(120, TimeUnit.SECONDS), "child finished");
             String text = ChildJvm.read(log);
             assertEquals(0, p.exitValue(), "child exited with " + p.exitValue() + ":\n" + text);
             return text.lines().toList();
         } finally {
+            if (p != null && p.isAlive()) p.destroyForcibly(); // a hung child must not outlive the test
             log.delete();
         }
     }
@@ -444,7 +459,13 @@ class CudaCoreVmmPortMoreTest {
                 assertArrayEquals(bytes(0x5D, 16), read(buf, 0, 16));
 
                 VirtualMemoryBuffer inPlace = mr.modifyAllocation(buf, 2 * g);
-                assertEquals(BufferOrigin.GROWN_IN_PLACE, inPlace.origin());
+                // In place only where the driver honours the adjacent address hint (the host
+                // driver does; a GPU's is not yet seen): else it moved, and the rest still holds.
+                if (inPlace.origin() != BufferOrigin.GROWN_IN_PLACE) {
+                    assertEquals(BufferOrigin.MOVED, inPlace.origin(), inPlace.toString());
+                    assertFalse(TestSupport.onHostDriver() || Driver.get().isHostLibrary(),
+                            "a host-backed driver honours the adjacent hint and grows in place: " + inPlace);
+                }
                 inPlace.close();
                 assertFalse(buf.isClosed());
                 assertArrayEquals(bytes(0x5D, 16), read(buf, 0, 16));

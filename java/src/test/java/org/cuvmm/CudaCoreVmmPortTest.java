@@ -215,8 +215,9 @@ class CudaCoreVmmPortTest {
                     Long.toString(desc.size())));
             for (long s : desc.sizes()) args.add(Long.toString(s));
             File log = File.createTempFile("cuda-core-port-child", ".log");
+            Process p = null;
             try {
-                Process p = ChildJvm.start(ImportChild.class, log, List.of("bash", "-c", shell.toString(), "bash"),
+                p = ChildJvm.start(ImportChild.class, log, List.of("bash", "-c", shell.toString(), "bash"),
                         childJvmArgs(), args.toArray(new String[0]));
                 assertTrue(p.waitFor(120, TimeUnit.SECONDS), "child finished");
                 String text = ChildJvm.read(log);
@@ -225,6 +226,7 @@ class CudaCoreVmmPortTest {
             } catch (InterruptedException e) {
                 throw new AssertionError(e);
             } finally {
+                if (p != null && p.isAlive()) p.destroyForcibly(); // a hung child must not outlive the test
                 log.delete();
             }
         });
@@ -1094,7 +1096,9 @@ class CudaCoreVmmPortTest {
             }
             ok = readUntil(out, "OK", "ERROR");
         } finally {
-            assertTrue(p.waitFor(60, TimeUnit.SECONDS), "child finished");
+            boolean finished = p.waitFor(60, TimeUnit.SECONDS);
+            if (!finished) p.destroyForcibly(); // a hung child must not outlive the test
+            assertTrue(finished, "child finished");
         }
         assertEquals(0, p.exitValue());
         assertEquals("OK", ok);

@@ -36,7 +36,11 @@ class CudaEnumValuesTest {
 
     /** Every "NAME = value" enumerator of a cuda.h (decimal or hex), or the copied values. */
     private static Map<String, Long> headerValues() throws IOException {
-        String home = System.getenv("CUDA_HOME");
+        // The build's cuda.home first (the header the native checks compare with), then
+        // CUDA_HOME, then the standard prefix (a review: with -Dcuda.home=... and another
+        // toolkit in /usr/local/cuda, the two checks read different headers).
+        String home = System.getProperty("cuvmm.cudaHome");
+        if (home == null || home.isEmpty()) home = System.getenv("CUDA_HOME");
         Path header = Path.of(home != null && !home.isEmpty() ? home : "/usr/local/cuda", "include", "cuda.h");
         if (!Files.isRegularFile(header)) return CUDA_13_0;
         Map<String, Long> values = new HashMap<>();
@@ -46,7 +50,10 @@ class CudaEnumValuesTest {
             String v = m.group(2);
             values.putIfAbsent(m.group(1), v.startsWith("0x") ? Long.parseLong(v.substring(2), 16) : Long.parseLong(v));
         }
-        for (String name : CUDA_13_0.keySet()) assertTrue(values.containsKey(name), header + " has no " + name);
+        for (String name : CUDA_13_0.keySet()) {
+            assertTrue(values.containsKey(name), header + " has no " + name + " (expected: a cuda.h of CUDA 13.0 or "
+                    + "later, as native/test/cuda_api_check.cpp requires; point -Dcuda.home or CUDA_HOME at one)");
+        }
         return values;
     }
 

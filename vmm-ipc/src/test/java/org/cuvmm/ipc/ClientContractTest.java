@@ -1024,9 +1024,9 @@ class ClientContractTest {
     @Test
     void anIdleTimeoutEndsTheClientWithTheServersTimeout() throws Exception {
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
-             // 1 s, not shorter: a connection holding nothing yet (between HELLO and the first
+             // 3 s, not shorter: a connection holding nothing yet (between HELLO and the first
              // ATTACH) is idle too, and a loaded 2-core CI machine can stall that long.
-             SharingServer s = SharingServer.builder(sock).idleTimeout(Duration.ofSeconds(1)).build()) {
+             SharingServer s = SharingServer.builder(sock).idleTimeout(Duration.ofSeconds(3)).build()) {
             s.publish("b", buf);
             SharingClient c = SharingClient.connect(sock);
             c.attach("b", r).close(); // the cache keeps the mapping: ids but no lease, so idle
