@@ -9,10 +9,16 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import static org.cuvmm.CudaCorePort.bytes;
+import static org.cuvmm.CudaCorePort.counters;
+import static org.cuvmm.CudaCorePort.freeRegion;
+import static org.cuvmm.CudaCorePort.read;
+import static org.cuvmm.CudaCorePort.reserveAt;
+import static org.cuvmm.CudaCorePort.resource;
+
 import java.io.File;
 import java.nio.channels.Pipe;
 import java.util.ArrayList;
-import java.util.Arrays;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
@@ -39,47 +45,6 @@ import org.junit.jupiter.api.Test;
  */
 class CudaCoreVmmPortMoreTest {
     private static final HexFormat HEX = HexFormat.of();
-
-    private static VirtualMemoryResource resource(int device) {
-        return VirtualMemoryResource.create(device, VirtualMemoryResourceOptions.builder().handleType(HandleType.POSIX_FD).build());
-    }
-
-    private static VirtualMemoryResource resource(int device, VirtualMemoryResourceOptions.Builder b) {
-        return VirtualMemoryResource.create(device, b.build());
-    }
-
-    private static DriverCounters counters() { return Driver.get().counters(); }
-
-    private static byte[] read(VirtualMemoryBuffer b, long offset, int size) {
-        byte[] out = new byte[size];
-        b.copyTo(offset, out, 0, size);
-        return out;
-    }
-
-    private static byte[] bytes(int value, int n) {
-        byte[] b = new byte[n];
-        Arrays.fill(b, (byte) value);
-        return b;
-    }
-
-    /** A free, granularity-aligned address with {@code bytes} free after it (a probe, released). */
-    private static long freeRegion(long bytes) {
-        try (VirtualMemoryResource probe = resource(0); VirtualMemoryBuffer b = probe.allocate(bytes)) {
-            return b.address();
-        }
-    }
-
-    /** cuda.core's {@code _reserve_at}: a buffer at exactly {@code addr}, or null. */
-    private static VirtualMemoryBuffer reserveAt(long addr, long size) {
-        try (VirtualMemoryResource r = resource(0, VirtualMemoryResourceOptions.builder().addressHint(addr))) {
-            VirtualMemoryBuffer b = r.allocate(size);
-            if (b.address() != addr) {
-                b.close();
-                return null;
-            }
-            return b;
-        }
-    }
 
     /** The message names the argument, shows the value and says what is expected. */
     private static void assertNamesArgument(Throwable e, String argument, String value) {
@@ -143,45 +108,6 @@ class CudaCoreVmmPortMoreTest {
             try (VirtualMemoryBuffer alias = mr.importBuffer(desc)) {
                 assertArrayEquals(bytes(0x66, 16), read(alias, 0, 16), "the genuine descriptor still imports");
             }
-        }
-    }
-
-    /**
-     * test_wrong_chunk_size_fails_at_map_and_rolls_back, the parts the older port leaves out:
-     * the note names the chunk's byte count ("while mapping chunk 2 of 2 ({2 * gran} bytes)"),
-     * nothing is mapped at the importer's hint afterwards, and the whole 3-granule range at the
-     * hint can be reserved again ("the importer's address reservation was not released").
-     */
-    @Test
-    void wrongChunkSizeNamesTheBytesAndFreesTheAddress() {
-        try (VirtualMemoryResource mr = resource(0)) {
-            long gran = mr.granularity();
-            VirtualMemoryBuffer first = mr.allocate(gran);
-            VirtualMemoryBuffer buf = mr.modifyAllocation(first, 2 * gran);
-            try (BufferDescriptor desc = buf.exportDescriptor()) {
-                long probe = freeRegion(3 * gran);
-                try (VirtualMemoryResource importer = resource(0, VirtualMemoryResourceOptions.builder().addressHint(probe))) {
-                    try (VirtualMemoryBuffer alias = importer.importBuffer(desc)) {
-                        assumeTrue(alias.address() == probe, "the driver did not honor the address hint (cuda.core skips)");
-                    }
-                    try (BufferDescriptor forged = BufferDescriptor.fromFds(desc.fds(), new long[] {gran, 2 * gran},
-                            HandleType.POSIX_FD, 3 * gran)) {
-                        CudaException e = assertThrows(CudaException.class, () -> importer.importBuffer(forged));
-                        assertTrue(e.getMessage().contains("chunk 2 of 2"), e.getMessage());
-                        assertTrue(e.getMessage().contains(Long.toString(2 * gran)),
-                                "the chunk's size is named (cuda.core: '(" + 2 * gran + " bytes)'): " + e.getMessage());
-                    }
-                    VirtualMemoryBuffer again = reserveAt(probe, 3 * gran);
-                    assertNotNull(again, "the importer's address reservation was not released");
-                    again.close();
-                    buf.fill(gran, gran, (byte) 0x77);
-                    try (VirtualMemoryBuffer alias = importer.importBuffer(desc)) {
-                        assertArrayEquals(bytes(0x77, 16), read(alias, gran, 16));
-                    }
-                }
-            }
-            buf.close();
-            first.close();
         }
     }
 

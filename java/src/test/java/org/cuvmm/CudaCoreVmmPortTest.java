@@ -10,6 +10,13 @@ import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
+import static org.cuvmm.CudaCorePort.bytes;
+import static org.cuvmm.CudaCorePort.counters;
+import static org.cuvmm.CudaCorePort.freeRegion;
+import static org.cuvmm.CudaCorePort.read;
+import static org.cuvmm.CudaCorePort.reserveAt;
+import static org.cuvmm.CudaCorePort.resource;
+
 import java.io.BufferedReader;
 import java.io.File;
 import java.io.IOException;
@@ -58,14 +65,6 @@ class CudaCoreVmmPortTest {
 
     // ---------------------------------------------------------------- helpers
 
-    private static VirtualMemoryResource resource(int device) {
-        return VirtualMemoryResource.create(device, VirtualMemoryResourceOptions.builder().handleType(HandleType.POSIX_FD).build());
-    }
-
-    private static VirtualMemoryResource resource(int device, VirtualMemoryResourceOptions.Builder b) {
-        return VirtualMemoryResource.create(device, b.build());
-    }
-
     /**
      * cuda.core's {@code mr.allocate(1)}, whose buffer then has the rounded size (one granule) and
      * is filled and read as such. {@code allocate(1)} here gives {@code size() == 1}, and the
@@ -84,18 +83,6 @@ class CudaCoreVmmPortTest {
         fill(b, value, 0, b.mappedSize());
     }
 
-    private static byte[] read(VirtualMemoryBuffer b, long offset, int size) {
-        byte[] out = new byte[size];
-        b.copyTo(offset, out, 0, size);
-        return out;
-    }
-
-    private static byte[] bytes(int value, int n) {
-        byte[] b = new byte[n];
-        Arrays.fill(b, (byte) value);
-        return b;
-    }
-
     /**
      * cuda.core's {@code _open_fds()}. On the host driver the memory handles are memfds, and only
      * those are counted (a child process's pipes, closed by the GC at any time, would make a
@@ -108,30 +95,6 @@ class CudaCoreVmmPortTest {
     /** The host driver, or the cuda driver over the host library (the build's cuda pass). */
     private static boolean hostBacked() {
         return TestSupport.onHostDriver() || Driver.get().isHostLibrary();
-    }
-
-    private static DriverCounters counters() { return Driver.get().counters(); }
-
-    /**
-     * cuda.core's {@code _reserve_at}: something occupying {@code size} bytes at {@code addr}, or
-     * null when the driver placed it elsewhere. Here a buffer of a resource hinted at addr.
-     */
-    private static VirtualMemoryBuffer reserveAt(long addr, long size) {
-        try (VirtualMemoryResource r = resource(0, VirtualMemoryResourceOptions.builder().addressHint(addr))) {
-            VirtualMemoryBuffer b = r.allocate(size);
-            if (b.address() != addr) {
-                b.close();
-                return null;
-            }
-            return b;
-        }
-    }
-
-    /** A free, granularity-aligned address with {@code bytes} free after it (a probe, released). */
-    private static long freeRegion(long bytes) {
-        try (VirtualMemoryResource probe = resource(0); VirtualMemoryBuffer b = probe.allocate(bytes)) {
-            return b.address();
-        }
     }
 
     private static String fdTarget(int fd) {
@@ -868,10 +831,17 @@ class CudaCoreVmmPortTest {
                         CudaException e = assertThrows(CudaException.class, () -> importer.importBuffer(forged));
                         assertEquals("cuMemMap", e.call(), e.getMessage());
                         assertTrue(e.getMessage().contains("chunk 2 of 2"), e.getMessage());
+                        assertTrue(e.getMessage().contains(Long.toString(2 * gran)),
+                                "the chunk's size is named (cuda.core: '(" + 2 * gran + " bytes)'): " + e.getMessage());
                     }
                     assertEquals(mappings, counters().hostMappings(), "chunk 1 was mapped and has been undone");
                     assertEquals(reservations, counters().hostReservations(), "the importer's reservation was released");
                     assertEquals(allocations, counters().hostAllocations(), "the imported handles were released");
+                    // cuda.core: "the importer's address reservation was not released", seen by
+                    // reserving the whole range at the hint again (a host-backed driver honours it).
+                    VirtualMemoryBuffer again = reserveAt(probe, 3 * gran);
+                    if (hostBacked()) assertNotNull(again, "the importer's address reservation was not released");
+                    if (again != null) again.close();
                     // The exporter's memory is intact and the genuine descriptor still imports.
                     fill(buf, 0x77, gran, gran);
                     try (VirtualMemoryBuffer alias = importer.importBuffer(desc)) {
