@@ -253,4 +253,32 @@ class ArgumentMessagesTest {
             b.close();
         }
     }
+
+    /**
+     * A driver that refuses an absurd size as INVALID_VALUE rather than OUT_OF_MEMORY (the host
+     * driver says OUT_OF_MEMORY; a GPU's answer is not yet seen) still gets the request named
+     * and what to do; a size the device and the address space can hold keeps the driver's
+     * message as it is (review of the cuda.core port).
+     */
+    @Test
+    void anAbsurdSizeRefusedAsInvalidValueIsNamed() {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            CudaException refused = new CudaException(1, "CUDA_ERROR_INVALID_VALUE", "cuMemAddressReserve", "reserve",
+                    "cuMemAddressReserve failed");
+            String m = r.namingTheRequest(refused, "allocate: size", Long.MAX_VALUE, 0).getMessage();
+            assertTrue(m.contains("allocate: size " + Long.MAX_VALUE), m);
+            assertTrue(m.contains("ask for less"), m);
+            CudaException created = new CudaException(1, "CUDA_ERROR_INVALID_VALUE", "cuMemCreate", "create",
+                    "cuMemCreate failed");
+            assertTrue(r.namingTheRequest(created, "modifyAllocation: newSize", Long.MAX_VALUE - 1, 0).getMessage()
+                    .contains("modifyAllocation: newSize " + (Long.MAX_VALUE - 1)));
+            CudaException small = new CudaException(1, "CUDA_ERROR_INVALID_VALUE", "cuMemAddressReserve", "reserve",
+                    "cuMemAddressReserve failed");
+            assertEquals(small.getMessage(), r.namingTheRequest(small, "allocate: size", r.granularity(), 0).getMessage(),
+                    "a size that fits: the driver's message as it is");
+            CudaException other = new CudaException(1, "CUDA_ERROR_INVALID_VALUE", "cuMemMap", "map", "cuMemMap failed");
+            assertEquals(other.getMessage(), r.namingTheRequest(other, "allocate: size", Long.MAX_VALUE, 0).getMessage(),
+                    "another call's INVALID_VALUE is not about the size");
+        }
+    }
 }
