@@ -1023,7 +1023,9 @@ public final class SharingClient implements AutoCloseable {
             ErrorCode code = err.errorCode();
             SharingException e = new SharingException(code, "server: " + err.message() + " (" + (code == null
                     ? "code " + err.code() : code) + ")");
-            if (code == null || code.fatal()) {
+            // With request id 0, FD_COUNT_MISMATCH is about a header the server could not trust
+            // (more than 253 fds before its 16th byte): fatal, the server closes (PROTOCOL.md 2).
+            if (code == null || code.fatal() || code == ErrorCode.FD_COUNT_MISMATCH) {
                 fail(e);
             } else {
                 LOG.log(System.Logger.Level.WARNING, e.getMessage());
