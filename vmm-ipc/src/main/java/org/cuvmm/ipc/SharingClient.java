@@ -1025,6 +1025,8 @@ public final class SharingClient implements AutoCloseable {
                     ? "code " + err.code() : code) + ")");
             // With request id 0, FD_COUNT_MISMATCH is about a header the server could not trust
             // (more than 253 fds before its 16th byte): fatal, the server closes (PROTOCOL.md 2).
+            // (A non-fatal one carries the refused frame's id, and this client sends no frame with id 0
+            // that the server answers: its only id-0 frames are ERRORs, which are never answered.)
             if (code == null || code.fatal() || code == ErrorCode.FD_COUNT_MISMATCH) {
                 fail(e);
             } else {

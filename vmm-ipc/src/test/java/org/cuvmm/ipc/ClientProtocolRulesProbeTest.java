@@ -464,4 +464,141 @@ class ClientProtocolRulesProbeTest extends FakeServerSupport {
         }
         f.get(10, TimeUnit.SECONDS);
     }
+
+    /** Sections 4 and 8: TIMEOUT (id 0) fails every waiting request, the leader's and a follower's. */
+    @Test
+    void timeoutWithIdZeroFailsEveryWaitingRequest() throws Exception {
+        CompletableFuture<Void> f = fake(2, (s, v) -> {
+            next(s, v, FrameType.ATTACH);
+            next(s, v, FrameType.ATTACH);
+            FrameIO.write(s, new Messages.Error(ErrorCode.TIMEOUT, "idle"), 0, null, v);
+            s.shutdownOutput();
+        });
+        try (SharingClient c = client(2)) {
+            CompletableFuture<Attachment> x = CompletableFuture.supplyAsync(() -> attachQuietly(c, "x"));
+            CompletableFuture<Attachment> y = CompletableFuture.supplyAsync(() -> attachQuietly(c, "y"));
+            for (CompletableFuture<Attachment> r : List.of(x, y)) {
+                Throwable t = assertThrows(java.util.concurrent.ExecutionException.class, () -> r.get(10, TimeUnit.SECONDS))
+                        .getCause().getCause();
+                assertTrue(t instanceof SharingException se && se.code() == ErrorCode.TIMEOUT, "" + t);
+            }
+        }
+        f.get(10, TimeUnit.SECONDS);
+    }
+
+    /**
+     * Section 13.4: a FORGET answered UNKNOWN_ID: the client treats its ids as forgotten, and a
+     * later DESCRIPTOR naming one without its fd is rejected with UNKNOWN_ID; the connection stays.
+     */
+    @Test
+    void aForgetAnsweredUnknownIdForgetsTheIdsAnyway() throws Exception {
+        CompletableFuture<Void> f = manual((s, v) -> {
+            Frame a = take(FrameType.ATTACH, 10_000);
+            try (BufferDescriptor d = real.exportDescriptor()) {
+                FrameIO.write(s, IpcTestSupport.oneFreshChunk(1000, 2 * G, 1), a.requestId, d.fds(), v);
+            }
+            Frame rel = take(FrameType.RELEASE, 10_000);
+            FrameIO.write(s, new Messages.Released(1000), rel.requestId, null, v);
+            Frame forget = take(FrameType.FORGET, 10_000);
+            FrameIO.write(s, new Messages.Error(ErrorCode.UNKNOWN_ID, "not held"), forget.requestId, null, v);
+            a = take(FrameType.ATTACH, 10_000);
+            s.send(raw(2, FrameType.DESCRIPTOR, a.requestId, v2desc(1001, 2 * G, new long[] {2 * G}, new long[] {1},
+                    new int[] {0})), null);
+            rel = take(FrameType.RELEASE, 10_000);
+            if (rel != null) FrameIO.write(s, new Messages.Released(1001), rel.requestId, null, v);
+            a = take(FrameType.ATTACH, 10_000);
+            if (a != null) FrameIO.write(s, new Messages.Error(ErrorCode.UNKNOWN_NAME, "clean"), a.requestId, null, v);
+        });
+        try (SharingClient c = SharingClient.builder(sock).clientName("victim").protocolVersion(2).cacheMaxEntries(0)
+                .timeout(java.time.Duration.ofSeconds(5)).build()) {
+            c.attach("x", resource).close();
+            IpcTestSupport.await("the FORGET", 10, () -> seenTypes().contains(FrameType.FORGET));
+            Thread.sleep(100);
+            SharingException e = assertThrows(SharingException.class, () -> c.attach("x", resource));
+            assertEquals(ErrorCode.UNKNOWN_ID, e.code(), e.getMessage());
+            e = assertThrows(SharingException.class, () -> c.attach("x", resource));
+            assertEquals(ErrorCode.UNKNOWN_NAME, e.code(), e.getMessage());
+            assertTrue(c.isConnected());
+        }
+        f.get(20, TimeUnit.SECONDS);
+    }
+
+    /** Section 4: an ERROR with id 0 and a non-fatal code (BAD_REQUEST_ID) leaves the connection and its waiting request. */
+    @Test
+    void aNonFatalErrorWithIdZeroLeavesTheRequestWaiting() throws Exception {
+        CompletableFuture<Void> f = fake(1, (s, v) -> {
+            Frame a = next(s, v, FrameType.ATTACH);
+            FrameIO.write(s, new Messages.Error(ErrorCode.BAD_REQUEST_ID, "id 0"), 0, null, v);
+            FrameIO.write(s, new Messages.Error(ErrorCode.UNKNOWN_NAME, "the answer"), a.requestId, null, v);
+        });
+        try (SharingClient c = client(1)) {
+            SharingException e = assertThrows(SharingException.class, () -> c.attach("x", resource));
+            assertEquals(ErrorCode.UNKNOWN_NAME, e.code(), e.getMessage());
+            assertTrue(c.isConnected());
+        }
+        f.get(10, TimeUnit.SECONDS);
+    }
+
+    /**
+     * Section 13.6: an EVICT right behind the DESCRIPTOR that brought the id (read before the
+     * attach imports it): the attach still works from the fd; unmapped and FORGET once the lease ends.
+     */
+    @Test
+    void anEvictRightBehindTheDescriptorStillAttachesThenForgets() throws Exception {
+        CompletableFuture<Void> f = fake(2, (s, v) -> {
+            Frame a = next(s, v, FrameType.ATTACH);
+            try (BufferDescriptor d = real.exportDescriptor()) {
+                FrameIO.write(s, IpcTestSupport.oneFreshChunk(1100, 2 * G, 1), a.requestId, d.fds(), v);
+            }
+            FrameIO.write(s, new Messages.Evict(new long[] {1}), 0, null, v);
+            a = next(s, v, FrameType.ATTACH);
+            try (BufferDescriptor d = real.exportDescriptor()) {
+                FrameIO.write(s, IpcTestSupport.oneFreshChunk(1101, 2 * G, 2), a.requestId, d.fds(), v);
+            }
+        });
+        try (SharingClient c = client(2)) {
+            try (Attachment a = c.attach("x", resource)) {
+                BytePattern.verify(a.buffer(), 9);
+                Thread.sleep(100);
+                assertFalse(seenTypes().contains(FrameType.FORGET), "no FORGET while the lease maps id 1");
+            }
+            IpcTestSupport.await("the FORGET of id 1", 10, () -> java.util.Arrays.equals(forgotten(), new long[] {1}));
+            // nothing of id 1 is kept: a second attach gets the fd again (id 2), and works
+            try (Attachment b = c.attach("x", resource)) {
+                BytePattern.verify(b.buffer(), 9);
+            }
+            ImportCache.Stats st = c.importCache().stats();
+            assertEquals(1, st.idsHeld(), "only id 2 held: " + st);
+            assertEquals(1, st.fdsKept(), "only id 2's fd kept: " + st);
+        }
+        f.get(10, TimeUnit.SECONDS);
+    }
+
+    /** Section 13.4: the client keeps a forgotten id's fd until FORGOTTEN, then closes it. */
+    @Test
+    void aForgottenIdsFdIsKeptUntilForgotten() throws Exception {
+        CountDownLatch answer = new CountDownLatch(1);
+        CompletableFuture<Void> f = manual((s, v) -> {
+            Frame a = take(FrameType.ATTACH, 10_000);
+            try (BufferDescriptor d = real.exportDescriptor()) {
+                FrameIO.write(s, IpcTestSupport.oneFreshChunk(1200, 2 * G, 1), a.requestId, d.fds(), v);
+            }
+            Frame rel = take(FrameType.RELEASE, 10_000);
+            FrameIO.write(s, new Messages.Released(1200), rel.requestId, null, v);
+            Frame forget = take(FrameType.FORGET, 10_000);
+            answer.await();
+            FrameIO.write(s, new Messages.Forgotten(1), forget.requestId, null, v);
+        });
+        try (SharingClient c = SharingClient.builder(sock).clientName("victim").protocolVersion(2).cacheMaxEntries(0)
+                .timeout(java.time.Duration.ofSeconds(5)).build()) {
+            c.attach("x", resource).close();
+            IpcTestSupport.await("the FORGET", 10, () -> seenTypes().contains(FrameType.FORGET));
+            Thread.sleep(100);
+            assertEquals(1, c.importCache().stats().fdsKept(), "kept until FORGOTTEN: " + c.importCache().stats());
+            answer.countDown();
+            IpcTestSupport.await("the fd closed at FORGOTTEN", 10, () -> c.importCache().stats().fdsKept() == 0);
+            assertEquals(0, c.importCache().stats().idsHeld());
+        }
+        f.get(20, TimeUnit.SECONDS);
+    }
 }
