@@ -325,13 +325,27 @@ class ClientProtocolRulesProbeTest extends FakeServerSupport {
     final java.util.concurrent.LinkedBlockingQueue<Frame> queue = new java.util.concurrent.LinkedBlockingQueue<>();
     static final Frame END = new Frame(FrameType.ERROR, 0, new Messages.Error(0, "end"), null);
 
-    /** The next frame of {@code type} (others skipped, but kept in seen), or null after {@code ms}. */
+    /** Frames take() passed over, kept for a later take() of their type. */
+    final List<Frame> backlog = new java.util.ArrayList<>();
+
+    /**
+     * The next frame of {@code type}, or null after {@code ms}. Frames of other types are kept
+     * for later takes: RELEASE and FORGET may come in either order (PROTOCOL.md 13.6).
+     */
     Frame take(FrameType type, long ms) throws InterruptedException {
+        for (java.util.Iterator<Frame> i = backlog.iterator(); i.hasNext();) {
+            Frame f = i.next();
+            if (f.type == type) {
+                i.remove();
+                return f;
+            }
+        }
         long end = System.currentTimeMillis() + ms;
         for (;;) {
             Frame f = queue.poll(Math.max(1, end - System.currentTimeMillis()), TimeUnit.MILLISECONDS);
             if (f == null || f == END) return null;
             if (f.type == type) return f;
+            backlog.add(f);
         }
     }
 
@@ -600,5 +614,39 @@ class ClientProtocolRulesProbeTest extends FakeServerSupport {
             assertEquals(0, c.importCache().stats().idsHeld());
         }
         f.get(20, TimeUnit.SECONDS);
+    }
+
+    /**
+     * Section 1: more than 253 fds within one frame, spread over several sends, is fatal on
+     * receive: the client stops reading, closes every fd (tearDown counts them), and the
+     * waiting request fails with FD_COUNT_MISMATCH.
+     */
+    @Test
+    void moreThan253FdsSpreadOverOneFrameAreFatalAndAllClosed() throws Exception {
+        CompletableFuture<Void> f = fake(1, (s, v) -> {
+            Frame a = next(s, v, FrameType.ATTACH);
+            byte[] whole = raw(1, FrameType.DESCRIPTOR, a.requestId, descriptorPayload(1300, 1, 2 * G, 2 * G));
+            int[] p = IpcTestSupport.pipe();
+            try {
+                int[] many = new int[200];
+                java.util.Arrays.fill(many, p[0]);
+                s.send(whole, 0, 8, many);
+                int[] more = new int[60];
+                java.util.Arrays.fill(more, p[1]);
+                try {
+                    s.send(whole, 8, whole.length - 8, more);
+                } catch (IOException closed) {
+                    // the client may have closed already
+                }
+            } finally {
+                NativeIo.closeAll(p);
+            }
+        });
+        try (SharingClient c = client(1)) {
+            SharingException e = assertThrows(SharingException.class, () -> c.attach("x", resource));
+            assertEquals(ErrorCode.FD_COUNT_MISMATCH, e.code(), e.getMessage());
+            assertFalse(c.isConnected());
+        }
+        f.get(10, TimeUnit.SECONDS);
     }
 }
