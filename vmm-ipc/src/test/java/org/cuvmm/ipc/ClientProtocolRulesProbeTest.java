@@ -649,4 +649,58 @@ class ClientProtocolRulesProbeTest extends FakeServerSupport {
         }
         f.get(10, TimeUnit.SECONDS);
     }
+
+    /**
+     * Sections 1 and 10: a refusal right after accept (ERROR id 0, then close, the HELLO unread):
+     * the client reports the server's code, whether or not its HELLO's send failed.
+     */
+    @Test
+    void aRefusalRightAfterAcceptIsReportedWithItsCode() throws Exception {
+        for (int round = 0; round < 10; round++) {
+            final int r = round;
+            CompletableFuture<Void> f = CompletableFuture.runAsync(() -> {
+                try (FdSocket s = listen.accept()) {
+                    FrameIO.write(s, new Messages.Error(ErrorCode.TOO_MANY_CONNECTIONS, "full"), 0, null, 1);
+                    if (r % 2 == 0) Thread.sleep(30); // the HELLO arrives and stays unread
+                } catch (IOException | InterruptedException e) {
+                    throw new RuntimeException(e);
+                }
+            });
+            SharingException e = assertThrows(SharingException.class, () -> client(2).close());
+            assertEquals(ErrorCode.TOO_MANY_CONNECTIONS, e.code(), "round " + round + ": " + e.getMessage());
+            f.get(10, TimeUnit.SECONDS);
+        }
+    }
+
+    /** DropNotice ordering: DROPs are notified in the order they arrived, one per DROP, on one thread. */
+    @Test
+    void dropNoticesKeepTheirOrder() throws Exception {
+        CountDownLatch attached = new CountDownLatch(1);
+        CompletableFuture<Void> f = fake(1, (s, v) -> {
+            for (int i = 0; i < 3; i++) {
+                Frame a = next(s, v, FrameType.ATTACH);
+                try (BufferDescriptor d = real.exportDescriptor()) {
+                    s.send(raw(1, FrameType.DESCRIPTOR, a.requestId, descriptorPayload(1400 + i, 1, 2 * G, 2 * G)),
+                            d.fds());
+                }
+            }
+            attached.await();
+            for (int i : new int[] {2, 0, 1}) FrameIO.write(s, new Messages.Drop(1400 + i, "x" + i), 0, null, v);
+        });
+        java.util.concurrent.CopyOnWriteArrayList<String> heard = new java.util.concurrent.CopyOnWriteArrayList<>();
+        try (SharingClient c = client(1)) {
+            c.addDropListener(n -> heard.add(n.leaseId() + ":" + n.name() + ":" + (n.attachment() != null)
+                    + ":" + Thread.currentThread().getName().startsWith("cuvmm-ipc-client")));
+            List<Attachment> as = new java.util.ArrayList<>();
+            for (int i = 0; i < 3; i++) as.add(c.attach("x", resource));
+            attached.countDown();
+            IpcTestSupport.await("3 DROP notices", 10, () -> heard.size() == 3);
+            for (Attachment a : as) {
+                assertTrue(a.isDropped());
+                a.close();
+            }
+        }
+        f.get(10, TimeUnit.SECONDS);
+        assertEquals(List.of("1402:x2:true:true", "1400:x0:true:true", "1401:x1:true:true"), heard);
+    }
 }
