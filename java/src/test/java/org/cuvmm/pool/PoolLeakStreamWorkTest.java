@@ -1,5 +1,6 @@
 package org.cuvmm.pool;
 
+import static org.cuvmm.pool.PoolTestSupport.gate;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -19,19 +20,6 @@ import org.junit.jupiter.api.Test;
  * queued fill, which then faulted the device (a sticky CUDA_ERROR_ILLEGAL_ADDRESS).
  */
 class PoolLeakStreamWorkTest {
-    /** Holds {@code stream} until the latch is counted down (30 s at most). */
-    private static CountDownLatch gate(Stream stream) {
-        CountDownLatch gate = new CountDownLatch(1);
-        stream.launchHostFunction(() -> {
-            try {
-                gate.await(30, TimeUnit.SECONDS);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-        });
-        return gate;
-    }
-
     /** A pooled buffer with a fill queued on the (held) stream, dropped without close; its address. */
     private static long leakWithQueuedFill(VirtualMemoryPool pool, long size, Stream stream) {
         VirtualMemoryBuffer b = pool.allocate(size);

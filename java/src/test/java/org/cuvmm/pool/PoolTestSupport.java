@@ -50,6 +50,22 @@ final class PoolTestSupport {
         return w;
     }
 
+    /**
+     * Holds {@code stream} here until the returned latch is counted down: a host function that
+     * waits for it (30 s at most). Deterministic: no timing involved.
+     */
+    static java.util.concurrent.CountDownLatch gate(org.cuvmm.Stream stream) {
+        java.util.concurrent.CountDownLatch gate = new java.util.concurrent.CountDownLatch(1);
+        stream.launchHostFunction(() -> {
+            try {
+                gate.await(30, java.util.concurrent.TimeUnit.SECONDS);
+            } catch (InterruptedException e) {
+                Thread.currentThread().interrupt();
+            }
+        });
+        return gate;
+    }
+
     static boolean onHostDriver() { return Driver.get().kind() == DriverKind.HOST; }
 
     /** Asserts the four accounting figures of {@code s}, naming the step in the message. */

@@ -1,5 +1,6 @@
 package org.cuvmm.pool;
 
+import static org.cuvmm.pool.PoolTestSupport.gate;
 import org.junit.jupiter.api.BeforeEach;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -37,18 +38,6 @@ class StreamPoolChurnTest {
 
     @AfterEach
     void resetDelay() { if (PoolTestSupport.onHostDriver()) HostDriverHooks.setStreamDelayMicros(0); }
-
-    static CountDownLatch gate(Stream s) {
-        CountDownLatch g = new CountDownLatch(1);
-        s.launchHostFunction(() -> {
-            try {
-                g.await(30, TimeUnit.SECONDS);
-            } catch (InterruptedException e) {
-                Thread.currentThread().interrupt();
-            }
-        });
-        return g;
-    }
 
     /**
      * Four threads, each with its own stream, allocate in stream order, fill asynchronously
