@@ -352,6 +352,7 @@ final class AsyncCopies {
         final Event marker;
         private final java.util.concurrent.atomic.AtomicBoolean taken = new java.util.concurrent.atomic.AtomicBoolean();
         private final AtomicInteger refs = new AtomicInteger(2); // the reaper's and the copying thread's
+        private volatile boolean handedBack; // set once takeBack's pieces are in the idle pool (or freed)
 
         /** Takes a reference to the marker; false when it was already given back. */
         boolean retain() {
@@ -372,13 +373,35 @@ final class AsyncCopies {
             this.marker = marker;
         }
 
-        /** Gives the pieces back once; the marker has completed. */
+        /**
+         * Gives the pieces back once; the marker has completed. Between the claim and the last
+         * piece reaching the idle pool another thread can see the batch claimed but its pieces
+         * not yet idle: {@link #awaitHandedBack} is how it waits for them instead of allocating.
+         */
         void takeBack() {
             if (!taken.compareAndSet(false, true)) return;
-            IN_FLIGHT.remove(this);
-            for (StagingPiece p : pieces) givePiece(p);
+            try {
+                Runnable hook = whileHandingBackForTest;
+                if (hook != null) hook.run();
+                IN_FLIGHT.remove(this);
+                for (StagingPiece p : pieces) givePiece(p);
+            } finally {
+                handedBack = true;
+            }
+        }
+
+        /**
+         * Waits (yielding; the giver holds no lock and blocks on nothing but a free of a piece
+         * beyond the idle pool's room) until a batch claimed by another thread has given its
+         * pieces to the idle pool.
+         */
+        void awaitHandedBack() {
+            while (!handedBack) Thread.yield();
         }
     }
+
+    /** Tests set it to hold a take-back between its claim and its pieces reaching the idle pool; null otherwise. */
+    static volatile Runnable whileHandingBackForTest;
 
     /**
      * Records a marker (from {@link EventCache}) behind {@code pieces} on {@code stream} and
@@ -404,13 +427,21 @@ final class AsyncCopies {
     /**
      * An idle piece; else, on the caller's thread, the pieces of completed copies the reaper has
      * not taken back yet ({@code cuEventQuery} per batch in flight, oldest first, stopping at the
-     * first with pieces); else new pinned memory ({@code cuMemHostAlloc}).
+     * first with pieces; a batch another thread is handing back at that moment is waited for,
+     * so a take-back in progress never costs an allocation); else new pinned memory
+     * ({@code cuMemHostAlloc}).
      */
     private static StagingPiece takePiece() {
         StagingPiece p = pollIdle();
         if (p != null) return p;
         for (StagedBatch b : IN_FLIGHT) {
-            if (b.taken.get() || !b.retain()) continue;
+            if (b.taken.get()) { // claimed by the reaper or another copy: its pieces are on their way
+                b.awaitHandedBack();
+                p = pollIdle();
+                if (p != null) return p;
+                continue;
+            }
+            if (!b.retain()) continue;
             boolean done;
             try {
                 done = b.marker.isDone();

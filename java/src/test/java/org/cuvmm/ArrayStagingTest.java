@@ -103,4 +103,78 @@ class ArrayStagingTest {
             StreamTestSupport.reaperDrained();
         }
     }
+    /**
+     * A batch the reaper has claimed but not yet given to the idle pool: a copy that needs a
+     * piece at that moment waits for it instead of allocating (this flaked in CI as one stray
+     * cuMemHostAlloc in the test above). Deterministic: the reaper is held between its claim and
+     * its hand-back, and let go only once the copying thread is seen waiting for it.
+     */
+    @Test
+    void aTakeBackInProgressIsWaitedForNotAllocatedAround() throws Exception {
+        DriverCounters k = TestSupport.counters();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             Stream b = Stream.builder(0).nonBlocking(true).build();
+             Stream c = Stream.builder(0).nonBlocking(true).build();
+             VirtualMemoryBuffer x = r.allocate(4 * MiB);
+             VirtualMemoryBuffer y = r.allocate(4 * MiB)) {
+            byte[] four = new byte[(int) (4 * MiB)];
+            java.util.concurrent.CountDownLatch holdC = StreamTestSupport.gate(c);
+            java.util.concurrent.CountDownLatch holdB = StreamTestSupport.gate(b);
+            java.util.concurrent.CountDownLatch reached = new java.util.concurrent.CountDownLatch(1);
+            java.util.concurrent.CountDownLatch release = new java.util.concurrent.CountDownLatch(1);
+            try {
+                // Two copies of 4 pieces behind gates take every idle piece (the pool keeps at
+                // most STAGING_KEPT = 8): from here on a piece comes from a take-back or is new.
+                x.copyFromAsync(0, four, 0, four.length, c);
+                y.copyFromAsync(0, four, 0, four.length, b);
+                AsyncCopies.whileHandingBackForTest = () -> {
+                    AsyncCopies.whileHandingBackForTest = null; // once
+                    reached.countDown();
+                    try {
+                        release.await(StreamTestSupport.WAIT_SECONDS, java.util.concurrent.TimeUnit.SECONDS);
+                    } catch (InterruptedException e) {
+                        Thread.currentThread().interrupt();
+                    }
+                };
+                holdB.countDown(); // b's batch completes; the reaper claims it and is held
+                assertTrue(reached.await(StreamTestSupport.WAIT_SECONDS, java.util.concurrent.TimeUnit.SECONDS),
+                        "the reaper did not take back b's staging within " + StreamTestSupport.WAIT_SECONDS + " s");
+                long allocs = k.calls("cuMemHostAlloc");
+                Throwable[] failure = new Throwable[1];
+                Thread copier = new Thread(() -> {
+                    try {
+                        y.copyFromAsync(0, four, 0, (int) MiB, b);
+                        b.synchronize();
+                    } catch (Throwable t) {
+                        failure[0] = t;
+                    }
+                }, "staging-copier");
+                copier.start();
+                boolean sawWaiting = false;
+                long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(StreamTestSupport.WAIT_SECONDS);
+                while (copier.isAlive() && System.nanoTime() < deadline) {
+                    for (StackTraceElement e : copier.getStackTrace()) {
+                        if (e.getMethodName().equals("awaitHandedBack")) sawWaiting = true;
+                    }
+                    if (sawWaiting) break;
+                    Thread.sleep(1);
+                }
+                release.countDown();
+                copier.join(java.util.concurrent.TimeUnit.SECONDS.toMillis(StreamTestSupport.WAIT_SECONDS));
+                assertTrue(!copier.isAlive(), "the copy did not finish after the take-back was let go");
+                if (failure[0] != null) throw new AssertionError("the copy failed", failure[0]);
+                assertEquals(0, delta(k, "cuMemHostAlloc", allocs), "pinned pieces allocated by a copy while b's "
+                        + "take-back was in progress (expected 0: it waits for the pieces; saw it waiting: " + sawWaiting + ")");
+                assertTrue(sawWaiting, "the copy never waited for the take-back in progress");
+            } finally {
+                AsyncCopies.whileHandingBackForTest = null;
+                release.countDown();
+                holdB.countDown();
+                holdC.countDown();
+            }
+            b.synchronize();
+            c.synchronize();
+            StreamTestSupport.reaperDrained();
+        }
+    }
 }
