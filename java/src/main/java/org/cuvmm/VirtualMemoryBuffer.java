@@ -1082,14 +1082,26 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
         return set;
     }
 
-    /** Leases held right now. */
+    /**
+     * Leases held right now. Once it reads 0 (on any thread), every lease counted before has
+     * given back its use: a {@link #close()} after that reading is not refused for a lease
+     * (only for calls in progress, or a lease taken since).
+     */
     public int leaseCount() {
         java.util.Set<BufferLease> set = leases;
         return set == null ? 0 : set.size();
     }
 
+    /**
+     * Called once per lease (its close is claimed by a compare-and-set). The use goes back
+     * before the lease leaves the count: once {@link #leaseCount()} reads 0, no lease holds a
+     * use, so an owner closing on that reading is not refused "in use" (the other order left
+     * that window open). The opposite window is harmless: a close that runs while the ended
+     * lease is still counted, but no longer holds its use, simply succeeds.
+     */
     void endLease(BufferLease lease) {
-        if (leaseSet().remove(lease)) releaseUse();
+        releaseUse();
+        leaseSet().remove(lease);
     }
 
     private String holders() {

@@ -244,4 +244,39 @@ class LifecycleTest {
         }
         LiveObjects.assertBack(before, "after 200 close/copy races");
     }
+    /**
+     * Once {@link VirtualMemoryBuffer#leaseCount()} reads 0 on any thread, no lease holds a use
+     * any more, so the owner's {@code close()} is not refused for a lease. (A lease's end took it
+     * out of the count before it gave its use back: an owner closing on "no leases" could be
+     * refused "in use by 1 holder"; PoolConcurrencyTest caught it once in CI.) Thread B ends
+     * each lease while this thread watches the count and, the moment it reads 0, the uses.
+     */
+    @Test
+    void aLeaseCountOfZeroMeansNoLeaseHoldsAUse() throws Exception {
+        final int rounds = 20_000;
+        ExecutorService ender = Executors.newSingleThreadExecutor();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            VirtualMemoryBuffer b = r.allocate(MiB);
+            int seenHeld = 0;
+            for (int i = 0; i < rounds; i++) {
+                BufferLease lease = b.lease("round " + i);
+                CountDownLatch go = new CountDownLatch(1);
+                Future<?> end = ender.submit(() -> {
+                    go.await();
+                    lease.close();
+                    return null;
+                });
+                go.countDown();
+                while (b.leaseCount() != 0) Thread.onSpinWait();
+                if (b.activeUses() != 0) seenHeld++;
+                end.get(30, TimeUnit.SECONDS);
+            }
+            assertEquals(0, seenHeld, "rounds of " + rounds + " in which leaseCount() read 0 while the ended lease "
+                    + "still held its use (a close() then would be refused)");
+            b.close();
+            assertTrue(b.isClosed());
+        } finally {
+            ender.shutdownNow();
+        }
+    }
 }
