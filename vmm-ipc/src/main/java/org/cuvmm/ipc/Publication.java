@@ -171,16 +171,21 @@ final class Publication {
     }
 
     /**
-     * Removes {@code l}, then, outside this monitor, ends its hold on the buffer (which may
-     * close the buffer: {@code closeWhenUnused}); returns the leases left.
+     * Ends {@code l}'s hold on the buffer (outside this monitor: it may close the buffer,
+     * {@code closeWhenUnused}), then removes it; returns the leases left. In that order so that
+     * once {@link #leaseCount()} (and the server's counts) no longer count the lease, the
+     * buffer holds no use of it: the producer's {@code close()} on a count of 0 is not refused.
      */
     int removeLease(Lease l) {
         int left;
-        synchronized (this) {
-            leases.remove(l);
-            left = leases.size();
+        try {
+            endHold(l.bufferLease());
+        } finally { // a hold that failed to end (it is released exactly once anyway) is not counted either
+            synchronized (this) {
+                leases.remove(l);
+                left = leases.size();
+            }
         }
-        endHold(l.bufferLease());
         return left;
     }
 

@@ -436,7 +436,11 @@ public final class SharingServer implements AutoCloseable {
     /** The published names, sorted. */
     public Set<String> publishedNames() { return Collections.unmodifiableSet(new TreeSet<>(published.keySet())); }
 
-    /** Leases held on the buffer published as {@code name} (0 when none is). */
+    /**
+     * Leases held on the buffer published as {@code name} (0 when none is). A lease leaves the
+     * count only after its hold on the buffer ended: once this reads 0 for a published buffer,
+     * the buffer's {@code close()} is not refused for a client's lease.
+     */
     public int leaseCount(String name) {
         Publication p = published.get(Objects.requireNonNull(name, "name"));
         return p == null ? 0 : p.leaseCount();
@@ -445,7 +449,8 @@ public final class SharingServer implements AutoCloseable {
     /**
      * Every lease held by every client, on published and withdrawn buffers alike: leases
      * granted (their DESCRIPTOR queued) and not yet ended. An ATTACH being answered that
-     * fails is never counted, so each value read is a true count.
+     * fails is never counted, so each value read is a true count. A lease leaves the count only
+     * after its hold on the buffer ended (see {@link #leaseCount(String)}).
      */
     public int totalLeaseCount() { return grantedLeases.get(); }
 
@@ -934,8 +939,12 @@ public final class SharingServer implements AutoCloseable {
                     + " is not held by this connection (never granted, already released, or another connection's)");
             return;
         }
-        grantedLeases.decrementAndGet();
-        int left = lease.publication().removeLease(lease);
+        int left;
+        try {
+            left = lease.publication().removeLease(lease);
+        } finally {
+            grantedLeases.decrementAndGet(); // after the hold ended: a count of 0 means no lease holds the buffer
+        }
         c.send(requestId, new Messages.Released(leaseId));
         if (listeners.isEmpty()) return;
         LeaseEvent e = new LeaseEvent(lease.publication().name, leaseId, c.peer, c.clientName(),
@@ -1008,8 +1017,12 @@ public final class SharingServer implements AutoCloseable {
         for (long id : c.leases.keys()) {
             Publication.Lease lease = c.leases.remove(id);
             if (lease == null) continue;
-            grantedLeases.decrementAndGet();
-            int left = lease.publication().removeLease(lease);
+            int left;
+            try {
+                left = lease.publication().removeLease(lease);
+            } finally {
+                grantedLeases.decrementAndGet(); // after the hold ended, as in release()
+            }
             LeaseEvent e = new LeaseEvent(lease.publication().name, id, c.peer, c.clientName(), reason, left);
             fire(l -> l.released(e));
         }

@@ -173,6 +173,49 @@ class LeaseOrderTest {
         assertEquals(4, seen.stream().filter(x -> x.startsWith("other thread took")).count(), seen.toString());
     }
 
+    /**
+     * The server's lease counts drop only after the lease's hold on the buffer has ended, so a
+     * producer that waits for {@code leaseCount(name)} or {@code totalLeaseCount()} to read 0
+     * and then closes the buffer is never refused "in use" (the counts used to drop first).
+     * Deterministic: the hook runs right before each hold ends and reads the counts there.
+     */
+    @Test
+    void theCountsDropOnlyAfterTheLeaseLetGoOfTheBuffer() throws Exception {
+        VirtualMemoryBuffer buffer = resource.allocate(resource.granularity());
+        java.util.concurrent.atomic.AtomicReference<SharingServer> serverRef = new java.util.concurrent.atomic.AtomicReference<>();
+        List<String> atEnd = new CopyOnWriteArrayList<>();
+        Publication.beforeDriverCall = (what, p) -> {
+            SharingServer s = serverRef.get();
+            if (what.equals("end lease") && s != null) {
+                atEnd.add("leaseCount(b)=" + s.leaseCount("b") + " total=" + s.totalLeaseCount()
+                        + " buffer.leaseCount()=" + buffer.leaseCount());
+            }
+        };
+        try (SharingServer server = SharingServer.builder(sock).build()) {
+            serverRef.set(server);
+            server.publish("b", buffer);
+            for (int version : new int[] {1, 2}) {
+                try (SharingClient c = SharingClient.builder(sock).clientName("t").protocolVersion(version).build()) {
+                    Attachment a = c.attach("b", resource);
+                    a.close(); // RELEASE: the server ends the hold (hook), then counts it gone
+                    Attachment leftOpen = c.attach("b", resource); // ended with the connection below
+                    assertEquals(1, server.totalLeaseCount());
+                } // a connection that ends: its leases end the same way
+                await("the ended connection's lease is counted gone", 10, () -> server.totalLeaseCount() == 0);
+            }
+            assertEquals(List.of(
+                    "leaseCount(b)=1 total=1 buffer.leaseCount()=1", "leaseCount(b)=1 total=1 buffer.leaseCount()=1",
+                    "leaseCount(b)=1 total=1 buffer.leaseCount()=1", "leaseCount(b)=1 total=1 buffer.leaseCount()=1"),
+                    atEnd, "the counts right before each hold ended (the lease must still be counted there)");
+            assertEquals(0, server.leaseCount("b"));
+            assertEquals(0, buffer.leaseCount());
+            buffer.close(); // on a count of 0: not refused
+        } finally {
+            serverRef.set(null);
+            if (!buffer.isClosed()) buffer.close();
+        }
+    }
+
     /** Unpublishing while an attach exports: the attach that loses the race gets UNKNOWN_NAME and leaves nothing held. */
     @Test
     void aWithdrawalDuringTheExportUndoesIt() throws Exception {
