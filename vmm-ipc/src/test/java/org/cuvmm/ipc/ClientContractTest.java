@@ -816,6 +816,27 @@ class ClientContractTest {
         }
     }
 
+    /**
+     * PROTOCOL.md section 4: an unknown code with request id 0 is fatal (nothing says what it
+     * refused): the waiting attach fails with the server's message and the client ends the connection.
+     */
+    @Test
+    void anUnknownCodeWithRequestIdZeroEndsTheConnection() throws Exception {
+        FdServerSocket listen = FdServerSocket.bind(sock);
+        Thread fake = IpcTestSupport.startFakeV2Server("fake server of the future", listen, (s, f) -> {
+            if (f.type == FrameType.ATTACH) FrameIO.write(s, new Messages.Error(99, "from the future, about nothing"), 0, null, 2);
+        });
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); SharingClient c = SharingClient.connect(sock)) {
+            java.io.IOException e = assertThrows(java.io.IOException.class, () -> c.attach("b", r));
+            String all = e + " " + e.getCause();
+            assertTrue(all.contains("from the future, about nothing") && all.contains("code 99"), all);
+            await("the client ended the connection", 10, () -> !c.isConnected());
+        } finally {
+            listen.close();
+            fake.join(10_000);
+        }
+    }
+
     // ---------------------------------------------------------------- close from other threads
 
     /** A fake server that answers HELLO and then reads without answering; counts the ATTACHes it read. */
