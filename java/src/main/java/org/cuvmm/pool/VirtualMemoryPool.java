@@ -217,6 +217,11 @@ public final class VirtualMemoryPool implements AutoCloseable {
      * since another process may still map it (share buffers through {@link
      * #allocateExported(long)}, whose leases say when consumers are done).
      * {@code allocate(0)} returns the resource's empty buffer (no memory, not pooled).
+     * Idle memory whose stream-ordered free ({@code close(stream)}) may still be pending is
+     * handed out after the calling thread waits for that free's event
+     * ({@code cuEventSynchronize}, as {@link org.cuvmm.Event#synchronize()}: a driver wait that
+     * an interrupt does not end; the interrupt flag is left as it was). To never block, use
+     * {@link #allocate(long, Stream)}, which orders the wait on the stream instead.
      *
      * @param reqSize the size in bytes ({@code size()} of the result)
      * @return an open buffer whose {@code mappedSize()} is its size class
