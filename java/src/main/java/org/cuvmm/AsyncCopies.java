@@ -376,7 +376,7 @@ final class AsyncCopies {
         /**
          * Gives the pieces back once; the marker has completed. Between the claim and the last
          * piece reaching the idle pool another thread can see the batch claimed but its pieces
-         * not yet idle: {@link #awaitHandedBack} is how it waits for them instead of allocating.
+         * not yet idle: {@link #awaitPieceHandedBack} is how it waits for them instead of allocating.
          */
         void takeBack() {
             if (!taken.compareAndSet(false, true)) return;
@@ -391,12 +391,18 @@ final class AsyncCopies {
         }
 
         /**
-         * Waits (yielding; the giver holds no lock and blocks on nothing but a free of a piece
-         * beyond the idle pool's room) until a batch claimed by another thread has given its
-         * pieces to the idle pool.
+         * For a batch claimed by another thread: an idle piece as soon as one is there, else
+         * null once the batch has been handed back (its pieces taken by other copies, or freed
+         * because the idle pool was full). Yields while it waits: the giver holds no lock and
+         * blocks on nothing but the free of a piece beyond the idle pool's room.
          */
-        void awaitHandedBack() {
-            while (!handedBack) Thread.yield();
+        StagingPiece awaitPieceHandedBack() {
+            for (;;) {
+                boolean over = handedBack; // read before the poll: a piece given before it is seen
+                StagingPiece p = pollIdle();
+                if (p != null || over) return p;
+                Thread.yield();
+            }
         }
     }
 
@@ -436,8 +442,7 @@ final class AsyncCopies {
         if (p != null) return p;
         for (StagedBatch b : IN_FLIGHT) {
             if (b.taken.get()) { // claimed by the reaper or another copy: its pieces are on their way
-                b.awaitHandedBack();
-                p = pollIdle();
+                p = b.awaitPieceHandedBack();
                 if (p != null) return p;
                 continue;
             }

@@ -154,7 +154,7 @@ class ArrayStagingTest {
                 long deadline = System.nanoTime() + java.util.concurrent.TimeUnit.SECONDS.toNanos(StreamTestSupport.WAIT_SECONDS);
                 while (copier.isAlive() && System.nanoTime() < deadline) {
                     for (StackTraceElement e : copier.getStackTrace()) {
-                        if (e.getMethodName().equals("awaitHandedBack")) sawWaiting = true;
+                        if (e.getMethodName().equals("awaitPieceHandedBack")) sawWaiting = true;
                     }
                     if (sawWaiting) break;
                     Thread.sleep(1);
