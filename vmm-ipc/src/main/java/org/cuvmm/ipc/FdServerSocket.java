@@ -45,7 +45,9 @@ import jnr.unixsocket.UnixSocketChannel;
  * <p>An existing socket file is replaced only when nothing answers on it (a dead server's
  * leftover: {@code connect} fails with errno {@code ECONNREFUSED}); a live server's socket is
  * never touched (nor one whose backlog is full: {@code EAGAIN}), nor is a file that is not a
- * socket, nor one whose state cannot be told (any other errno).
+ * socket, nor one whose state cannot be told (any other errno). The probe is a real
+ * {@code connect}: a live server there sees one connection that ends before it sends a byte
+ * (a {@link SharingServer} ends it as it ends any client that leaves before {@code HELLO}).
  *
  * <p>The listen backlog (connections the kernel queues before {@code accept}) defaults to
  * {@value #DEFAULT_BACKLOG}; the kernel caps it at {@code net.core.somaxconn}. A client whose
