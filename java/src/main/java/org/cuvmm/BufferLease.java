@@ -16,16 +16,19 @@ public final class BufferLease implements AutoCloseable {
     private final Object holder;
     // A field set by compare-and-set (VarHandle), not an AtomicBoolean: a sharing server takes
     // one lease per attach (issue 11: one object fewer per round).
-    private static final VarHandle RELEASED;
+    private static final VarHandle CLAIMED;
 
     static {
         try {
-            RELEASED = MethodHandles.lookup().findVarHandle(BufferLease.class, "released", boolean.class);
+            CLAIMED = MethodHandles.lookup().findVarHandle(BufferLease.class, "claimed", boolean.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
     }
 
+    /** Claimed (CAS false to true) by the one close that ends the lease. */
+    private volatile boolean claimed;
+    /** Set once that close has given the use back (see {@link #isReleased()}). */
     private volatile boolean released;
     /**
      * This lease's hash: the buffer keeps its leases in a hash set, and an object's first
@@ -69,12 +72,25 @@ public final class BufferLease implements AutoCloseable {
 
     public VirtualMemoryBuffer buffer() { return buffer; }
 
+    /**
+     * True once the lease has ended: its use of the buffer is given back, so a
+     * {@link VirtualMemoryBuffer#close()} after this reads true is not refused for this lease.
+     * (False while another thread's {@link #close()} is still ending it.)
+     */
     public boolean isReleased() { return released; }
 
     /** Ends the lease. Idempotent. */
     @Override
     public void close() {
-        if (RELEASED.compareAndSet(this, false, true)) buffer.endLease(this);
+        if (!CLAIMED.compareAndSet(this, false, true)) return;
+        try {
+            buffer.endLease(this);
+        } finally {
+            // Only after the use went back (the claim above used to be the flag, so an owner
+            // that saw isReleased() and closed could be refused "in use"). In a finally: an end
+            // that throws (a deferred close's teardown) still gave its use back first.
+            released = true;
+        }
     }
 
     /** Identity, as before (a lease is its own). */

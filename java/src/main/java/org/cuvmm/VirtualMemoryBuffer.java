@@ -1100,9 +1100,14 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * lease is still counted, but no longer holds its use, simply succeeds.
      */
     void endLease(BufferLease lease) {
+        java.util.function.Consumer<BufferLease> seam = beforeEndLeaseForTest;
+        if (seam != null) seam.accept(lease);
         releaseUse();
         leaseSet().remove(lease);
     }
+
+    /** Test seam: run by {@link #endLease} on the closing thread, before the lease gives its use back. Null: nothing. */
+    static volatile java.util.function.Consumer<BufferLease> beforeEndLeaseForTest;
 
     private String holders() {
         java.util.Set<BufferLease> set = leases;

@@ -279,4 +279,48 @@ class LifecycleTest {
             ender.shutdownNow();
         }
     }
+
+    /**
+     * Once {@link BufferLease#isReleased()} reads true (on any thread), the lease has given back
+     * its use, so the owner's {@code close()} is not refused for it. (The flag was the close's
+     * claim, set before the use went back: an owner that saw {@code isReleased()} and closed
+     * could be refused "in use by 1 holder", the window {@link #aLeaseCountOfZeroMeansNoLeaseHoldsAUse}
+     * covers for the count.) Deterministic: the seam runs on the closing thread right before the
+     * use goes back, and reads the flag there; an owner's close is tried there too.
+     */
+    @Test
+    void aLeaseReadAsReleasedHoldsNoUse() {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            VirtualMemoryBuffer b = r.allocate(MiB);
+            BufferLease lease = b.lease("consumer");
+            java.util.List<String> atEnd = new java.util.ArrayList<>();
+            VirtualMemoryBuffer.beforeEndLeaseForTest = l -> {
+                if (l != lease) return;
+                String closeOutcome = "not tried";
+                if (l.isReleased()) {
+                    // What an owner acting on the reading does: close. It must not be refused.
+                    try {
+                        b.close();
+                        closeOutcome = "closed";
+                    } catch (IllegalStateException e) {
+                        closeOutcome = "refused: " + e.getMessage();
+                    }
+                }
+                atEnd.add("isReleased=" + l.isReleased() + " uses=" + b.activeUses() + " close " + closeOutcome);
+            };
+            try {
+                lease.close();
+            } finally {
+                VirtualMemoryBuffer.beforeEndLeaseForTest = null;
+            }
+            assertEquals(java.util.List.of("isReleased=false uses=1 close not tried"), atEnd,
+                    "right before the lease's use goes back, the lease must not read as released yet");
+            assertTrue(lease.isReleased(), "released once close() returned");
+            assertEquals(0, b.activeUses());
+            lease.close(); // idempotent: no second end, no negative count
+            assertEquals(0, b.activeUses());
+            b.close();
+            assertTrue(b.isClosed());
+        }
+    }
 }
