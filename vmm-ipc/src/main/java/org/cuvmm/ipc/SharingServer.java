@@ -933,7 +933,9 @@ public final class SharingServer implements AutoCloseable {
     void release(ServerConnection c, int requestId, long leaseId) {
         Publication.Lease pending = c.leases.get(leaseId);
         if (pending != null) awaitSent(c, pending);
-        Publication.Lease lease = c.leases.remove(leaseId);
+        // Looked up, not removed: only this connection's reader removes its leases (here and in
+        // releaseLeases), so nothing else can end this one meanwhile.
+        Publication.Lease lease = c.leases.get(leaseId);
         if (lease == null) {
             c.reply(requestId, ErrorCode.UNKNOWN_LEASE, "lease " + Long.toUnsignedString(leaseId)
                     + " is not held by this connection (never granted, already released, or another connection's)");
@@ -943,7 +945,11 @@ public final class SharingServer implements AutoCloseable {
         try {
             left = lease.publication().removeLease(lease);
         } finally {
-            grantedLeases.decrementAndGet(); // after the hold ended: a count of 0 means no lease holds the buffer
+            // After the hold ended: a count of 0 (total, or the connection's in stats()) means no
+            // lease holds the buffer. The connection's table forgot the lease first, so stats()
+            // showed 0 while the hold still made the owner's close() refuse.
+            c.leases.remove(leaseId);
+            grantedLeases.decrementAndGet();
         }
         c.send(requestId, new Messages.Released(leaseId));
         if (listeners.isEmpty()) return;
@@ -1015,12 +1021,13 @@ public final class SharingServer implements AutoCloseable {
     void releaseLeases(ServerConnection c) {
         LeaseEvent.Reason reason = closed.get() ? LeaseEvent.Reason.SERVER_CLOSED : LeaseEvent.Reason.DISCONNECTED;
         for (long id : c.leases.keys()) {
-            Publication.Lease lease = c.leases.remove(id);
+            Publication.Lease lease = c.leases.get(id); // removed after the hold ended, as in release()
             if (lease == null) continue;
             int left;
             try {
                 left = lease.publication().removeLease(lease);
             } finally {
+                c.leases.remove(id);
                 grantedLeases.decrementAndGet(); // after the hold ended, as in release()
             }
             LeaseEvent e = new LeaseEvent(lease.publication().name, id, c.peer, c.clientName(), reason, left);

@@ -216,6 +216,52 @@ class LeaseOrderTest {
         }
     }
 
+    /**
+     * {@link SharingServer#stats()}' per-connection lease count ({@code ConnectionStats.leases()})
+     * drops only after the lease's hold on the buffer ended, as {@code leaseCount(name)} and
+     * {@code totalLeaseCount()} do: a producer that waits for its consumers' connections to
+     * show no lease, then closes the buffer, is not refused "in use". (The connection's table
+     * forgot the lease first, then the hold ended.) Deterministic: the hook runs right before
+     * each hold ends and reads the stats there, for RELEASE and for a connection that ends.
+     */
+    @Test
+    void theConnectionStatsCountALeaseUntilItLetGoOfTheBuffer() throws Exception {
+        VirtualMemoryBuffer buffer = resource.allocate(resource.granularity());
+        java.util.concurrent.atomic.AtomicReference<SharingServer> serverRef = new java.util.concurrent.atomic.AtomicReference<>();
+        List<String> atEnd = new CopyOnWriteArrayList<>();
+        Publication.beforeDriverCall = (what, p) -> {
+            SharingServer s = serverRef.get();
+            if (what.equals("end lease") && s != null) {
+                int perConnection = 0;
+                for (SharingStats.ConnectionStats c : s.stats().connections()) perConnection += c.leases();
+                atEnd.add("stats leases=" + perConnection + " buffer.leaseCount()=" + buffer.leaseCount());
+            }
+        };
+        try (SharingServer server = SharingServer.builder(sock).build()) {
+            serverRef.set(server);
+            server.publish("b", buffer);
+            for (int version : new int[] {1, 2}) {
+                try (SharingClient c = SharingClient.builder(sock).clientName("t").protocolVersion(version).build()) {
+                    Attachment a = c.attach("b", resource);
+                    assertEquals(1, server.stats().connections().get(0).leases());
+                    a.close(); // RELEASE: the server ends the hold (hook), then forgets the lease
+                    assertEquals(0, server.stats().connections().get(0).leases(), "RELEASED came after the count dropped");
+                    c.attach("b", resource); // left open: ended with the connection below
+                } // a connection that ends: its leases end the same way
+                await("the ended connection is gone", 10, () -> server.connectionCount() == 0);
+            }
+            assertEquals(List.of(
+                    "stats leases=1 buffer.leaseCount()=1", "stats leases=1 buffer.leaseCount()=1",
+                    "stats leases=1 buffer.leaseCount()=1", "stats leases=1 buffer.leaseCount()=1"),
+                    atEnd, "the per-connection counts right before each hold ended (the lease must still be counted there)");
+            assertEquals(0, buffer.leaseCount());
+            buffer.close(); // on a count of 0: not refused
+        } finally {
+            serverRef.set(null);
+            if (!buffer.isClosed()) buffer.close();
+        }
+    }
+
     /** Unpublishing while an attach exports: the attach that loses the race gets UNKNOWN_NAME and leaves nothing held. */
     @Test
     void aWithdrawalDuringTheExportUndoesIt() throws Exception {
