@@ -134,6 +134,11 @@ public final class ImportCache {
     private long forgets;
     private long fdsReceived;
     private boolean ended;
+    /**
+     * Kept fds taken out of their ids to be closed and not closed yet ({@link #closeKeptFds}):
+     * still open, so still counted in {@link Stats#fdsKept()}. Guarded by {@link #lock}.
+     */
+    private int fdsClosing;
     /** Buffers of evicted entries whose close is queued on the event thread ({@link #closeLater}). */
     private final java.util.Set<VirtualMemoryBuffer> closingLater = new java.util.HashSet<>();
     /** Threads closing such a buffer right now (taken out of closingLater); connectionEnded waits for them. */
@@ -160,6 +165,7 @@ public final class ImportCache {
         synchronized (lock) {
             int kept = 0;
             for (Id r : ids.values()) if (r.fd >= 0) kept++;
+            kept += fdsClosing; // open until closeKeptFds closed them
             int held = 0;
             // Not one the server let go of: FORGOTTEN read, or the connection ended (a probe:
             // still counted after the end while a lease mapped it).
@@ -405,6 +411,7 @@ public final class ImportCache {
         if (fdToClose(r)) {
             close.add(r.fd);
             r.fd = -1;
+            fdsClosing++; // still open: counted until closeKeptFds closed it
         }
         if (unused(r)) ids.remove(r.id);
         if (toForget(r)) {
@@ -415,7 +422,7 @@ public final class ImportCache {
     }
 
     private void finish(List<Integer> close, List<Long> forget) {
-        for (int fd : close) NativeIo.closeQuietly(fd);
+        closeKeptFds(close);
         if (!forget.isEmpty()) {
             long[] all = forget.stream().mapToLong(Long::longValue).toArray();
             for (int from = 0; from < all.length; from += Protocol.MAX_IDS_PER_FRAME) {
@@ -423,6 +430,29 @@ public final class ImportCache {
             }
         }
     }
+
+    /**
+     * Closes kept fds that {@link #settle} took out of their ids (never under the lock), and
+     * only then stops counting them in {@code fdsKept}: a caller that waits for the count to
+     * drop finds the fds closed (the count used to drop at {@code settle}, before the close).
+     */
+    private void closeKeptFds(List<Integer> close) {
+        if (close.isEmpty()) return;
+        try {
+            for (int fd : close) {
+                java.util.function.IntConsumer seam = beforeFdCloseForTest;
+                if (seam != null) seam.accept(fd);
+                NativeIo.closeQuietly(fd);
+            }
+        } finally { // never left counted, whatever a close (or the seam) threw
+            synchronized (lock) {
+                fdsClosing -= close.size();
+            }
+        }
+    }
+
+    /** Test seam: run right before each kept fd is closed, on the closing thread, outside the lock. Null: nothing. */
+    static volatile java.util.function.IntConsumer beforeFdCloseForTest;
 
     /** A view of {@code e} is gone: an evicted entry with no view left is closed; then the bounds. */
     private void viewGone(Entry e) {
@@ -619,7 +649,7 @@ public final class ImportCache {
                 settle(r, close, new ArrayList<>());
             }
         }
-        for (int fd : close) NativeIo.closeQuietly(fd);
+        closeKeptFds(close);
         // Closes still queued on the event thread: done here, before the client's close returns.
         List<VirtualMemoryBuffer> queued;
         synchronized (lock) {

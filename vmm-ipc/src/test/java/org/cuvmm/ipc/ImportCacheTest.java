@@ -91,6 +91,44 @@ class ImportCacheTest {
         }
     }
 
+    /**
+     * {@code Stats.fdsKept()} ("fds kept open") counts a kept fd until it is closed, so a caller
+     * that waits for it to drop and then checks the process's fds finds the fd closed. (The count
+     * dropped when the fd was taken out of its id under the lock; the close itself ran after the
+     * lock, so the fd was still open while the count no longer showed it.) Deterministic: the
+     * seam runs right before each kept fd is closed and reads the count and the fd there, for
+     * the close at FORGOTTEN (an LRU eviction) and the close at the connection's end.
+     */
+    @Test
+    void fdsKeptCountsAKeptFdUntilItIsClosed() throws Exception {
+        long g = resource.granularity();
+        List<String> atClose = new CopyOnWriteArrayList<>();
+        java.util.concurrent.atomic.AtomicReference<ImportCache> cacheRef = new java.util.concurrent.atomic.AtomicReference<>();
+        try (VirtualMemoryBuffer a = resource.allocate(g);
+             VirtualMemoryBuffer b = resource.allocate(g);
+             SharingServer server = SharingServer.builder(sock).build()) {
+            server.publish("a", a);
+            server.publish("b", b);
+            ImportCache.beforeFdCloseForTest = fd -> {
+                ImportCache cache = cacheRef.get();
+                if (cache == null) return;
+                atClose.add("fdsKept=" + cache.stats().fdsKept() + " open=" + java.nio.file.Files.exists(
+                        Path.of("/proc/self/fd/" + fd), java.nio.file.LinkOption.NOFOLLOW_LINKS));
+            };
+            try (SharingClient c = SharingClient.builder(sock).cacheMaxEntries(1).build()) {
+                cacheRef.set(c.importCache());
+                c.attach("a", resource).close(); // kept: one entry, a's fd
+                c.attach("b", resource).close(); // a is evicted: FORGET, and FORGOTTEN closes a's fd
+                await("a's kept fd closed at FORGOTTEN", 10, () -> atClose.size() == 1);
+                await("the count after it", 10, () -> c.importCache().stats().fdsKept() == 1);
+            } // the end: b's kept fd is closed
+            assertEquals(List.of("fdsKept=2 open=true", "fdsKept=1 open=true"), atClose,
+                    "the count right before each kept fd was closed (the fd must still be counted there)");
+        } finally {
+            ImportCache.beforeFdCloseForTest = null;
+        }
+    }
+
     @Test
     void aGrownBufferIsImportedFromTheKeptFdPlusTheNewChunksFd() throws Exception {
         long g = resource.granularity();
