@@ -1102,8 +1102,11 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     void endLease(BufferLease lease) {
         java.util.function.Consumer<BufferLease> seam = beforeEndLeaseForTest;
         if (seam != null) seam.accept(lease);
-        releaseUse();
-        leaseSet().remove(lease);
+        try {
+            releaseUse();
+        } finally { // a deferred close's teardown may throw: the lease is over all the same
+            leaseSet().remove(lease);
+        }
     }
 
     /** Test seam: run by {@link #endLease} on the closing thread, before the lease gives its use back. Null: nothing. */

@@ -117,4 +117,33 @@ class ImportHoldTest {
             }
         }
     }
+    /**
+     * A lease whose end runs a pending close ({@code closeWhenUnused}) whose teardown throws:
+     * the lease is still over (not counted, reads released). Review finding: the lease stayed
+     * counted on the closed buffer when the count came after the use in endLease.
+     */
+    @Test
+    void aLeaseEndingInAFailedTeardownIsNotCountedAnyMore() {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            org.cuvmm.internal.jni.NativeRangeHandle range = r.allocateRange(2 * MiB);
+            try {
+                org.cuvmm.internal.BufferRecycler failing = (rg, leaked) -> {
+                    throw new IllegalStateException("teardown failed (test)");
+                };
+                VirtualMemoryBuffer b = new VirtualMemoryBuffer(r, range, BufferOrigin.IMPORTED, 2 * MiB, failing, false,
+                        null);
+                BufferLease lease = b.lease("a test consumer");
+                b.closeWhenUnused();
+                IllegalStateException e = org.junit.jupiter.api.Assertions.assertThrows(IllegalStateException.class,
+                        lease::close);
+                assertEquals("teardown failed (test)", e.getMessage());
+                assertEquals(0, b.leaseCount(), "the ended lease is still counted");
+                org.junit.jupiter.api.Assertions.assertTrue(lease.isReleased(), "the ended lease reads released");
+                lease.close(); // idempotent: nothing more
+                assertEquals(0, b.leaseCount());
+            } finally {
+                range.deallocate(); // the failing recycler did not take it
+            }
+        }
+    }
 }
