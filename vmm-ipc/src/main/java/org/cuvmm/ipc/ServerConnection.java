@@ -215,8 +215,11 @@ final class ServerConnection {
         } catch (InterruptedException e) {
             interrupted = true;
         }
-        server.releaseLeases(this);
-        server.connectionEnded(this);
+        try {
+            server.releaseLeases(this);
+        } finally { // whatever a lease's end threw, the connection is gone
+            server.connectionEnded(this);
+        }
         if (interrupted) Thread.currentThread().interrupt();
     }
 

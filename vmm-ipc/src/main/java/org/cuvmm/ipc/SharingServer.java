@@ -1026,6 +1026,12 @@ public final class SharingServer implements AutoCloseable {
             int left;
             try {
                 left = lease.publication().removeLease(lease);
+            } catch (RuntimeException | Error t) {
+                // A teardown that failed (the owner's closeWhenUnused ran here and threw): that
+                // one lease is over all the same; the connection's other leases must still end.
+                log(System.Logger.Level.WARNING, "ending lease " + Long.toUnsignedString(id) + " of '"
+                        + lease.publication().name + "' for " + c + " failed", t);
+                left = lease.publication().leaseCount();
             } finally {
                 c.leases.remove(id);
                 grantedLeases.decrementAndGet(); // after the hold ended, as in release()

@@ -262,6 +262,58 @@ class LeaseOrderTest {
         }
     }
 
+    /**
+     * A connection that ends while holding two leases, the first of whose ends throws (as an
+     * owner's {@code closeWhenUnused} teardown that fails there would): the second lease still
+     * ends, the counts reach 0 and the connection is counted gone. (Review finding: the loop
+     * stopped at the first throw, leaving the other leases held and the connection counted.)
+     * The hook ends every hold of the buffer itself before it throws, so nothing stays held.
+     */
+    @Test
+    void aLeaseWhoseEndThrowsDoesNotKeepTheConnectionsOtherLeases() throws Exception {
+        VirtualMemoryBuffer buffer = resource.allocate(resource.granularity());
+        AtomicInteger throwsLeft = new AtomicInteger(1);
+        java.lang.reflect.Field leasesField = Publication.class.getDeclaredField("leases");
+        leasesField.setAccessible(true);
+        Publication.beforeDriverCall = (what, p) -> {
+            if (!what.equals("end lease") || !throwsLeft.compareAndSet(1, 0)) return;
+            try {
+                List<Publication.Lease> all;
+                synchronized (p) {
+                    @SuppressWarnings("unchecked")
+                    Set<Publication.Lease> set = (Set<Publication.Lease>) leasesField.get(p);
+                    all = new ArrayList<>(set);
+                }
+                for (Publication.Lease l : all) l.bufferLease().close();
+            } catch (IllegalAccessException e) {
+                throw new AssertionError(e);
+            }
+            throw new IllegalStateException("a lease's end failed (test)");
+        };
+        AtomicInteger disconnected = new AtomicInteger();
+        try (SharingServer server = SharingServer.builder(sock).listener(new SharingListener() {
+            @Override
+            public void disconnected(PeerCredentials peer, String clientName) {
+                disconnected.incrementAndGet();
+            }
+        }).build()) {
+            server.publish("b", buffer);
+            try (SharingClient c = SharingClient.builder(sock).clientName("t").build()) {
+                c.attach("b", resource);
+                c.attach("b", resource);
+                assertEquals(2, server.totalLeaseCount());
+                c.closeNow(); // the connection ends with both leases held
+            }
+            await("both leases counted gone", 10, () -> server.totalLeaseCount() == 0);
+            await("the connection counted gone", 10, () -> server.connectionCount() == 0 && disconnected.get() == 1);
+            assertEquals(0, buffer.leaseCount());
+            assertEquals(0, throwsLeft.get(), "the hook threw once");
+        } finally {
+            Publication.beforeDriverCall = (what, p) -> {};
+            if (!buffer.isClosed()) buffer.close();
+        }
+    }
+
     /** Unpublishing while an attach exports: the attach that loses the race gets UNKNOWN_NAME and leaves nothing held. */
     @Test
     void aWithdrawalDuringTheExportUndoesIt() throws Exception {
