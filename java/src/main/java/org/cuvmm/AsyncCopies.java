@@ -433,8 +433,8 @@ final class AsyncCopies {
     /**
      * An idle piece; else, on the caller's thread, the pieces of completed copies the reaper has
      * not taken back yet ({@code cuEventQuery} per batch in flight, oldest first, stopping at the
-     * first with pieces; a batch another thread is handing back at that moment is waited for,
-     * so a take-back in progress never costs an allocation); else new pinned memory
+     * first with pieces; a batch another thread is handing back at that moment is waited for
+     * rather than allocated around); else new pinned memory
      * ({@code cuMemHostAlloc}).
      */
     private static StagingPiece takePiece() {

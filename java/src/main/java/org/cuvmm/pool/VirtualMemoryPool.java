@@ -220,15 +220,18 @@ public final class VirtualMemoryPool implements AutoCloseable {
      * Idle memory whose stream-ordered free ({@code close(stream)}) may still be pending is
      * handed out after the calling thread waits for that free's event
      * ({@code cuEventSynchronize}, as {@link org.cuvmm.Event#synchronize()}: a driver wait that
-     * an interrupt does not end; the interrupt flag is left as it was). To never block, use
-     * {@link #allocate(long, Stream)}, which orders the wait on the stream instead.
+     * an interrupt does not end; the interrupt flag is left as it was). To never wait for a
+     * pending free, use {@link #allocate(long, Stream)}, which orders that wait on the stream
+     * instead (a miss still makes its driver calls on the calling thread).
      *
      * @param reqSize the size in bytes ({@code size()} of the result)
      * @return an open buffer whose {@code mappedSize()} is its size class
      * @throws IllegalArgumentException when {@code reqSize} is negative or larger than
      *     {@link SizeClasses#maxClassSize()}
-     * @throws IllegalStateException when this pool is closed, or when new memory is needed and
-     *     the resource is closed
+     * @throws IllegalStateException when this pool is closed, when new memory is needed and
+     *     the resource is closed, or when called from a host function and the memory it would
+     *     reuse has a pending stream-ordered free (a wait there is refused, as
+     *     {@link org.cuvmm.Event#synchronize()} refuses it)
      * @throws CudaException when new memory is needed and the driver fails (on
      *     {@code CUDA_ERROR_OUT_OF_MEMORY} the pool first trims its idle memory and retries once)
      */

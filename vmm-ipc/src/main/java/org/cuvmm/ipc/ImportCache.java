@@ -55,7 +55,8 @@ public final class ImportCache {
      * @param entries imported buffers kept mapped now
      * @param bytes their mapped bytes
      * @param idsHeld ids the client holds (the server sends no fd for them)
-     * @param fdsKept fds kept open, one per held id not yet closed
+     * @param fdsKept fds kept open: one per held id whose fd is kept, and those of ids already
+     *     let go whose close has not finished (counted until the fd is really closed)
      * @param evictions entries closed by the LRU bound or an EVICT
      * @param forgets ids sent in FORGET frames
      * @param fdsReceived fds received in DESCRIPTORs
@@ -440,9 +441,12 @@ public final class ImportCache {
         if (close.isEmpty()) return;
         try {
             for (int fd : close) {
-                java.util.function.IntConsumer seam = beforeFdCloseForTest;
-                if (seam != null) seam.accept(fd);
-                NativeIo.closeQuietly(fd);
+                try {
+                    java.util.function.IntConsumer seam = beforeFdCloseForTest;
+                    if (seam != null) seam.accept(fd);
+                } finally { // each fd closed, whatever the seam threw
+                    NativeIo.closeQuietly(fd);
+                }
             }
         } finally { // never left counted, whatever a close (or the seam) threw
             synchronized (lock) {

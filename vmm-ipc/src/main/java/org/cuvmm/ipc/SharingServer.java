@@ -438,8 +438,12 @@ public final class SharingServer implements AutoCloseable {
 
     /**
      * Leases held on the buffer published as {@code name} (0 when none is). A lease leaves the
-     * count only after its hold on the buffer ended: once this reads 0 for a published buffer,
-     * the buffer's {@code close()} is not refused for a client's lease.
+     * count only after its hold on the buffer ended: once this reads 0, every lease counted
+     * before has let go of the buffer, so its {@code close()} is not refused for those. An
+     * {@code ATTACH} being answered at that moment already holds the buffer before it is
+     * counted. To close a buffer its consumers may still hold: {@link #unpublish} it (no new
+     * lease starts; this then reads 0 at once, the name being gone), then close it with
+     * {@code closeWhenUnused()}, or wait for the buffer's own {@code leaseCount()} to read 0.
      */
     public int leaseCount(String name) {
         Publication p = published.get(Objects.requireNonNull(name, "name"));
