@@ -51,7 +51,9 @@ import org.cuvmm.internal.jni.NativeRangeHandle;
  *     exceed the cap while the footprint is at most the cap. In steady state both usually
  *     hold, and an allocate/release pair writes only the thread's own cell, stripe and
  *     slot. Rare events (misses, evictions, trims, leaks) use {@link LongAdder}s and
- *     atomics.</li>
+ *     atomics. A kept slot stops counting as live under its stripe's lock, right after it is
+ *     linked ({@link #push}): once a reader sees the live count drop, {@link #trim} finds the
+ *     slot, and no allocation counts it live while the return still does.</li>
  * </ul>
  *
  * <p>Expensive work ({@code cuMemCreate} and friends on a miss, unmap/release/free when a
@@ -75,6 +77,13 @@ final class LifetimePool {
      * hits). Null: nothing.
      */
     static volatile Runnable beforeCountedLive;
+    /**
+     * Test seam: run on the returning thread right after a returned slot's live count dropped
+     * ({@link #countReturned}); for a kept slot that is under its stripe's lock, so the seam
+     * must not touch that stripe itself (tests read the accounting and trim from another
+     * thread there). Null: nothing.
+     */
+    static volatile Runnable afterLiveCountDroppedForTest;
     /** Stripes per class: the CPU count rounded up to a power of two, at most this many. */
     private static final int MAX_STRIPES = 64;
     private static final AtomicInteger NEXT_PROBE = new AtomicInteger();
@@ -215,7 +224,7 @@ final class LifetimePool {
                 hostWaits.increment();
             }
         } catch (RuntimeException | Error e) {
-            push(slot, probe & stripeMask);
+            push(slot, probe & stripeMask, null);
             if (pool.isClosed()) trim(); // as in keep(): a trim of a closing pool may have missed it
             throw e;
         }
@@ -422,7 +431,7 @@ final class LifetimePool {
     /** The rest of a return, after {@link PoolSlot#beginReturn()}: keep the slot idle or release it. */
     private void keep(PoolSlot slot, NativeRangeHandle returned, boolean leaked) {
         int stripe = PROBE.get() & stripeMask; // one thread-local lookup for the cell and the free list
-        cells[stripe].released(slot.classSize, slot.reqSize);
+        AccountingCell cell = cells[stripe];
         // A leaked exported buffer is not reused: a consumer whose lease was lost with it
         // may still map the memory (rule 5). Neither is memory that an alias, a grow or a
         // ByteBuffer view of the closed buffer still maps: handing it out again would let
@@ -433,6 +442,7 @@ final class LifetimePool {
         boolean closed = pool.isClosed();
         if (closed || (leaked && lifetime == PoolLifetime.EXPORTED)
                 || !returned.reusable(lifetime == PoolLifetime.LOCAL)) {
+            countReturned(cell, slot);
             slot.setState(PoolSlot.DEAD);
             if (closed) trimmedBytes.add(slot.classSize);
             forget(slot);
@@ -441,6 +451,7 @@ final class LifetimePool {
         }
         long cap = retentionCapBytes;
         if (slot.classSize > cap) { // could never be retained: release now
+            countReturned(cell, slot);
             slot.setState(PoolSlot.DEAD);
             evictions.increment();
             evictedBytes.add(slot.classSize);
@@ -448,23 +459,42 @@ final class LifetimePool {
             release(slot);
             return;
         }
-        push(slot, stripe);
+        push(slot, stripe, cell); // counts the return once the slot is linked
         // retained = footprint - live <= footprint: the sum is needed only when the footprint exceeds the cap.
         long footprint = footprintBytes.get();
         if (footprint > cap && footprint - sumLiveBytes() > cap) evictToCap();
         if (pool.isClosed()) trim(); // the pool closed while we pushed: its trim may have missed this slot
     }
 
-    private void push(PoolSlot slot, int stripe) {
+    /**
+     * Links {@code slot} to stripe {@code stripe} of its class. {@code returnedFrom}: the slot
+     * comes back from a live buffer, and its live count drops in that cell, under the lock,
+     * after the link (null: a slot taken and never counted live, as in {@link #orderAfterFree}).
+     * So a thread that saw the count drop and then trims finds the slot: the link's volatile
+     * {@code count} store comes before the drop, so {@link #trim} does not skip the stripe, and
+     * its lock waits for this one. And an allocation can take the slot only after the unlock,
+     * once it no longer counts as live: it is never counted live twice (which would also raise
+     * {@link #peakLiveBytes} for good). Same atomics as counting before the push; the critical
+     * section holds the cell's three adds (on the thread's own line) as well.
+     */
+    private void push(PoolSlot slot, int stripe, AccountingCell returnedFrom) {
         FreeListStripe st = stripes(slot.sizeIdx)[stripe];
         long now = System.nanoTime();
         st.lock();
         try {
             st.pushNewest(slot, now);
+            if (returnedFrom != null) countReturned(returnedFrom, slot);
         } finally {
             st.unlock();
         }
         setHint(slot.sizeIdx);
+    }
+
+    /** The buffer over {@code slot} is no longer live: its live count and bytes drop in {@code cell}. */
+    private static void countReturned(AccountingCell cell, PoolSlot slot) {
+        cell.released(slot.classSize, slot.reqSize);
+        Runnable seam = afterLiveCountDroppedForTest;
+        if (seam != null) seam.run();
     }
 
     private FreeListStripe[] stripes(int sizeIdx) {

@@ -347,7 +347,11 @@ public final class VirtualMemoryPool implements AutoCloseable {
 
     /**
      * Releases every idle buffer of both lifetimes (unmap, release, free in the driver);
-     * live and leased buffers are untouched.
+     * live and leased buffers are untouched. A closed buffer whose memory the pool keeps is
+     * idle by the time {@link #stats} no longer counts it as live, also while its
+     * {@code close()} has not yet returned on another thread: a trim called after that reading
+     * releases the memory, unless an allocation took it again or the retention cap evicted it
+     * meanwhile.
      *
      * @return the capacity released, in bytes
      */
@@ -358,7 +362,7 @@ public final class VirtualMemoryPool implements AutoCloseable {
     }
 
     /**
-     * Releases every idle buffer of one lifetime.
+     * Releases every idle buffer of one lifetime, as {@link #trim()} does.
      *
      * @return the capacity released, in bytes
      * @throws NullPointerException when {@code lifetime} is null
