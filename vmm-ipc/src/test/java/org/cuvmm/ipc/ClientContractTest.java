@@ -798,42 +798,39 @@ class ClientContractTest {
         }
     }
 
-    /** SharingException.code(): the server's code; an ERROR whose code this client does not know. */
-    @Test
-    void anErrorWithACodeThisClientDoesNotKnow() throws Exception {
-        FdServerSocket listen = FdServerSocket.bind(sock);
-        Thread fake = IpcTestSupport.startFakeV2Server("fake server of the future", listen, (s, f) -> {
-            if (f.type == FrameType.ATTACH) FrameIO.write(s, new Messages.Error(99, "from the future"), f.requestId, null, 2);
-        });
-        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); SharingClient c = SharingClient.connect(sock)) {
-            SharingException e = assertThrowsSaying(SharingException.class, () -> c.attach("b", r), "from the future",
-                    "code 99");
-            assertNull(e.code(), "no ErrorCode for 99");
-            assertTrue(c.isConnected());
-        } finally {
-            listen.close();
-            fake.join(10_000);
-        }
-    }
-
     /**
-     * PROTOCOL.md section 4: an unknown code with request id 0 is fatal (nothing says what it
-     * refused): the waiting attach fails with the server's message and the client ends the connection.
+     * PROTOCOL.md section 4, a code this client does not know (99): with the ATTACH's id it
+     * refuses that request ({@code SharingException.code()} null, the number in the message,
+     * the connection stays); with request id 0 it is fatal (nothing says what it refused): the
+     * waiting attach fails with the server's message and the client ends the connection.
      */
     @Test
-    void anUnknownCodeWithRequestIdZeroEndsTheConnection() throws Exception {
-        FdServerSocket listen = FdServerSocket.bind(sock);
-        Thread fake = IpcTestSupport.startFakeV2Server("fake server of the future", listen, (s, f) -> {
-            if (f.type == FrameType.ATTACH) FrameIO.write(s, new Messages.Error(99, "from the future, about nothing"), 0, null, 2);
-        });
-        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); SharingClient c = SharingClient.connect(sock)) {
-            java.io.IOException e = assertThrows(java.io.IOException.class, () -> c.attach("b", r));
-            String all = e + " " + e.getCause();
-            assertTrue(all.contains("from the future, about nothing") && all.contains("code 99"), all);
-            await("the client ended the connection", 10, () -> !c.isConnected());
-        } finally {
-            listen.close();
-            fake.join(10_000);
+    void anErrorWithACodeThisClientDoesNotKnow() throws Exception {
+        for (boolean idZero : new boolean[] {false, true}) {
+            Path at = IpcTestSupport.socketPath();
+            FdServerSocket listen = FdServerSocket.bind(at);
+            Thread fake = IpcTestSupport.startFakeV2Server("fake server of the future", listen, (s, f) -> {
+                if (f.type == FrameType.ATTACH) {
+                    FrameIO.write(s, new Messages.Error(99, "from the future"), idZero ? 0 : f.requestId, null, 2);
+                }
+            });
+            try (VirtualMemoryResource r = VirtualMemoryResource.create(0); SharingClient c = SharingClient.connect(at)) {
+                if (!idZero) {
+                    SharingException e = assertThrowsSaying(SharingException.class, () -> c.attach("b", r),
+                            "from the future", "code 99");
+                    assertNull(e.code(), "no ErrorCode for 99");
+                    assertTrue(c.isConnected());
+                } else {
+                    java.io.IOException e = assertThrows(java.io.IOException.class, () -> c.attach("b", r));
+                    String all = e + " " + e.getCause();
+                    assertTrue(all.contains("from the future") && all.contains("code 99"), all);
+                    await("the client ended the connection", 10, () -> !c.isConnected());
+                }
+            } finally {
+                listen.close();
+                fake.join(10_000);
+                IpcTestSupport.deleteTree(at.getParent());
+            }
         }
     }
 

@@ -175,9 +175,10 @@ class LeaseOrderTest {
 
     /**
      * The server's lease counts drop only after the lease's hold on the buffer has ended, so a
-     * producer that waits for {@code leaseCount(name)} or {@code totalLeaseCount()} to read 0
-     * and then closes the buffer is never refused "in use" (the counts used to drop first).
-     * Deterministic: the hook runs right before each hold ends and reads the counts there.
+     * producer that waits for {@code leaseCount(name)}, {@code totalLeaseCount()} or the
+     * per-connection {@code stats()} to read 0 and then closes the buffer is never refused
+     * "in use" (the counts used to drop first). Deterministic: the hook runs right before each
+     * hold ends and reads the counts there, for RELEASE and for a connection that ends.
      */
     @Test
     void theCountsDropOnlyAfterTheLeaseLetGoOfTheBuffer() throws Exception {
@@ -187,7 +188,9 @@ class LeaseOrderTest {
         Publication.beforeDriverCall = (what, p) -> {
             SharingServer s = serverRef.get();
             if (what.equals("end lease") && s != null) {
-                atEnd.add("leaseCount(b)=" + s.leaseCount("b") + " total=" + s.totalLeaseCount()
+                int perConnection = 0;
+                for (SharingStats.ConnectionStats c : s.stats().connections()) perConnection += c.leases();
+                atEnd.add("leaseCount(b)=" + s.leaseCount("b") + " total=" + s.totalLeaseCount() + " stats=" + perConnection
                         + " buffer.leaseCount()=" + buffer.leaseCount());
             }
         };
@@ -197,63 +200,19 @@ class LeaseOrderTest {
             for (int version : new int[] {1, 2}) {
                 try (SharingClient c = SharingClient.builder(sock).clientName("t").protocolVersion(version).build()) {
                     Attachment a = c.attach("b", resource);
+                    assertEquals(1, server.stats().connections().get(0).leases());
                     a.close(); // RELEASE: the server ends the hold (hook), then counts it gone
+                    assertEquals(0, server.stats().connections().get(0).leases(), "RELEASED came after the count dropped");
                     Attachment leftOpen = c.attach("b", resource); // ended with the connection below
                     assertEquals(1, server.totalLeaseCount());
                 } // a connection that ends: its leases end the same way
-                await("the ended connection's lease is counted gone", 10, () -> server.totalLeaseCount() == 0);
+                await("the ended connection's lease is counted gone", 10,
+                        () -> server.totalLeaseCount() == 0 && server.connectionCount() == 0);
             }
-            assertEquals(List.of(
-                    "leaseCount(b)=1 total=1 buffer.leaseCount()=1", "leaseCount(b)=1 total=1 buffer.leaseCount()=1",
-                    "leaseCount(b)=1 total=1 buffer.leaseCount()=1", "leaseCount(b)=1 total=1 buffer.leaseCount()=1"),
-                    atEnd, "the counts right before each hold ended (the lease must still be counted there)");
+            String held = "leaseCount(b)=1 total=1 stats=1 buffer.leaseCount()=1";
+            assertEquals(List.of(held, held, held, held), atEnd,
+                    "the counts right before each hold ended (the lease must still be counted there)");
             assertEquals(0, server.leaseCount("b"));
-            assertEquals(0, buffer.leaseCount());
-            buffer.close(); // on a count of 0: not refused
-        } finally {
-            serverRef.set(null);
-            if (!buffer.isClosed()) buffer.close();
-        }
-    }
-
-    /**
-     * {@link SharingServer#stats()}' per-connection lease count ({@code ConnectionStats.leases()})
-     * drops only after the lease's hold on the buffer ended, as {@code leaseCount(name)} and
-     * {@code totalLeaseCount()} do: a producer that waits for its consumers' connections to
-     * show no lease, then closes the buffer, is not refused "in use". (The connection's table
-     * forgot the lease first, then the hold ended.) Deterministic: the hook runs right before
-     * each hold ends and reads the stats there, for RELEASE and for a connection that ends.
-     */
-    @Test
-    void theConnectionStatsCountALeaseUntilItLetGoOfTheBuffer() throws Exception {
-        VirtualMemoryBuffer buffer = resource.allocate(resource.granularity());
-        java.util.concurrent.atomic.AtomicReference<SharingServer> serverRef = new java.util.concurrent.atomic.AtomicReference<>();
-        List<String> atEnd = new CopyOnWriteArrayList<>();
-        Publication.beforeDriverCall = (what, p) -> {
-            SharingServer s = serverRef.get();
-            if (what.equals("end lease") && s != null) {
-                int perConnection = 0;
-                for (SharingStats.ConnectionStats c : s.stats().connections()) perConnection += c.leases();
-                atEnd.add("stats leases=" + perConnection + " buffer.leaseCount()=" + buffer.leaseCount());
-            }
-        };
-        try (SharingServer server = SharingServer.builder(sock).build()) {
-            serverRef.set(server);
-            server.publish("b", buffer);
-            for (int version : new int[] {1, 2}) {
-                try (SharingClient c = SharingClient.builder(sock).clientName("t").protocolVersion(version).build()) {
-                    Attachment a = c.attach("b", resource);
-                    assertEquals(1, server.stats().connections().get(0).leases());
-                    a.close(); // RELEASE: the server ends the hold (hook), then forgets the lease
-                    assertEquals(0, server.stats().connections().get(0).leases(), "RELEASED came after the count dropped");
-                    c.attach("b", resource); // left open: ended with the connection below
-                } // a connection that ends: its leases end the same way
-                await("the ended connection is gone", 10, () -> server.connectionCount() == 0);
-            }
-            assertEquals(List.of(
-                    "stats leases=1 buffer.leaseCount()=1", "stats leases=1 buffer.leaseCount()=1",
-                    "stats leases=1 buffer.leaseCount()=1", "stats leases=1 buffer.leaseCount()=1"),
-                    atEnd, "the per-connection counts right before each hold ended (the lease must still be counted there)");
             assertEquals(0, buffer.leaseCount());
             buffer.close(); // on a count of 0: not refused
         } finally {
