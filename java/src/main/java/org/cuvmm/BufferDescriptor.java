@@ -129,7 +129,9 @@ public final class BufferDescriptor implements AutoCloseable {
      * @param sizes the size of each allocation in bytes (positive)
      * @param handleType how the fds were exported ({@link HandleType#POSIX_FD})
      * @param size the buffer's size: at most the sum of {@code sizes}
-     * @throws IllegalArgumentException naming the argument and value for any bad input,
+     * @throws NullPointerException when {@code fds}, {@code sizes} or {@code handleType} is
+     *     null (the message names it)
+     * @throws IllegalArgumentException naming the argument and value for any other bad input,
      *     including an int that is not an open fd; nothing stays open
      * @throws CudaException when duplicating fails (for example at the fd limit)
      */
