@@ -228,8 +228,9 @@ public final class VirtualMemoryPool implements AutoCloseable {
      * @return an open buffer whose {@code mappedSize()} is its size class
      * @throws IllegalArgumentException when {@code reqSize} is negative or larger than
      *     {@link SizeClasses#maxClassSize()}
-     * @throws IllegalStateException when this pool is closed, when new memory is needed and
-     *     the resource is closed, or when called from a host function and the memory it would
+     * @throws IllegalStateException when this pool is closed, when new memory is needed (or
+     *     {@code reqSize} is 0: the empty buffer comes from the resource) and the resource is
+     *     closed, or when called from a host function and the memory it would
      *     reuse has a pending stream-ordered free (a wait there is refused, as
      *     {@link org.cuvmm.Event#synchronize()} refuses it)
      * @throws CudaException when new memory is needed and the driver fails (on
@@ -277,8 +278,8 @@ public final class VirtualMemoryPool implements AutoCloseable {
      * @throws IllegalArgumentException when {@code reqSize} is negative or larger than
      *     {@link SizeClasses#maxClassSize()}
      * @throws IllegalStateException when this pool is closed, when the resource cannot export
-     *     (handle type not {@code POSIX_FD}), or when new memory is needed and the resource is
-     *     closed
+     *     (handle type not {@code POSIX_FD}), or when new memory is needed (or {@code reqSize}
+     *     is 0: the empty buffer comes from the resource) and the resource is closed
      * @throws CudaException when new memory is needed and the driver fails (on
      *     {@code CUDA_ERROR_OUT_OF_MEMORY} the pool first trims its idle memory and retries once)
      */

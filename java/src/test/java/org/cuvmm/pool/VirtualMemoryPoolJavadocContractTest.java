@@ -369,4 +369,24 @@ class VirtualMemoryPoolJavadocContractTest {
             assertEquals(0, p.stats(PoolLifetime.LOCAL).retainedCount());
         }
     }
+
+    /**
+     * allocate(0) over a closed resource: the javadoc listed ISE for a closed resource only
+     * "when new memory is needed"; allocate(0) asks the resource for its empty buffer, which a
+     * closed resource refuses. Pinned here; the javadoc now says so.
+     */
+    @Test
+    void allocateZeroOverAClosedResourceIsRefused() {
+        VirtualMemoryResource r = VirtualMemoryResource.create(0);
+        try (VirtualMemoryPool p = pool(r)) {
+            VirtualMemoryBuffer kept = p.allocate(1);
+            kept.close();
+            r.close();
+            try (VirtualMemoryBuffer reused = p.allocate(1)) {
+                assertEquals(1, reused.size(), "idle memory is still handed out");
+            }
+            assertNames(assertThrows(IllegalStateException.class, () -> p.allocate(0)), "closed");
+            assertNames(assertThrows(IllegalStateException.class, () -> p.allocateExported(0)), "closed");
+        }
+    }
 }
