@@ -285,13 +285,28 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      */
     public int exportedChunkCount() { return useInt(() -> NativeApi.export_chunk_count(range)); }
 
-    /** Size of chunk {@code index} in address order. */
+    /**
+     * Size of chunk {@code index} in address order.
+     *
+     * @throws IndexOutOfBoundsException when {@code index} is not 0 to {@code chunkCount() - 1}
+     * @throws IllegalStateException when the buffer is closed
+     */
     public long chunkSize(int index) {
         return use(() -> {
             long s = range.chunk_size(index);
-            if (s < 0) throw new IndexOutOfBoundsException("index: " + index + " (expected: 0 to " + (range.chunk_count() - 1) + ")");
+            if (s < 0) throw new IndexOutOfBoundsException("index: " + index + chunkRange(range.chunk_count()));
             return s;
         });
+    }
+
+    /**
+     * The "(expected: ...)" of a chunk index out of range. An empty buffer has no chunks: it
+     * says so, as exportChunks does, instead of "expected: 0 to -1" (a javadoc audit: the
+     * message must say what to do).
+     */
+    private String chunkRange(int chunks) {
+        return chunks == 0 ? " (expected: no index; " + this + " is empty and has no chunks)"
+                : " (expected: 0 to " + (chunks - 1) + ", the chunks of " + this + ")";
     }
 
     /**
@@ -343,7 +358,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
             checkDevice(device);
             int n = range.chunk_count();
             if (chunk < 0 || chunk >= n) {
-                throw new IndexOutOfBoundsException("chunk: " + chunk + " (expected: 0 to " + (n - 1) + ", the chunks of " + this + ")");
+                throw new IndexOutOfBoundsException("chunk: " + chunk + chunkRange(n));
             }
             return chunkAccess(device, chunk);
         } finally {
