@@ -172,6 +172,8 @@ public final class BufferDescriptor implements AutoCloseable {
      * it is abandoned), by then possibly another file under the same number. Take them out
      * with {@link #takeFds()} first.
      *
+     * @throws NullPointerException as {@link #fromFds}: when {@code fds}, {@code sizes} or
+     *     {@code handleType} is null (the message names it)
      * @throws IllegalArgumentException as {@link #fromFds}, for an int given twice (the
      *     descriptor closes each of its ints once: closing one number twice would close
      *     whatever file another thread opened under it in between), and on the host driver for

@@ -8,7 +8,9 @@ import java.lang.invoke.VarHandle;
  * imported it, an asynchronous operation still running. While any lease is held,
  * {@link VirtualMemoryBuffer#close()} refuses and names the holders; the buffer stays
  * usable. Obtained from {@link VirtualMemoryBuffer#lease(String)}; {@link #close()} ends it
- * (idempotent, never throws).
+ * (idempotent). It throws only when ending the last lease runs the buffer's pending close
+ * ({@link VirtualMemoryBuffer#closeWhenUnused()}) and that close's teardown fails: it then
+ * throws that failure, and the lease is ended all the same (released, no longer counted).
  */
 public final class BufferLease implements AutoCloseable {
     private final VirtualMemoryBuffer buffer;

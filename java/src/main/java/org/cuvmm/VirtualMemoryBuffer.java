@@ -1193,8 +1193,11 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
     /**
      * Closes now if nothing holds the buffer; otherwise closes it when the last call in
      * progress or lease ends (a consumer releasing, a connection closing). Either way the
-     * caller gives the buffer up: it must not use it afterwards. Never throws, never blocks:
-     * with recorded stream work pending, cuvmm's reaper thread releases once it completed.
+     * caller gives the buffer up: it must not use it afterwards. Never blocks: with recorded
+     * stream work pending, cuvmm's reaper thread releases once it completed. It throws only
+     * when it closes at once and the teardown fails (the failure of {@link #close()}); a close
+     * run later, by the end of a lease or of a call in progress, throws from that
+     * {@link BufferLease#close()} or call instead.
      * For a pooled buffer this is how a producer hands back memory that consumers still map:
      * it returns to the pool only once every lease is gone.
      */

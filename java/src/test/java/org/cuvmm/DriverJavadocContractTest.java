@@ -211,8 +211,9 @@ class DriverJavadocContractTest {
         assertTrue(LeakDetection.reportedLeaks() >= 0);
         java.util.List<String> recent = LeakDetection.recentReports();
         assertTrue(recent.size() <= 16);
-        if (recent.isEmpty()) assertNull(LeakDetection.lastReport());
-        else assertEquals(recent.get(recent.size() - 1), LeakDetection.lastReport());
+        // A leak of an earlier test may be reported between two reads (the cleaner's thread):
+        // once one report exists the last one is never null again; no equality across reads.
+        if (!recent.isEmpty()) assertNotNull(LeakDetection.lastReport());
         assertThrows(UnsupportedOperationException.class, () -> recent.add("x"));
     }
 }

@@ -48,8 +48,9 @@ abstract class FreeListStripeFields extends CacheLinePadding {
     private volatile int locked;
 
     /**
-     * Takes the lock. Critical sections only relink a few slots (no allocation, no driver
-     * call, no logging), so a waiter spins, then yields, then parks for growing intervals (up
+     * Takes the lock. Critical sections only relink a few slots, and a return also drops its
+     * live count there (three adds on its accounting cell: {@code LifetimePool.push}); no
+     * allocation, no driver call, no logging. So a waiter spins, then yields, then parks for growing intervals (up
      * to 1 ms): a holder is never blocked, only at worst descheduled, and waiters that far
      * outnumber the cores (or a CPU quota) do not keep it off a core.
      */

@@ -230,9 +230,8 @@ public final class VirtualMemoryPool implements AutoCloseable {
      *     {@link SizeClasses#maxClassSize()}
      * @throws IllegalStateException when this pool is closed, when new memory is needed (or
      *     {@code reqSize} is 0: the empty buffer comes from the resource) and the resource is
-     *     closed, or when called from a host function and the memory it would
-     *     reuse has a pending stream-ordered free (a wait there is refused, as
-     *     {@link org.cuvmm.Event#synchronize()} refuses it)
+     *     closed, or when called from a host function (no CUDA call may be made there; refused
+     *     up front, whether or not the call would reach the driver)
      * @throws CudaException when new memory is needed and the driver fails (on
      *     {@code CUDA_ERROR_OUT_OF_MEMORY} the pool first trims its idle memory and retries once)
      */
@@ -279,7 +278,8 @@ public final class VirtualMemoryPool implements AutoCloseable {
      *     {@link SizeClasses#maxClassSize()}
      * @throws IllegalStateException when this pool is closed, when the resource cannot export
      *     (handle type not {@code POSIX_FD}), or when new memory is needed (or {@code reqSize}
-     *     is 0: the empty buffer comes from the resource) and the resource is closed
+     *     is 0: the empty buffer comes from the resource) and the resource is closed, or when
+     *     called from a host function (as {@link #allocate(long)})
      * @throws CudaException when new memory is needed and the driver fails (on
      *     {@code CUDA_ERROR_OUT_OF_MEMORY} the pool first trims its idle memory and retries once)
      */
@@ -355,6 +355,7 @@ public final class VirtualMemoryPool implements AutoCloseable {
      * meanwhile.
      *
      * @return the capacity released, in bytes
+     * @throws IllegalStateException when called from a host function (no CUDA call may be made there)
      */
     public long trim() {
         NativeCalls.refuseInsideHostFunction("VirtualMemoryPool.trim");
@@ -367,6 +368,7 @@ public final class VirtualMemoryPool implements AutoCloseable {
      *
      * @return the capacity released, in bytes
      * @throws NullPointerException when {@code lifetime} is null
+     * @throws IllegalStateException when called from a host function (no CUDA call may be made there)
      */
     public long trim(PoolLifetime lifetime) {
         LifetimePool p = of(lifetime);

@@ -43,7 +43,11 @@ class ReturnOrderTest {
             AtomicReference<Seen> seen = new AtomicReference<>();
             AtomicReference<Throwable> failed = new AtomicReference<>();
             AtomicReference<Thread> watcherRef = new AtomicReference<>();
+            Thread closing = Thread.currentThread();
             LifetimePool.afterLiveCountDroppedForTest = () -> {
+                // Only this test's close: a return on another thread (a background release of
+                // an earlier test's buffer) must neither take nor clear the seam.
+                if (Thread.currentThread() != closing) return;
                 LifetimePool.afterLiveCountDroppedForTest = null;
                 CountDownLatch read = new CountDownLatch(1);
                 Thread watcher = new Thread(() -> {

@@ -439,20 +439,22 @@ public final class ImportCache {
      */
     private void closeKeptFds(List<Integer> close) {
         if (close.isEmpty()) return;
-        try {
-            for (int fd : close) {
+        RuntimeException seamFailure = null;
+        for (int fd : close) { // every fd closed, whatever the (test) seam threw
+            java.util.function.IntConsumer seam = beforeFdCloseForTest;
+            if (seam != null) {
                 try {
-                    java.util.function.IntConsumer seam = beforeFdCloseForTest;
-                    if (seam != null) seam.accept(fd);
-                } finally { // each fd closed, whatever the seam threw
-                    NativeIo.closeQuietly(fd);
+                    seam.accept(fd);
+                } catch (RuntimeException e) {
+                    if (seamFailure == null) seamFailure = e;
                 }
             }
-        } finally { // never left counted, whatever a close (or the seam) threw
-            synchronized (lock) {
-                fdsClosing -= close.size();
-            }
+            NativeIo.closeQuietly(fd); // never throws
         }
+        synchronized (lock) {
+            fdsClosing -= close.size(); // all closed now
+        }
+        if (seamFailure != null) throw seamFailure;
     }
 
     /** Test seam: run right before each kept fd is closed, on the closing thread, outside the lock. Null: nothing. */

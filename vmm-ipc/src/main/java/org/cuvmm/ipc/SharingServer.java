@@ -438,8 +438,9 @@ public final class SharingServer implements AutoCloseable {
 
     /**
      * Leases held on the buffer published as {@code name} (0 when none is). A lease leaves the
-     * count only after its hold on the buffer ended: once this reads 0, every lease counted
-     * before has let go of the buffer, so its {@code close()} is not refused for those. An
+     * count only after its hold on the buffer ended: while {@code name} stays published, once
+     * this reads 0 every lease counted before has let go of the buffer, so its
+     * {@code close()} is not refused for those. An
      * {@code ATTACH} being answered at that moment already holds the buffer before it is
      * counted. To close a buffer its consumers may still hold: {@link #unpublish} it (no new
      * lease starts; this then reads 0 at once, the name being gone), then close it with
@@ -945,21 +946,34 @@ public final class SharingServer implements AutoCloseable {
                     + " is not held by this connection (never granted, already released, or another connection's)");
             return;
         }
-        int left;
-        try {
-            left = lease.publication().removeLease(lease);
-        } finally {
-            // After the hold ended: a count of 0 (total, or the connection's in stats()) means no
-            // lease holds the buffer. The connection's table forgot the lease first, so stats()
-            // showed 0 while the hold still made the owner's close() refuse.
-            c.leases.remove(leaseId);
-            grantedLeases.decrementAndGet();
-        }
+        int left = endLease(c, leaseId, lease);
         c.send(requestId, new Messages.Released(leaseId));
         if (listeners.isEmpty()) return;
         LeaseEvent e = new LeaseEvent(lease.publication().name, leaseId, c.peer, c.clientName(),
                 LeaseEvent.Reason.RELEASED, left);
         fire(l -> l.released(e));
+    }
+
+    /**
+     * Ends {@code lease} of {@code c} (only the connection's reader calls this): its hold on
+     * the buffer first, then the counts, in that order so that a count of 0 (total, the
+     * publication's, or the connection's in {@code stats()}) means no lease holds the buffer.
+     * A hold whose end throws (the owner's {@code closeWhenUnused} teardown failing here) is
+     * logged: the lease is over and uncounted all the same, and the caller goes on (RELEASED
+     * is sent, the other leases of an ending connection end). Returns the leases left on
+     * the publication.
+     */
+    private int endLease(ServerConnection c, long leaseId, Publication.Lease lease) {
+        try {
+            return lease.publication().removeLease(lease);
+        } catch (RuntimeException t) {
+            log(System.Logger.Level.WARNING, "ending lease " + Long.toUnsignedString(leaseId) + " of '"
+                    + lease.publication().name + "' for " + c + " failed", t);
+            return lease.publication().leaseCount();
+        } finally {
+            c.leases.remove(leaseId);
+            grantedLeases.decrementAndGet();
+        }
     }
 
     /**
@@ -1027,19 +1041,7 @@ public final class SharingServer implements AutoCloseable {
         for (long id : c.leases.keys()) {
             Publication.Lease lease = c.leases.get(id); // removed after the hold ended, as in release()
             if (lease == null) continue;
-            int left;
-            try {
-                left = lease.publication().removeLease(lease);
-            } catch (RuntimeException | Error t) {
-                // A teardown that failed (the owner's closeWhenUnused ran here and threw): that
-                // one lease is over all the same; the connection's other leases must still end.
-                log(System.Logger.Level.WARNING, "ending lease " + Long.toUnsignedString(id) + " of '"
-                        + lease.publication().name + "' for " + c + " failed", t);
-                left = lease.publication().leaseCount();
-            } finally {
-                c.leases.remove(id);
-                grantedLeases.decrementAndGet(); // after the hold ended, as in release()
-            }
+            int left = endLease(c, id, lease); // a failure is logged: the other leases still end
             LeaseEvent e = new LeaseEvent(lease.publication().name, id, c.peer, c.clientName(), reason, left);
             fire(l -> l.released(e));
         }

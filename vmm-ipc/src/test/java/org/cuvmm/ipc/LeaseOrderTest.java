@@ -222,10 +222,12 @@ class LeaseOrderTest {
     }
 
     /**
-     * A connection that ends while holding two leases, the first of whose ends throws (as an
-     * owner's {@code closeWhenUnused} teardown that fails there would): the second lease still
-     * ends, the counts reach 0 and the connection is counted gone. (Review finding: the loop
-     * stopped at the first throw, leaving the other leases held and the connection counted.)
+     * A lease whose end throws (as an owner's {@code closeWhenUnused} teardown that fails
+     * there would): a RELEASE is still answered RELEASED; a connection that ends while holding
+     * two leases, the first of whose ends throws, still ends the second, the counts reach 0,
+     * each end fires its event and the connection is counted gone. (Review findings: the loop
+     * stopped at the first throw, leaving the other leases held and the connection counted;
+     * a RELEASE got an INTERNAL error and no event.)
      * The hook ends every hold of the buffer itself before it throws, so nothing stays held.
      */
     @Test
@@ -250,7 +252,13 @@ class LeaseOrderTest {
             throw new IllegalStateException("a lease's end failed (test)");
         };
         AtomicInteger disconnected = new AtomicInteger();
+        List<String> released = new CopyOnWriteArrayList<>();
         try (SharingServer server = SharingServer.builder(sock).listener(new SharingListener() {
+            @Override
+            public void released(LeaseEvent e) {
+                released.add(e.reason() + " left " + e.leaseCount());
+            }
+
             @Override
             public void disconnected(PeerCredentials peer, String clientName) {
                 disconnected.incrementAndGet();
@@ -258,6 +266,11 @@ class LeaseOrderTest {
         }).build()) {
             server.publish("b", buffer);
             try (SharingClient c = SharingClient.builder(sock).clientName("t").build()) {
+                // A RELEASE whose hold's end throws: answered RELEASED all the same, the lease uncounted.
+                c.attach("b", resource).close();
+                assertEquals(0, throwsLeft.get(), "the hook threw at the RELEASE");
+                assertEquals(0, server.totalLeaseCount());
+                throwsLeft.set(1);
                 c.attach("b", resource);
                 c.attach("b", resource);
                 assertEquals(2, server.totalLeaseCount());
@@ -266,7 +279,9 @@ class LeaseOrderTest {
             await("both leases counted gone", 10, () -> server.totalLeaseCount() == 0);
             await("the connection counted gone", 10, () -> server.connectionCount() == 0 && disconnected.get() == 1);
             assertEquals(0, buffer.leaseCount());
-            assertEquals(0, throwsLeft.get(), "the hook threw once");
+            assertEquals(0, throwsLeft.get(), "the hook threw once at the connection's end");
+            await("the lease events", 10, () -> released.size() == 3);
+            assertEquals(List.of("RELEASED left 0", "DISCONNECTED left 1", "DISCONNECTED left 0"), released);
         } finally {
             Publication.beforeDriverCall = (what, p) -> {};
             if (!buffer.isClosed()) buffer.close();
