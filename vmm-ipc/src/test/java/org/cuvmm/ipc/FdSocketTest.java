@@ -194,9 +194,11 @@ class FdSocketTest {
             assertThrows(IllegalArgumentException.class, () -> a.send(new byte[0], new int[] {0}));
             assertThrows(IllegalArgumentException.class, () -> a.send(new byte[1], new int[] {-1}));
             assertThrows(IllegalArgumentException.class, () -> a.send(new byte[1], new int[254]));
-            int[] pipe = pipe();
-            NativeIo.closeAll(pipe);
-            IOException e = assertThrows(IOException.class, () -> a.send(new byte[1], new int[] {pipe[0]}));
+            // A number no fd can have (far above any RLIMIT_NOFILE). A closed pipe's number, as
+            // this used before, can be reused by another thread of the JVM before the send
+            // (it flaked so in CI: the send then succeeded).
+            int neverOpen = Integer.MAX_VALUE;
+            IOException e = assertThrows(IOException.class, () -> a.send(new byte[1], new int[] {neverOpen}));
             assertTrue(e.getMessage().contains("not open"), e.getMessage());
         }
     }
