@@ -38,9 +38,18 @@ public class PoolThreadsBenchmark {
     }
 
     @TearDown(Level.Trial)
-    public void tearDown() {
+    public void tearDown() throws InterruptedException {
         pool.close();
         resource.close();
+        // JMH tears this (benchmark-scoped) state down on the last thread to finish, without
+        // waiting for the other threads' OwnPool teardowns: another thread's pool could still
+        // hold its retained slot here, which the process-wide check read as a leak (it failed
+        // about one run in three of --only threads). Wait for them, bounded, then check.
+        long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+        while (OwnPool.LIVE.get() > 0 && System.nanoTime() < deadline) Thread.sleep(1);
+        if (OwnPool.LIVE.get() > 0) {
+            throw new IllegalStateException(OwnPool.LIVE.get() + " OwnPool states not torn down after 30 s");
+        }
         BenchChecks.nothingLeft();
     }
 
@@ -63,19 +72,26 @@ public class PoolThreadsBenchmark {
     /** Diagnostic: each thread its own resource and pool (nothing of the pool shared). */
     @State(Scope.Thread)
     public static class OwnPool {
+        /** OwnPool states set up and not yet torn down (the benchmark-scoped teardown waits for 0). */
+        static final java.util.concurrent.atomic.AtomicInteger LIVE = new java.util.concurrent.atomic.AtomicInteger();
         VirtualMemoryResource resource;
         VirtualMemoryPool pool;
 
         @Setup(Level.Trial)
         public void setup() {
+            LIVE.incrementAndGet();
             resource = VirtualMemoryResource.create(0);
             pool = VirtualMemoryPool.builder().resource(resource).build();
         }
 
         @TearDown(Level.Trial)
         public void tearDown() {
-            pool.close();
-            resource.close();
+            try {
+                pool.close();
+                resource.close();
+            } finally {
+                LIVE.decrementAndGet();
+            }
         }
     }
 
