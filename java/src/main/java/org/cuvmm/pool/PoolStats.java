@@ -11,6 +11,16 @@ package org.cuvmm.pool;
  * live. Sizes are in bytes; a buffer's <em>capacity</em> is its size class
  * ({@link SizeClasses#classSize(int)}), at least the size it was asked for.
  *
+ * <p>A returned buffer whose memory the pool does not keep (the pool is closed; its class is
+ * over the retention cap; a leaked exported buffer; memory that an alias, a grow or a view of
+ * the closed buffer still maps, or local memory that was ever exported) leaves the live count
+ * when it is returned, and the pool lets go of its memory after that: on the returning thread,
+ * or later on cuvmm's release thread while stream work recorded on it is still pending (and
+ * always when it is returned from a host function). Memory that another mapping still holds
+ * (an alias, a view, another process) is freed when that mapping goes. So no live and no
+ * retained buffer says that nothing is handed out or kept, not that every byte is already
+ * back with the driver.
+ *
  * <p>Each value is read atomically, but a snapshot taken while other threads allocate and
  * release is not one atomic cut across all values. Taken while the pool is quiet, it is
  * exact.
