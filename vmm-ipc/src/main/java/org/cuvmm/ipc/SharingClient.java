@@ -4,10 +4,9 @@ import java.io.IOException;
 import java.io.UncheckedIOException;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.LinkedHashSet;
 import java.util.Objects;
-import java.util.Set;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.LinkedBlockingQueue;
@@ -85,7 +84,23 @@ public final class SharingClient implements AutoCloseable {
     private final LongMap<Attachment> attachments = new LongMap<>();
     /** Leases granted and not yet given back: attachments open, or closed while an alias or view maps the memory. */
     private final LongMap<Boolean> unreleased = new LongMap<>();
-    private final Set<Long> unclaimedDrops = ConcurrentHashMap.newKeySet();
+    /**
+     * DROPs that found no attachment for their lease ({@link #dropped}), oldest first: one
+     * whose attach() read its DESCRIPTOR but has not registered the attachment yet claims it in
+     * {@link #register}; one for a lease already closed (or never granted) is never claimed.
+     * At most {@link #MAX_UNCLAIMED_DROPS}, the oldest evicted first: clearing the whole set
+     * when it grew past the bound also threw away the newest DROP, the one an in-flight attach
+     * was about to claim, so that attachment was never marked dropped nor its listeners told
+     * (UnclaimedDropTest). Guarded by {@link #dropClaims}, as is every access.
+     */
+    private final LinkedHashSet<Long> unclaimedDrops = new LinkedHashSet<>();
+    /**
+     * {@link #unclaimedDrops}' bound. An in-flight attach's DROP is evicted only when this many
+     * more DROPs that find no attachment are read after it before that attach registers (its
+     * import, between reading the DESCRIPTOR and registering, is the window); a stale one costs
+     * a boxed id until it is evicted.
+     */
+    static final int MAX_UNCLAIMED_DROPS = 10_000;
     /**
      * Leases whose attachment was closed while an alias or view kept the lease: a DROP for one
      * is notified with a null attachment ({@link DropNotice}), not parked as unclaimed. Empty
@@ -141,6 +156,12 @@ public final class SharingClient implements AutoCloseable {
      * thread that read the frame (a test injects a failure there). Null in production.
      */
     volatile Consumer<Frame> dispatchHook;
+    /**
+     * Test seam (package-private, tests only): runs on an attaching thread after its import,
+     * right before {@link #register} records the attachment, so a test can have a DROP for the
+     * lease dispatched first (UnclaimedDropTest). Null in production.
+     */
+    static volatile Runnable beforeRegisterForTest;
 
     private SharingClient(FdSocket socket, Path path, int cacheMaxEntries, long cacheMaxBytes) {
         ErrorPathClasses.load(); // an ERROR read at the fd limit must not need a class file opened
@@ -515,6 +536,8 @@ public final class SharingClient implements AutoCloseable {
 
     /** Both versions: records the attachment under its lease; a close or DROP meanwhile is honoured. */
     private Attachment registered(String name, long leaseId, Attachment a) throws IOException {
+        Runnable seam = beforeRegisterForTest;
+        if (seam != null) seam.run();
         boolean droppedMeanwhile = register(leaseId, a);
         if (closed) {
             // close() ran meanwhile and may have listed the attachments before this put.
@@ -857,6 +880,13 @@ public final class SharingClient implements AutoCloseable {
     /** The read token (tests). */
     ReadToken readToken() { return token; }
 
+    /** How many DROPs are parked unclaimed now, {@link #MAX_UNCLAIMED_DROPS} at most (tests). */
+    int unclaimedDropCount() {
+        synchronized (dropClaims) {
+            return unclaimedDrops.size();
+        }
+    }
+
     /**
      * Closes the fds of a reply nobody will use and, for a DESCRIPTOR, gives its lease back:
      * the RELEASE goes out from the event thread (this may run on the reader, which never writes).
@@ -1126,8 +1156,14 @@ public final class SharingClient implements AutoCloseable {
         synchronized (dropClaims) {
             a = attachments.get(d.leaseId());
             if (a == null && !closedButHeld.containsKey(d.leaseId())) {
-                unclaimedDrops.add(d.leaseId()); // its attach() has not returned yet, or it was closed
-                if (unclaimedDrops.size() > 10_000) unclaimedDrops.clear();
+                // Its attach() has not registered it yet, or it was closed (or never granted).
+                // Bounded, the oldest out first: a stale DROP goes before a recent one, which
+                // may be an in-flight attach's (a clear() lost that one too).
+                if (unclaimedDrops.add(d.leaseId()) && unclaimedDrops.size() > MAX_UNCLAIMED_DROPS) {
+                    java.util.Iterator<Long> oldest = unclaimedDrops.iterator();
+                    oldest.next();
+                    oldest.remove();
+                }
                 return;
             }
         }
