@@ -24,8 +24,11 @@ import org.cuvmm.VirtualMemoryResource;
  *     kept mapped. The same key again is a <em>hit</em>: the attachment gets a shared view of
  *     the entry's buffer ({@code VirtualMemoryBuffer.share}), no driver call and no fd. Entries
  *     with a live view (a lease) are never evicted.</li>
- * <li><b>Bounded, LRU</b>: at most {@code maxEntries} entries and {@code maxBytes} mapped
- *     bytes; past either, the least recently used idle entry is closed (unmapped). A cap of 0
+ * <li><b>Bounded, LRU</b>: while more than {@code maxEntries} entries or {@code maxBytes}
+ *     mapped bytes are kept (as {@link Stats} counts them), the least recently used idle
+ *     entry is evicted: it stops counting at once and is closed (unmapped) afterwards, on the
+ *     event thread ({@link Stats} says when each kind goes). Entries in use are not evicted,
+ *     so they can hold the counts over a bound until their last view goes. A cap of 0
  *     disables caching: every attachment imports and unmaps as in version 1.</li>
  * <li><b>FORGET.</b> An id nothing uses any more (no entry, no attachment, no pin) is
  *     forgotten: FORGET is sent (from the client's event thread) and its kept fd is closed
@@ -50,14 +53,41 @@ public final class ImportCache {
     /**
      * A snapshot of the cache.
      *
+     * <p>{@code entries} and {@code bytes} count what the cache keeps for reuse, not what is
+     * mapped: an entry leaves both counts the moment it is evicted (the LRU bound, an EVICT,
+     * or the idle entries given back after {@code TOO_MANY_IDS} or at this process's fd limit)
+     * or the connection ends, and its buffer is unmapped afterwards:
+     * <ul>
+     * <li>an idle entry evicted by the LRU bound or an EVICT: by a close queued on the client's
+     *     event thread, or by the thread that ends the connection if that comes first (once the
+     *     connection has ended there is no event thread: the evicting thread closes it);</li>
+     * <li>an idle entry given back after {@code TOO_MANY_IDS} or at the fd limit: by the
+     *     attaching thread, before it asks again;</li>
+     * <li>an idle entry at the connection's end: by the thread that ends the connection (the
+     *     client's close, or whoever reads the end of the stream), there and then;</li>
+     * <li>an entry an attachment still uses when it is evicted (by an EVICT or the connection's
+     *     end; the LRU bound never takes one): not until its last view (the attachment's buffer
+     *     and everything derived from it) is closed; then by a close queued on the event
+     *     thread, or, once the connection has ended, by the thread that closed that last
+     *     view.</li>
+     * </ul>
+     * Imports never kept are never counted: caching off, a DESCRIPTOR naming ids being
+     * forgotten or evicted, a key another attach cached meanwhile, or a connection that ended
+     * during the import. So {@code entries() == 0} does not mean that nothing is mapped.
+     *
      * @param hits attaches served by a kept mapping (a shared view: no driver call, no fd)
      * @param misses attaches that imported (from fds just received, kept fds, or both)
-     * @param entries imported buffers kept mapped now
-     * @param bytes their mapped bytes
+     * @param entries imported buffers kept now for later attaches of the same key, including
+     *     those an attachment is using (entries with a live view); evicted ones not counted
+     *     even while still mapped (above)
+     * @param bytes the mapped bytes of the entries counted in {@code entries} (each its
+     *     import's mapped size, whole chunks)
      * @param idsHeld ids the client holds (the server sends no fd for them)
      * @param fdsKept fds kept open: one per held id whose fd is kept, and those of ids already
      *     let go whose close has not finished (counted until the fd is really closed)
-     * @param evictions entries closed by the LRU bound or an EVICT
+     * @param evictions entries evicted by the LRU bound, an EVICT, or the giving back of idle
+     *     entries after {@code TOO_MANY_IDS} or at the fd limit: counted when evicted, before
+     *     their buffers are unmapped (not the entries the connection's end lets go)
      * @param forgets ids sent in FORGET frames
      * @param fdsReceived fds received in DESCRIPTORs
      */
