@@ -106,7 +106,12 @@ public final class Event implements AutoCloseable {
         return raw;
     }
 
-    /** True once closed. */
+    /**
+     * True once {@link #close()} has closed this event (not a close refused because another
+     * thread was inside a call): no new use can start. After a {@code close()} from a host
+     * function the event is destroyed later, by cuvmm's reaper thread
+     * ("cuvmm-stream-release").
+     */
     public boolean isClosed() { return state.isClosed(); }
 
     /**

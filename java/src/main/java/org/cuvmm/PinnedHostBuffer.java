@@ -195,7 +195,16 @@ public final class PinnedHostBuffer implements AutoCloseable {
     /** True for memory made by {@link #register(ByteBuffer)}. */
     public boolean isRegistered() { return registered != null; }
 
-    /** True once closed. */
+    /**
+     * True once a {@link #close()} of this buffer was claimed (not one refused because another
+     * thread was inside a call): from then on no new use can start, and the calls that reach
+     * the memory throw {@link IllegalStateException}. It does not mean the memory was freed or
+     * unregistered: it reads true while {@code close()} still waits for the recorded stream
+     * work; after a {@code close()} from a host function, cuvmm's reaper thread
+     * ("cuvmm-stream-release") waits and releases later; and allocated memory is freed only
+     * once no {@link #asByteBuffer()} view of it is reachable. No call of cuvmm's reports when
+     * that has happened.
+     */
     public boolean isClosed() { return state.isClosed(); }
 
     /**

@@ -236,7 +236,12 @@ public final class Stream implements AutoCloseable {
     /** True for {@link #legacy(int)} and {@link #perThread(int)}, which belong to the driver. */
     public boolean isDefault() { return kind != OWNED; }
 
-    /** True once {@link #close()} has closed an owned stream (never for a default stream). */
+    /**
+     * True once {@link #close()} has closed an owned stream (never for a default stream): no
+     * new use can start. It does not mean the stream's work has completed (work queued before
+     * the close still runs), nor, after a {@code close()} from a host function, that the
+     * stream was destroyed yet: cuvmm's reaper thread ("cuvmm-stream-release") destroys it.
+     */
     public boolean isClosed() { return state.isClosed(); }
 
     /**

@@ -26,9 +26,19 @@ import java.util.concurrent.atomic.AtomicLong;
  * <p>The task (and with it the buffer it releases) stays strongly reachable until it ran, so a
  * buffer's cleaner cannot release it early. At JVM exit pending tasks are dropped with the
  * process. No lock is held across a driver call.
+ *
+ * <p>The thread starts with the first task. When it cannot be started ({@link Thread#start()}
+ * throws, such as {@code OutOfMemoryError} "unable to create native thread"), nothing is thrown
+ * to the caller and a later task tries the start again; the caller's task is released on the
+ * calling thread instead, after waiting there for each of its events
+ * ({@code cuEventSynchronize}; so the call blocks as long as that work runs), and a WARNING
+ * names what was released and why. From a host function, where no CUDA call may be made and
+ * a wait could never end, the task stays queued instead (WARNING): it runs once a later task
+ * has started the thread.
  */
 final class StreamOrderedRelease {
-    private static final System.Logger LOG = System.getLogger("org.cuvmm");
+    /** Where failures are logged; tests replace it to see what is logged. */
+    static volatile System.Logger log = System.getLogger("org.cuvmm");
     private static final LinkedBlockingQueue<Task> QUEUE = new LinkedBlockingQueue<>();
     private static final AtomicLong PENDING = new AtomicLong();
     private static final Object IDLE = new Object(); // notified when PENDING drops to 0
@@ -56,7 +66,7 @@ final class StreamOrderedRelease {
                 try {
                     done = e.isDone();
                 } catch (RuntimeException x) {
-                    LOG.log(System.Logger.Level.WARNING, what + ": waiting for " + e + " failed (" + x.getMessage()
+                    log.log(System.Logger.Level.WARNING, what + ": waiting for " + e + " failed (" + x.getMessage()
                             + "); going on with the release", x);
                     done = true;
                 }
@@ -74,13 +84,46 @@ final class StreamOrderedRelease {
     /**
      * Runs {@code release} on the reaper thread once every event of {@code waitFor} has
      * completed. The events stay valid (not closed) until then: the caller gives up using them.
+     * Never throws. When the thread cannot be started, the release runs here instead, after
+     * {@code cuEventSynchronize} of each event (a failed wait is logged and the release goes
+     * on, as after a failed query on the thread), and is logged; called from a host function,
+     * the task stays queued for a later start instead (see the class comment).
      *
      * @param what names the object released, for the log
      */
     static void later(String what, List<Event> waitFor, Runnable release) {
+        Task task = new Task(what, waitFor, release);
         PENDING.incrementAndGet();
-        QUEUE.add(new Task(what, waitFor, release));
-        start();
+        // Started before the task is queued: when the start fails, the task was never where a
+        // thread could also take it, so it runs exactly once, here.
+        Throwable failed = start();
+        if (failed == null) {
+            QUEUE.add(task);
+            return;
+        }
+        if (HostFunctions.insideHostFunction()) {
+            // No driver call here (cuda.h, cuLaunchHostFunc), and waiting for work queued behind
+            // this host function would never end: late (the next start), never early.
+            QUEUE.add(task);
+            log.log(System.Logger.Level.WARNING, "the stream-ordered release of " + what + " waits in the queue: "
+                    + "cuvmm's release thread (\"" + THREAD_NAME + "\") could not be started (" + failed + "), and a host "
+                    + "function may not release it itself; the next stream-ordered release starts the thread again", failed);
+            return;
+        }
+        log.log(System.Logger.Level.WARNING, "cuvmm's release thread (\"" + THREAD_NAME + "\") could not be started ("
+                + failed + "): " + what + " is released on this thread, after waiting here for its stream work", failed);
+        try {
+            for (Event e : waitFor) e.synchronizeQuietly(what); // logs a failure; the release goes on, as in ready()
+        } catch (RuntimeException | Error x) {
+            // Only an Error (synchronizeQuietly logs the rest): the work is not known to be
+            // complete, so the task waits for the next start (late, never early), and the caller,
+            // which gave the task up, is not told.
+            QUEUE.add(task);
+            log.log(System.Logger.Level.WARNING, "waiting for the stream work of " + what + " failed (" + x
+                    + "); its release waits for the next start of cuvmm's release thread", x);
+            return;
+        }
+        run(task);
     }
 
     /**
@@ -88,7 +131,9 @@ final class StreamOrderedRelease {
      * start): {@code stream} waits for the buffer's uses on other streams, a marker event is
      * recorded on it, and the reaper releases after the marker. The caller holds a use of
      * {@code stream}. Never throws: when the driver refuses a step, the release happens here
-     * after waiting for the stream and every recorded use (late, never early), and is logged.
+     * after waiting for the stream and every recorded use (late, never early), and is logged;
+     * when the reaper thread cannot be started, it happens here after waiting for the marker
+     * ({@link #later}), and is logged.
      */
     static void closeOn(VirtualMemoryBuffer buffer, Stream stream, StreamUses uses) {
         Event marker = null;
@@ -98,7 +143,7 @@ final class StreamOrderedRelease {
             marker.record(stream);
         } catch (RuntimeException | Error e) {
             if (marker != null) marker.closeQuietly();
-            LOG.log(System.Logger.Level.WARNING, "close(" + stream + ") of " + buffer + " could not be ordered on the "
+            log.log(System.Logger.Level.WARNING, "close(" + stream + ") of " + buffer + " could not be ordered on the "
                     + "stream (" + e.getMessage() + "); waiting for the stream here instead", e);
             org.cuvmm.internal.jni.NativeStatus st = org.cuvmm.internal.NativeCalls.status();
             org.cuvmm.internal.jni.NativeApi.stream_synchronize(stream.nativeHandle(), st);
@@ -137,14 +182,37 @@ final class StreamOrderedRelease {
         return true;
     }
 
-    private static void start() {
-        if (thread != null) return;
+    /** The reaper thread's name. */
+    static final String THREAD_NAME = "cuvmm-stream-release";
+
+    /**
+     * Test seam: when set, {@link #start()} makes the thread with it, even while a thread already
+     * runs, so a test can make the start fail whatever earlier tests started (a factory whose
+     * thread does start adds a second reaper, which takes tasks from the same queue). Null (in
+     * production): a new daemon thread named {@value #THREAD_NAME}.
+     */
+    static volatile java.util.function.Function<Runnable, Thread> threadFactoryForTest;
+
+    /**
+     * Starts the thread unless it runs. Returns null when it runs, else why it could not be
+     * started; {@code thread} then stays as it was (null, but for the seam), so the next task
+     * tries again.
+     */
+    private static Throwable start() {
+        java.util.function.Function<Runnable, Thread> factory = threadFactoryForTest;
+        if (factory == null && thread != null) return null;
         synchronized (StreamOrderedRelease.class) { // no driver call under this lock
-            if (thread != null) return;
-            Thread t = new Thread(StreamOrderedRelease::loop, "cuvmm-stream-release");
-            t.setDaemon(true);
-            t.start();
-            thread = t;
+            if (factory == null && thread != null) return null;
+            try {
+                Thread t = factory != null ? factory.apply(StreamOrderedRelease::loop)
+                        : new Thread(StreamOrderedRelease::loop, THREAD_NAME);
+                t.setDaemon(true);
+                t.start();
+                thread = t;
+                return null;
+            } catch (RuntimeException | Error e) { // OutOfMemoryError: "unable to create native thread"
+                return e;
+            }
         }
     }
 
@@ -181,7 +249,7 @@ final class StreamOrderedRelease {
             } catch (InterruptedException e) {
                 // a daemon of cuvmm's own: nobody may stop it while releases are pending
             } catch (Throwable t) {
-                LOG.log(System.Logger.Level.WARNING, "the stream-ordered release thread: " + t, t);
+                log.log(System.Logger.Level.WARNING, "the stream-ordered release thread: " + t, t);
             }
         }
     }
@@ -190,7 +258,7 @@ final class StreamOrderedRelease {
         try {
             task.release.run();
         } catch (Throwable t) {
-            LOG.log(System.Logger.Level.WARNING, "the stream-ordered release of " + task.what + " failed: " + t, t);
+            log.log(System.Logger.Level.WARNING, "the stream-ordered release of " + task.what + " failed: " + t, t);
         } finally {
             if (PENDING.decrementAndGet() == 0) {
                 synchronized (IDLE) {

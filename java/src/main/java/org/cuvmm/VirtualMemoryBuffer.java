@@ -393,6 +393,27 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
     public VirtualMemoryResource resource() { return resource; }
 
+    /**
+     * True once a close of this buffer was claimed: by {@link #close()} or {@link #close(Stream)}
+     * (not one refused because a call or lease held the buffer), or by
+     * {@link #closeWhenUnused()} once nothing held it any more. From then on no new use can
+     * start: the calls that reach the memory throw {@link IllegalStateException}.
+     *
+     * <p>It does not mean the memory was released. It reads true as soon as the close is
+     * claimed, before anything is unmapped: while {@code close()} still waits for the recorded
+     * stream work; after {@code close(Stream)}, after a {@code closeWhenUnused()} with recorded
+     * stream work pending, and after a {@code close()} from a host function, the release runs
+     * later on cuvmm's reaper thread ("cuvmm-stream-release"). Even then the memory is unmapped
+     * and released only once its last holder is gone (see {@link #close()}: aliases, grown
+     * buffers, {@link #asByteBuffer() ByteBuffer views} and {@linkplain #share shared views}
+     * hold it too), and a pooled buffer's memory goes back to its pool instead.
+     * Where it can be learned that memory was really released: a
+     * {@linkplain Driver#addAllocationReleaseListener release listener} hears each
+     * {@linkplain #allocationIds() allocation id} once its {@code cuMemRelease} ran, and an
+     * import's {@code whenUnmapped}
+     * ({@link VirtualMemoryResource#importBuffer(BufferDescriptor, Runnable)}) runs once
+     * nothing in this process maps it any more.
+     */
     public boolean isClosed() { return state.isClosed(); }
 
     /** Copies all of {@code src} to the start of this buffer. */
@@ -656,7 +677,10 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * that event completed. Work queued on {@code stream} before this call may use the memory;
      * work queued after may not. Like {@link #close()}: idempotent, refuses while calls or
      * leases hold the buffer, and any use after it throws. If the stream cannot be ordered (a
-     * driver error), it falls back to waiting here and logs why.
+     * driver error), or the reaper thread cannot be started (for example
+     * {@code OutOfMemoryError}: "unable to create native thread"), it falls back to waiting
+     * here and releasing on this thread (late, never early), and logs why; a later release
+     * tries to start the thread again.
      *
      * @throws IllegalStateException when another thread is inside a call on this buffer, or a
      *     lease holds it (nothing is released), or when {@code stream} is closed, or when called
@@ -1194,7 +1218,9 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * Closes now if nothing holds the buffer; otherwise closes it when the last call in
      * progress or lease ends (a consumer releasing, a connection closing). Either way the
      * caller gives the buffer up: it must not use it afterwards. Never blocks: with recorded
-     * stream work pending, cuvmm's reaper thread releases once it completed. It throws only
+     * stream work pending, cuvmm's reaper thread releases once it completed (only when that
+     * thread cannot be started does the closing thread wait for the work and release, and
+     * logs why). It throws only
      * when it closes at once and the teardown fails (the failure of {@link #close()}); a close
      * run later, by the end of a lease or of a call in progress, throws from that
      * {@link BufferLease#close()} or call instead.

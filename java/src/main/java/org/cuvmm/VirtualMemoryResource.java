@@ -480,6 +480,12 @@ public final class VirtualMemoryResource implements AutoCloseable {
         if (state.tryClose(this, "") == AcquireState.CloseResult.CLOSED_NOW) spec.close();
     }
 
+    /**
+     * True once {@link #close()} has closed this resource (not a close refused because a call
+     * was in progress): no new {@code allocate}, {@code modifyAllocation} or
+     * {@code importBuffer} call can start. It says nothing about buffers already made: they
+     * stay valid, and each is released by its own close.
+     */
     public boolean isClosed() { return state.isClosed(); }
 
     @Override

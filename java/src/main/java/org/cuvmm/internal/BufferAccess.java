@@ -64,7 +64,10 @@ public final class BufferAccess {
         /**
          * Runs {@code action} on cuvmm's release thread ("cuvmm-stream-release") once every event
          * of {@code events} has completed (a failed wait is logged and the action runs anyway);
-         * never blocks the caller. The events stay open until then.
+         * never blocks the caller, except when that thread cannot be started: then the caller
+         * waits for the events ({@code cuEventSynchronize}) and runs {@code action} itself, and
+         * it is logged (on a host-function thread the action stays queued for the next start
+         * instead). Never throws. The events stay open until then.
          */
         void afterEvents(String what, java.util.List<org.cuvmm.Event> events, Runnable action);
 
@@ -94,7 +97,8 @@ public final class BufferAccess {
         /**
          * Runs {@code action} once the stream work recorded on the (now unreachable) buffer of
          * {@code token} has completed: at once on this thread when none was recorded, else on
-         * cuvmm's release thread, never blocking the caller; then gives the recorded events
+         * cuvmm's release thread, never blocking the caller (unless that thread cannot be
+         * started: see {@link #afterEvents}); then gives the recorded events
          * back. A leaked pooled buffer's memory is recycled only after its queued work, as a
          * leaked unpooled buffer's cleaner waits for it.
          */

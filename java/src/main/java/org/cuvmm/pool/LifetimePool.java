@@ -300,7 +300,8 @@ final class LifetimePool {
      * {@link VirtualMemoryPool#drainLeaks}): unless it was closed or its slot handed out again
      * since, warn with {@link org.cuvmm.LeakDetection}'s report and recycle the slot as leaked,
      * once the stream work recorded on the buffer has completed (at once when there is none;
-     * else cuvmm's release thread does it, so a caller never waits here). Never throws.
+     * else cuvmm's release thread does it, so a caller never waits here, unless that thread
+     * cannot be started: then this thread waits and recycles, logged). Never throws.
      *
      * @return true when this was a leak (counted; the slot recycled now or after its work), false when {@code w} was stale
      */
@@ -316,7 +317,8 @@ final class LifetimePool {
         }
         leaks.increment(); // counted when found, though the slot may come back later (below)
         // Only after the stream work recorded on the buffer: at once when there is none, else
-        // on cuvmm's release thread (this may be an allocating caller: it never waits here).
+        // on cuvmm's release thread (this may be an allocating caller: it waits here only when
+        // that thread cannot be started, and the bridge logs that).
         try {
             BRIDGE.afterRecordedUses(w.recordedUses, () -> recycle(slot, slot.range, true));
         } catch (Throwable t) {
@@ -629,7 +631,9 @@ final class LifetimePool {
      * Drops the pool's reference to the range: unmap, release, free in the driver, then closes
      * the slot's event. Never throws and never blocks: when a stream-ordered free's work may
      * still be pending ({@code cuEventQuery} says not ready), the release is handed to cuvmm's
-     * release thread, which waits for the event first ({@link #deferredReleases}). On a
+     * release thread, which waits for the event first ({@link #deferredReleases}); only when
+     * that thread cannot be started does this thread wait for the event and release (logged
+     * by the bridge). On a
      * host-function thread, where no CUDA call may be made, every release is handed over, the
      * event query included: the pool's calls that are allowed there (a buffer's return,
      * {@code stats()}, which takes back leaks, {@code close()}) reach here.

@@ -99,7 +99,8 @@ import org.cuvmm.internal.NativeCalls;
  * making that call (an open pool starts no thread; a pool closed while buffers are live starts
  * one, which takes back their leaks and ends when none is live). It is counted then; its
  * memory comes back then too when no stream work was recorded on the buffer, else only once
- * that work has completed, on cuvmm's release thread (until then it stays live: neither
+ * that work has completed, on cuvmm's release thread, or, when that thread cannot be
+ * started, on the calling thread after waiting for the work (until then it stays live: neither
  * reused nor released under a queued copy or fill). The pool holds every range it made until it
  * releases it, so a leaked buffer's memory is never freed behind its back while the pool is
  * reachable. A pool dropped without {@link #close()} is the exception: once the pool itself
@@ -155,7 +156,10 @@ import org.cuvmm.internal.NativeCalls;
  *     whose event has not completed ({@code cuEventQuery}) is handed to cuvmm's release thread
  *     ("cuvmm-stream-release"), which releases it once the event completed
  *     ({@link PoolStats#deferredReleases()}); it is no longer counted as retained, and
- *     {@code trim()} counts it as released. None of these calls blocks on a stream.</li>
+ *     {@code trim()} counts it as released. None of these calls blocks on a stream, unless
+ *     that thread cannot be started (for example {@code OutOfMemoryError}: "unable to create
+ *     native thread"): then the calling thread waits for the event and releases the memory
+ *     itself, and logs why.</li>
  * </ul>
  * Steady state, counted on the host driver: a same-stream allocate+free makes one driver call
  * ({@code cuEventRecord}), a cross-stream one two ({@code cuStreamWaitEvent}, {@code cuEventRecord});
