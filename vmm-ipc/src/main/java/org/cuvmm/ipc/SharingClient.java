@@ -261,9 +261,12 @@ public final class SharingClient implements AutoCloseable {
         }
 
         /**
-         * Most imported buffers the import cache keeps mapped (default {@value
+         * Most imported buffers the import cache keeps for reuse (default {@value
          * ImportCache#DEFAULT_MAX_ENTRIES}; 0 disables caching: every attach imports and every
          * release unmaps, as in version 1, and each id is forgotten at once). Version 2 only.
+         * A bound on idle entries, not on what is mapped: entries that attachments use are
+         * never evicted and can keep the count over it, and an evicted entry is unmapped just
+         * after it leaves the count ({@link ImportCache.Stats} says when).
          */
         public Builder cacheMaxEntries(int n) {
             if (n < 0) throw new IllegalArgumentException("cacheMaxEntries: " + n + " (expected: >= 0)");
@@ -271,7 +274,12 @@ public final class SharingClient implements AutoCloseable {
             return this;
         }
 
-        /** Most bytes the import cache keeps mapped (default 1 GiB; 0 disables caching). Version 2 only. */
+        /**
+         * Most bytes of imported buffers the import cache keeps for reuse (default 1 GiB; 0
+         * disables caching). Version 2 only. As {@link #cacheMaxEntries}, a bound on what is kept,
+         * not on what is mapped: entries in use can keep the count over it, and neither an evicted
+         * entry that is still mapped nor an import the cache did not keep counts.
+         */
         public Builder cacheMaxBytes(long n) {
             if (n < 0) throw new IllegalArgumentException("cacheMaxBytes: " + n + " (expected: >= 0)");
             cacheMaxBytes = n;
