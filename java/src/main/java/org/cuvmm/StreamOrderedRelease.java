@@ -105,12 +105,12 @@ final class StreamOrderedRelease {
             // No driver call here (cuda.h, cuLaunchHostFunc), and waiting for work queued behind
             // this host function would never end: late (the next start), never early.
             QUEUE.add(task);
-            log.log(System.Logger.Level.WARNING, "the stream-ordered release of " + what + " waits in the queue: "
+            warn(() -> "the stream-ordered release of " + what + " waits in the queue: "
                     + "cuvmm's release thread (\"" + THREAD_NAME + "\") could not be started (" + failed + "), and a host "
                     + "function may not release it itself; the next stream-ordered release starts the thread again", failed);
             return;
         }
-        log.log(System.Logger.Level.WARNING, "cuvmm's release thread (\"" + THREAD_NAME + "\") could not be started ("
+        warn(() -> "cuvmm's release thread (\"" + THREAD_NAME + "\") could not be started ("
                 + failed + "): " + what + " is released on this thread, after waiting here for its stream work", failed);
         try {
             for (Event e : waitFor) e.synchronizeQuietly(what); // logs a failure; the release goes on, as in ready()
@@ -119,11 +119,25 @@ final class StreamOrderedRelease {
             // complete, so the task waits for the next start (late, never early), and the caller,
             // which gave the task up, is not told.
             QUEUE.add(task);
-            log.log(System.Logger.Level.WARNING, "waiting for the stream work of " + what + " failed (" + x
+            warn(() -> "waiting for the stream work of " + what + " failed (" + x
                     + "); its release waits for the next start of cuvmm's release thread", x);
             return;
         }
         run(task);
+    }
+
+    /**
+     * A WARNING from {@link #later}, which never throws: a logger that throws (a bridge, a
+     * failing handler) must neither lose the task (the WARNING ahead of the wait came before
+     * the task was queued or run) nor reach a caller that, seeing a throw, releases the
+     * memory itself while the task is queued (LifetimePool.release, AsyncCopies' hand-over).
+     */
+    private static void warn(java.util.function.Supplier<String> message, Throwable thrown) {
+        try {
+            log.log(System.Logger.Level.WARNING, message.get(), thrown);
+        } catch (RuntimeException | Error e) {
+            // dropped: the release goes on
+        }
     }
 
     /**

@@ -192,6 +192,60 @@ class StreamReleaseStartFailureTest {
     }
 
     /**
+     * A logger that throws (a System.Logger may: a bridge to another framework, a failing
+     * handler) must not break later()'s "never throws", nor lose the task: close(s) with the
+     * start failing still releases the buffer once, on the calling thread, and leaves nothing
+     * pending (before, the WARNING ahead of the wait threw out of close(s) with the task
+     * neither queued nor run: the buffer stayed mapped and pending() stayed 1 for good).
+     */
+    @Test
+    void aThrowingLoggerNeitherEscapesNorLosesTheRelease() throws Exception {
+        DriverCounters k = TestSupport.counters();
+        System.Logger original = StreamOrderedRelease.log;
+        AtomicInteger warnings = new AtomicInteger();
+        StreamOrderedRelease.log = new System.Logger() {
+            @Override
+            public String getName() { return original.getName(); }
+
+            @Override
+            public boolean isLoggable(Level level) { return true; }
+
+            @Override
+            public void log(Level level, java.util.ResourceBundle bundle, String msg, Throwable thrown) {
+                warnings.incrementAndGet();
+                throw new IllegalStateException("the logger failed (test)");
+            }
+
+            @Override
+            public void log(Level level, java.util.ResourceBundle bundle, String format, Object... params) {
+                warnings.incrementAndGet();
+                throw new IllegalStateException("the logger failed (test)");
+            }
+        };
+        try (Stream s = Stream.create(0)) {
+            VirtualMemoryBuffer b = resource.allocate(MiB);
+            long mappedWithB = k.liveMappings();
+            long releases = k.calls("cuMemRelease");
+            b.fillAsync(0, MiB, (byte) 5, s);
+            Throwable thrown;
+            StreamOrderedRelease.threadFactoryForTest = new FailingStarts();
+            try {
+                thrown = thrownBy(() -> b.close(s));
+            } finally {
+                StreamOrderedRelease.threadFactoryForTest = null;
+                StreamOrderedRelease.log = original;
+            }
+            assertNull(thrown, () -> "close(s) threw " + thrown);
+            assertTrue(warnings.get() >= 1, "the WARNING was attempted");
+            assertEquals(0, StreamOrderedRelease.pending(), "no task is left pending");
+            assertEquals(mappedWithB - 1, k.liveMappings(), "close(s) released on the calling thread");
+            assertEquals(releases + 1, k.calls("cuMemRelease"), "released once");
+        } finally {
+            StreamOrderedRelease.log = original;
+        }
+    }
+
+    /**
      * From a host function no driver call may be made, so the release cannot move to the
      * calling thread: close() neither throws nor blocks there, the task stays queued, and it
      * runs once a later hand-over has started the reaper (at once, when an earlier test class
