@@ -23,7 +23,8 @@ import org.cuvmm.VirtualMemoryResource;
  * <li><b>Entries</b>, keyed by (resource, ordered id list, buffer size): an imported buffer
  *     kept mapped. The same key again is a <em>hit</em>: the attachment gets a shared view of
  *     the entry's buffer ({@code VirtualMemoryBuffer.share}), no driver call and no fd. Entries
- *     with a live view (a lease) are never evicted.</li>
+ *     with a live view (a lease) are never evicted by the bounds (an EVICT or the connection's
+ *     end takes them out, and they are unmapped once their last view goes).</li>
  * <li><b>Bounded, LRU</b>: while more than {@code maxEntries} entries or {@code maxBytes}
  *     mapped bytes are kept (as {@link Stats} counts them), the least recently used idle
  *     entry is evicted: it stops counting at once and is closed (unmapped) afterwards, on the
@@ -67,9 +68,11 @@ public final class ImportCache {
      *     client's close, or whoever reads the end of the stream), there and then;</li>
      * <li>an entry an attachment still uses when it is evicted (by an EVICT or the connection's
      *     end; the LRU bound never takes one): not until its last view (the attachment's buffer
-     *     and everything derived from it) is closed; then by a close queued on the event
-     *     thread, or, once the connection has ended, by the thread that closed that last
-     *     view.</li>
+     *     and everything derived from it) is closed, or released by the cleaner if leaked;
+     *     then by a close queued on the event thread, or, once the connection has ended, by
+     *     the thread that dropped that last view (the closing thread, the cleaner thread, or
+     *     cuvmm's stream-release thread after a {@code close(Stream)}: see
+     *     {@code VirtualMemoryBuffer.share}).</li>
      * </ul>
      * Imports never kept are never counted: caching off, a DESCRIPTOR naming ids being
      * forgotten or evicted, a key another attach cached meanwhile, or a connection that ended

@@ -264,8 +264,9 @@ public final class SharingClient implements AutoCloseable {
          * Most imported buffers the import cache keeps for reuse (default {@value
          * ImportCache#DEFAULT_MAX_ENTRIES}; 0 disables caching: every attach imports and every
          * release unmaps, as in version 1, and each id is forgotten at once). Version 2 only.
-         * A bound on idle entries, not on what is mapped: entries that attachments use are
-         * never evicted and can keep the count over it, and an evicted entry is unmapped just
+         * A bound on the entries kept (those attachments use count too, but only idle ones are
+         * evicted to meet it), not on what is mapped: entries that attachments use are never
+         * evicted by it and can keep the count over it, and an evicted entry is unmapped just
          * after it leaves the count ({@link ImportCache.Stats} says when).
          */
         public Builder cacheMaxEntries(int n) {
