@@ -16,7 +16,9 @@ package org.cuvmm.pool;
  * the closed buffer still maps, or local memory that was ever exported) leaves the live count
  * when it is returned, and the pool lets go of its memory after that: on the returning thread,
  * or later on cuvmm's release thread while stream work recorded on it is still pending (and
- * always when it is returned from a host function). Memory that another mapping still holds
+ * always when it is returned from a host function; when that thread cannot be started, the
+ * returning thread waits for the work and lets go itself, see {@link VirtualMemoryPool},
+ * "Release"). Memory that another mapping still holds
  * (an alias, a view, another process) is freed when that mapping goes. So no live and no
  * retained buffer says that nothing is handed out or kept, not that every byte is already
  * back with the driver.
@@ -103,7 +105,9 @@ public interface PoolStats {
      * Releases (eviction, trim, pool close, a return to a closed pool) of memory whose
      * stream-ordered free had not completed, handed to cuvmm's release thread
      * ("cuvmm-stream-release"), which releases it once the free's event completed; and every
-     * release that came due on a host-function thread, where no CUDA call may be made.
+     * release that came due on a host-function thread, where no CUDA call may be made. A
+     * release that thread could not take (it could not be started) is counted too, though the
+     * calling thread waited for the event and released it itself.
      */
     long deferredReleases();
 }
