@@ -3,6 +3,7 @@ package org.cuvmm;
 import static org.cuvmm.StreamTestSupport.gate;
 import static org.cuvmm.TestSupport.MiB;
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNull;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -69,12 +70,22 @@ class StreamReleaseStartFailureTest {
     /** A WARNING: its message and throwable. */
     private record Warning(String message, Throwable thrown) {}
 
-    /** The WARNINGs {@link StreamOrderedRelease} logs while installed (its log seam); also passed on to its logger. */
+    /**
+     * The WARNINGs {@link StreamOrderedRelease} logs while installed (its log seam); also passed
+     * on to its logger, or, when {@code throwing}, answered with an exception after being
+     * recorded (a logging bridge or handler that fails).
+     */
     private static final class Warnings implements System.Logger, AutoCloseable {
         final List<Warning> records = new CopyOnWriteArrayList<>();
         private final System.Logger original = StreamOrderedRelease.log;
+        private final boolean throwing;
 
         Warnings() {
+            this(false);
+        }
+
+        Warnings(boolean throwing) {
+            this.throwing = throwing;
             StreamOrderedRelease.log = this;
         }
 
@@ -87,12 +98,14 @@ class StreamReleaseStartFailureTest {
         @Override
         public void log(Level level, java.util.ResourceBundle bundle, String msg, Throwable thrown) {
             if (level == Level.WARNING) records.add(new Warning(msg, thrown));
+            if (throwing) throw new IllegalStateException("the logger failed (test)");
             original.log(level, bundle, msg, thrown);
         }
 
         @Override
         public void log(Level level, java.util.ResourceBundle bundle, String format, Object... params) {
             if (level == Level.WARNING) records.add(new Warning(format, null));
+            if (throwing) throw new IllegalStateException("the logger failed (test)");
             original.log(level, bundle, format, params);
         }
 
@@ -201,28 +214,7 @@ class StreamReleaseStartFailureTest {
     @Test
     void aThrowingLoggerNeitherEscapesNorLosesTheRelease() throws Exception {
         DriverCounters k = TestSupport.counters();
-        System.Logger original = StreamOrderedRelease.log;
-        AtomicInteger warnings = new AtomicInteger();
-        StreamOrderedRelease.log = new System.Logger() {
-            @Override
-            public String getName() { return original.getName(); }
-
-            @Override
-            public boolean isLoggable(Level level) { return true; }
-
-            @Override
-            public void log(Level level, java.util.ResourceBundle bundle, String msg, Throwable thrown) {
-                warnings.incrementAndGet();
-                throw new IllegalStateException("the logger failed (test)");
-            }
-
-            @Override
-            public void log(Level level, java.util.ResourceBundle bundle, String format, Object... params) {
-                warnings.incrementAndGet();
-                throw new IllegalStateException("the logger failed (test)");
-            }
-        };
-        try (Stream s = Stream.create(0)) {
+        try (Warnings warnings = new Warnings(true); Stream s = Stream.create(0)) {
             VirtualMemoryBuffer b = resource.allocate(MiB);
             long mappedWithB = k.liveMappings();
             long releases = k.calls("cuMemRelease");
@@ -233,15 +225,13 @@ class StreamReleaseStartFailureTest {
                 thrown = thrownBy(() -> b.close(s));
             } finally {
                 StreamOrderedRelease.threadFactoryForTest = null;
-                StreamOrderedRelease.log = original;
+                warnings.close(); // the logger back before the checks (close() again at the end: idempotent)
             }
             assertNull(thrown, () -> "close(s) threw " + thrown);
-            assertTrue(warnings.get() >= 1, "the WARNING was attempted");
+            assertFalse(warnings.records.isEmpty(), "the WARNING was attempted");
             assertEquals(0, StreamOrderedRelease.pending(), "no task is left pending");
             assertEquals(mappedWithB - 1, k.liveMappings(), "close(s) released on the calling thread");
             assertEquals(releases + 1, k.calls("cuMemRelease"), "released once");
-        } finally {
-            StreamOrderedRelease.log = original;
         }
     }
 
