@@ -214,4 +214,19 @@ class VirtualMemoryResourceJavadocContractTest {
         VirtualMemoryResourceOptions o = VirtualMemoryResourceOptions.builder().peers(5, 1, 3).build();
         assertEquals(java.util.List.of(1, 3, 5), new java.util.ArrayList<>(o.peers()));
     }
+    /**
+     * modifyAllocation: options "may not change the handle type, device or location" (for
+     * HOST_NUMA the node is the location): IllegalArgumentException naming locationId.
+     */
+    @Test
+    void aGrowMayNotMoveHostNumaMemoryToAnotherNode() {
+        org.junit.jupiter.api.Assumptions.assumeTrue(Driver.get().device(0).supportsHostNumaVirtualMemory());
+        VirtualMemoryResourceOptions node0 = VirtualMemoryResourceOptions.builder().locationType(LocationType.HOST_NUMA)
+                .locationId(0).build();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0, node0); VirtualMemoryBuffer b = r.allocate(1)) {
+            VirtualMemoryResourceOptions node1 = node0.toBuilder().locationId(1).build();
+            assertNames(assertThrows(IllegalArgumentException.class, () -> r.modifyAllocation(b, 3 * r.granularity(), node1)),
+                    "locationId", "1");
+        }
+    }
 }
