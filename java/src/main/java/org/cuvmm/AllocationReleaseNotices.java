@@ -223,14 +223,32 @@ public final class AllocationReleaseNotices {
         try {
             r.listener.accept(id);
         } catch (RuntimeException | Error e) {
-            String message = "allocation release listener " + r.listener + " threw " + e + " for allocation " + id
-                    + "; the release was complete, delivery goes on";
-            if (r.stackLogged) {
-                log.log(System.Logger.Level.WARNING, message + " (stack trace logged at its first throw)");
-            } else {
-                r.stackLogged = true;
-                log.log(System.Logger.Level.WARNING, message, e);
+            // Nothing here may throw on: a throw would end the notice thread, and with it the
+            // delivery of this batch to every later listener. What the listener threw, or the
+            // listener itself, may fail to describe itself (a toString() that throws), and a
+            // logger may fail: only the log line is lost then.
+            try {
+                String message = "allocation release listener " + describe(r.listener) + " threw "
+                        + HostFunctions.describe(e) + " for allocation " + id
+                        + "; the release was complete, delivery goes on";
+                if (r.stackLogged) {
+                    log.log(System.Logger.Level.WARNING, message + " (stack trace logged at its first throw)");
+                } else {
+                    r.stackLogged = true;
+                    log.log(System.Logger.Level.WARNING, message, e);
+                }
+            } catch (RuntimeException | Error logFailed) {
+                // the listener's failure is not ours to propagate; delivery goes on
             }
+        }
+    }
+
+    /** {@code o}'s toString(), or its class when that throws. */
+    private static String describe(Object o) {
+        try {
+            return String.valueOf(o);
+        } catch (RuntimeException | Error e) {
+            return o.getClass().getName() + " (its toString() threw " + e.getClass().getName() + ")";
         }
     }
 }

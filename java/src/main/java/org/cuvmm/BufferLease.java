@@ -65,7 +65,9 @@ public final class BufferLease implements AutoCloseable {
             // Bounded: a supplier that closes its own buffer fails with the refusal, whose
             // message holds this text again, down to a stack overflow (an independent probe:
             // a 378 KB message).
-            String why = String.valueOf(e);
+            // Its toString() may throw too (an application's exception whose getMessage()
+            // fails): HostFunctions.describe falls back to the class name.
+            String why = HostFunctions.describe(e);
             if (why.length() > MAX_FAILURE_TEXT) why = why.substring(0, MAX_FAILURE_TEXT) + "...";
             return "(holder description unavailable: " + why + ")";
         }

@@ -97,4 +97,30 @@ class AllocationReleaseNoticesJavadocContractTest {
             }
         }
     }
+
+    /**
+     * Failures: "A listener that throws (any RuntimeException or Error) is logged ... and the
+     * delivery goes on" -- also when what it throws cannot be turned into text (its
+     * getMessage(), so its toString(), throws): the other listener hears this release and the
+     * next, and the throwing one keeps being called.
+     */
+    @Test
+    void aListenerThrowingAnUndescribableFailureDoesNotStopDelivery() throws Exception {
+        BlockingQueue<Long> heard = new LinkedBlockingQueue<>();
+        BlockingQueue<Long> thrower = new LinkedBlockingQueue<>();
+        try (AllocationReleaseNotices.Registration bad = Driver.get().addAllocationReleaseListener(id -> {
+                 thrower.add(id);
+                 throw new BufferLeaseJavadocContractTest.Undescribable();
+             });
+             AllocationReleaseNotices.Registration good = Driver.get().addAllocationReleaseListener(heard::add);
+             VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            for (int round = 0; round < 2; round++) {
+                VirtualMemoryBuffer b = r.allocate(1);
+                long id = b.allocationIds()[0];
+                b.close();
+                takeUntil(heard, id);
+                takeUntil(thrower, id);
+            }
+        }
+    }
 }

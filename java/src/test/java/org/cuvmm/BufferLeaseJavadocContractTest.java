@@ -102,4 +102,28 @@ class BufferLeaseJavadocContractTest {
             assertThrows(IllegalStateException.class, () -> b.leaseDescribedBy(() -> "late"));
         }
     }
+
+    /** A failure whose own description fails: getMessage() (so toString()) throws. */
+    static final class Undescribable extends RuntimeException {
+        @Override public String getMessage() { throw new IllegalStateException("no message for you"); }
+    }
+
+    /**
+     * holder(): "a supplier that throws ... gives a fixed text naming that: this never throws,
+     * so a refused close still says why it refused" -- also when what the supplier threw
+     * cannot be turned into text.
+     */
+    @Test
+    void holderNeverThrowsEvenWhenTheFailureCannotDescribeItself() {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer b = r.allocate(1)) {
+            try (BufferLease bad = b.leaseDescribedBy(() -> { throw new Undescribable(); })) {
+                String h = bad.holder();
+                assertTrue(h.startsWith("(holder description unavailable: "), h);
+                assertTrue(h.contains(Undescribable.class.getName()), h);
+                IllegalStateException refused = assertThrows(IllegalStateException.class, b::close);
+                assertTrue(refused.getMessage().contains("(holder description unavailable: "), refused.getMessage());
+                assertFalse(b.isClosed());
+            }
+        }
+    }
 }
