@@ -92,7 +92,14 @@ final class ImportHold {
         try {
             if (r != null) r.run();
         } catch (RuntimeException e) {
-            LOG.log(System.Logger.Level.WARNING, "the callback of " + what() + " (whenUnmapped or whenGone) threw " + e, e);
+            // Swallowed, as documented: also when e cannot describe itself (a toString() that
+            // throws) or the logger fails; only the log line is lost then.
+            try {
+                LOG.log(System.Logger.Level.WARNING, "the callback of " + what() + " (whenUnmapped or whenGone) threw "
+                        + HostFunctions.describe(e), e);
+            } catch (RuntimeException | Error logFailed) {
+                // the callback's failure is not the closing caller's
+            }
         } finally {
             if (parent != null) parent.release();
         }

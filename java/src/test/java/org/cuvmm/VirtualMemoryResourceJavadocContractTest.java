@@ -229,4 +229,24 @@ class VirtualMemoryResourceJavadocContractTest {
                     "locationId", "1");
         }
     }
+
+    /**
+     * importBuffer(d, whenUnmapped): "A RuntimeException it throws is logged (logger org.cuvmm)
+     * and swallowed" -- also one whose getMessage() (so toString()) throws: the close that drops
+     * the last mapping neither throws nor leaves the buffer open.
+     */
+    @Test
+    void aThrowingWhenUnmappedIsSwallowedEvenIfItCannotDescribeItself() {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer b = r.allocate(1);
+             BufferDescriptor d = b.exportDescriptor()) {
+            AtomicInteger ran = new AtomicInteger();
+            VirtualMemoryBuffer imported = r.importBuffer(d, () -> {
+                ran.incrementAndGet();
+                throw new BufferLeaseJavadocContractTest.Undescribable();
+            });
+            assertDoesNotThrow(() -> imported.close());
+            assertTrue(imported.isClosed());
+            assertEquals(1, ran.get());
+        }
+    }
 }
