@@ -34,7 +34,10 @@ public final class LeakDetection {
 
     private LeakDetection() {}
 
-    /** True when {@value #CAPTURE_PROPERTY} is set (read at each allocation). */
+    /**
+     * True when the system property {@value #CAPTURE_PROPERTY} is {@code true} (as
+     * {@link Boolean#getBoolean}: any other value, or none, is false); read at each allocation.
+     */
     public static boolean capturingAllocationSites() { return Boolean.getBoolean(CAPTURE_PROPERTY); }
 
     /** Leaks found (by the cleaner, or by a pool for its buffers) since the process started. */

@@ -45,7 +45,12 @@ public final class VirtualMemoryResource implements AutoCloseable {
         this.granularity = spec.granularity();
     }
 
-    /** A resource on {@code device} with {@link VirtualMemoryResourceOptions#defaults()}. */
+    /**
+     * A resource on {@code device} with {@link VirtualMemoryResourceOptions#defaults()}.
+     *
+     * @throws IllegalArgumentException when the device does not exist or lacks what the
+     *     defaults need (virtual memory management, POSIX fd export)
+     */
     public static VirtualMemoryResource create(int device) {
         return create(device, VirtualMemoryResourceOptions.defaults());
     }
@@ -55,8 +60,9 @@ public final class VirtualMemoryResource implements AutoCloseable {
      *
      * @throws IllegalArgumentException when the device does not exist, a peer is not another
      *     existing device, a peer cannot access memory on the device ({@link
-     *     Driver#canAccessPeer}; asked for device-located memory with peer access), or the device
-     *     lacks a capability the options need
+     *     Driver#canAccessPeer}; asked for device-located memory with peer access), the device
+     *     lacks a capability the options need, or {@code options.addressHint()} is not a multiple
+     *     of the larger of the granularity and {@code addressAlignment}
      * @throws CudaException when the driver refuses the options (the granularity query: for
      *     example {@code AllocationType.MANAGED}, which {@code cuMemCreate} does not take, or a
      *     {@code HOST_NUMA} locationId that is not a NUMA node); its message names the options

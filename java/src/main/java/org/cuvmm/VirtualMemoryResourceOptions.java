@@ -20,8 +20,8 @@ import java.util.TreeSet;
  * <caption>Options and defaults</caption>
  * <tr><th>option</th><th>default</th><th>meaning</th></tr>
  * <tr><td>allocationType</td><td>PINNED</td><td>{@code CUmemAllocationType}</td></tr>
- * <tr><td>locationType / locationId</td><td>DEVICE / the resource's device</td><td>where memory lives;
- *     the id is the NUMA node for HOST_NUMA</td></tr>
+ * <tr><td>locationType / locationId</td><td>DEVICE / 0</td><td>where memory lives; the id is the
+ *     NUMA node for HOST_NUMA and ignored otherwise (DEVICE memory lives on the resource's device)</td></tr>
  * <tr><td>handleType</td><td>POSIX_FD</td><td>how allocations can be exported</td></tr>
  * <tr><td>granularity</td><td>RECOMMENDED</td><td>sizes are rounded up to this</td></tr>
  * <tr><td>gpuDirectRdma</td><td>false</td><td>ask for GPUDirect RDMA capable memory</td></tr>

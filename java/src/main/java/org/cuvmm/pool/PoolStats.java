@@ -70,7 +70,10 @@ public interface PoolStats {
     /** Capacity released by those evictions. */
     long evictedBytes();
 
-    /** Capacity released by {@link VirtualMemoryPool#trim()} and by closing the pool. */
+    /**
+     * Capacity released by {@link VirtualMemoryPool#trim()} and by closing the pool (a buffer
+     * returned to the pool after it closed included).
+     */
     long trimmedBytes();
 
     /**

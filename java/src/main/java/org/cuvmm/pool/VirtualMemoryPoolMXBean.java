@@ -71,7 +71,7 @@ public interface VirtualMemoryPoolMXBean extends BufferPoolMXBean {
     /** Allocations that needed new memory from the driver. */
     long getMisses();
 
-    /** Idle buffers released by the retention cap. */
+    /** Idle buffers released by the retention cap, or released at close for exceeding it alone ({@link PoolStats#evictions()}). */
     long getEvictions();
 
     /** Capacity released by the retention cap. */
