@@ -38,21 +38,6 @@ class VirtualMemoryResourceJavadocContractTest {
         assertThrows(IllegalStateException.class, () -> r.allocate(0));
     }
 
-    /** modifyAllocation: "ALIAS: newSize fits in what is already mapped: no driver call". */
-    @Test
-    void anAliasMakesNoDriverCall() {
-        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer b = r.allocate(1)) {
-            DriverCounters c = Driver.get().counters();
-            long before = c.totalCalls();
-            try (VirtualMemoryBuffer alias = r.modifyAllocation(b, r.granularity())) {
-                assertEquals(BufferOrigin.ALIAS, alias.origin());
-                assertEquals(b.address(), alias.address());
-                assertEquals(r.granularity(), alias.size());
-            }
-            assertEquals(before, c.totalCalls(), "an alias called the driver: " + c.calls());
-        }
-    }
-
     /**
      * Class: "Closing the resource only stops new allocations: buffers it made stay valid until
      * they are closed": export, lease, share and a ByteBuffer view of such a buffer still work.
@@ -247,6 +232,42 @@ class VirtualMemoryResourceJavadocContractTest {
             assertDoesNotThrow(() -> imported.close());
             assertTrue(imported.isClosed());
             assertEquals(1, ran.get());
+        }
+    }
+
+    /**
+     * modifyAllocation: "options' addressAlignment applies to a move only (the new range is
+     * reserved with it); an alias or a grow in place keeps the buffer's base ... so a larger
+     * alignment asked here does not move it."
+     */
+    @Test
+    void aGrowsAlignmentAppliesToAMoveOnly() {
+        long align = 1L << 30;
+        VirtualMemoryResourceOptions aligned = VirtualMemoryResourceOptions.builder().addressAlignment(align).build();
+        long region = GrowTest.freeRegion(64 * TestSupport.MiB);
+        try (VirtualMemoryResource probe = VirtualMemoryResource.create(0)) {
+            long g = probe.granularity();
+            long hint = region % align == 0 ? region + g : region; // a base the large alignment does not divide
+            try (VirtualMemoryResource r = GrowTest.resourceAt(hint); VirtualMemoryBuffer a = r.allocate(g)) {
+                assertEquals(hint, a.address(), "the hint was honoured (the region was free)");
+                try (VirtualMemoryBuffer alias = r.modifyAllocation(a, g, aligned)) {
+                    assertEquals(BufferOrigin.ALIAS, alias.origin());
+                    assertEquals(hint, alias.address());
+                }
+                try (VirtualMemoryBuffer inPlace = r.modifyAllocation(a, 3 * g, aligned)) {
+                    assertEquals(BufferOrigin.GROWN_IN_PLACE, inPlace.origin());
+                    assertEquals(hint, inPlace.address());
+                }
+                // A decoy right after a: the grow must move, into a range aligned as asked.
+                try (VirtualMemoryResource decoyResource = GrowTest.resourceAt(hint + g);
+                     VirtualMemoryBuffer decoy = decoyResource.allocate(g)) {
+                    assertEquals(hint + g, decoy.address(), "the decoy sits right after the buffer");
+                    try (VirtualMemoryBuffer moved = r.modifyAllocation(a, 3 * g, aligned)) {
+                        assertEquals(BufferOrigin.MOVED, moved.origin());
+                        assertEquals(0, moved.address() % align, "moved to 0x" + Long.toHexString(moved.address()));
+                    }
+                }
+            }
         }
     }
 }
