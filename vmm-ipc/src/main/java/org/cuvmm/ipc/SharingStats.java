@@ -31,8 +31,17 @@ public record SharingStats(List<ConnectionStats> connections, List<ReleasedAlloc
                            long releasedStillMappedBytes, long fdsSent) {
     /** @throws NullPointerException when a list (or an element) is null; the message names the list */
     public SharingStats {
-        connections = List.copyOf(Objects.requireNonNull(connections, "connections"));
-        releasedStillMapped = List.copyOf(Objects.requireNonNull(releasedStillMapped, "releasedStillMapped"));
+        connections = copyNamed(connections, "connections");
+        releasedStillMapped = copyNamed(releasedStillMapped, "releasedStillMapped");
+    }
+
+    /** An unmodifiable copy of {@code list}; a null list or element throws NPE naming {@code what}. */
+    private static <T> List<T> copyNamed(List<T> list, String what) {
+        Objects.requireNonNull(list, what);
+        for (int i = 0; i < list.size(); i++) {
+            if (list.get(i) == null) throw new NullPointerException(what + ": element " + i + " is null (expected: no null element)");
+        }
+        return List.copyOf(list);
     }
 
     /** Allocations released by the producer and still mapped by consumers. */

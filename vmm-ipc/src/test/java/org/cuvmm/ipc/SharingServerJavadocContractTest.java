@@ -1,0 +1,161 @@
+package org.cuvmm.ipc;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertFalse;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+
+import org.cuvmm.VirtualMemoryBuffer;
+import org.cuvmm.VirtualMemoryResource;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+
+/**
+ * Promises of {@link SharingServer}, {@link SharingStats}, {@link SharingListener} and
+ * {@link LeaseEvent} as their javadoc states them, each test citing the sentence it checks.
+ * Only what {@link ServerContractTest} does not already check.
+ */
+class SharingServerJavadocContractTest {
+    private Path sock;
+
+    @BeforeEach
+    void setUp() throws Exception { sock = IpcTestSupport.socketPath(); }
+
+    @AfterEach
+    void tearDown() { IpcTestSupport.deleteTree(sock.getParent()); }
+
+    /**
+     * SharingStats' constructor: "@throws NullPointerException when a list (or an element) is
+     * null; the message names the list".
+     */
+    @Test
+    void statsNameTheListThatHoldsANullElement() {
+        List<SharingStats.ConnectionStats> badConns = Arrays.asList((SharingStats.ConnectionStats) null);
+        ServerContractTest.assertThrowsSaying(NullPointerException.class,
+                () -> new SharingStats(badConns, List.of(), 0, 0), "connections");
+        List<SharingStats.ReleasedAllocation> badReleased = Arrays.asList((SharingStats.ReleasedAllocation) null);
+        ServerContractTest.assertThrowsSaying(NullPointerException.class,
+                () -> new SharingStats(List.of(), badReleased, 0, 0), "releasedStillMapped");
+        ServerContractTest.assertThrowsSaying(NullPointerException.class,
+                () -> new SharingStats(null, List.of(), 0, 0), "connections");
+        ServerContractTest.assertThrowsSaying(NullPointerException.class,
+                () -> new SharingStats(List.of(), null, 0, 0), "releasedStillMapped");
+    }
+
+    /**
+     * leaseCount: "To close a buffer its consumers may still hold: unpublish it (no new lease
+     * starts; this then reads 0 at once, the name being gone)"; unpublish: "Leases stay counted
+     * until released"; totalLeaseCount: "on published and withdrawn buffers alike".
+     */
+    @Test
+    void unpublishZeroesTheNamesCountButTheTotalKeepsTheLeases() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).build(); SharingClient c = SharingClient.connect(sock)) {
+            s.publish("b", buf);
+            Attachment a = c.attach("b", r);
+            assertEquals(1, s.leaseCount("b"));
+            assertTrue(s.unpublish("b"));
+            assertEquals(0, s.leaseCount("b"), "reads 0 at once, the name being gone");
+            assertEquals(1, s.totalLeaseCount(), "withdrawn buffers' leases stay counted until released");
+            assertEquals(1, s.stats().connections().get(0).leases());
+            a.close();
+            assertEquals(0, s.totalLeaseCount());
+        }
+    }
+
+    /**
+     * close(): "Published buffers are not closed (they are the caller's)"; isClosed(): "no
+     * connection is accepted and nothing can be published from then on".
+     */
+    @Test
+    void closeLeavesPublishedBuffersOpenAndRefusesLaterPublishesAndConnections() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity())) {
+            SharingServer s = SharingServer.builder(sock).build();
+            s.publish("b", buf);
+            s.close();
+            assertFalse(buf.isClosed(), "published buffers are the caller's");
+            buf.fill((byte) 1); // still usable
+            ServerContractTest.assertThrowsSaying(IllegalStateException.class, () -> s.publish("c", buf), "closed");
+            assertThrows(java.io.IOException.class, () -> SharingClient.connect(sock));
+            assertFalse(s.unpublish("b"), "nothing is published on a closed server");
+        }
+    }
+
+    /**
+     * Builder.listener: "each listener called in the order added. Same as addListener right
+     * after build()"; addListener: "after the listeners added before it".
+     */
+    @Test
+    void builderListenersComeBeforeAddedOnesInTheOrderAdded() throws Exception {
+        List<String> calls = new CopyOnWriteArrayList<>();
+        List<SharingListener> ls = new ArrayList<>();
+        java.util.concurrent.CountDownLatch lastAttached = new java.util.concurrent.CountDownLatch(1);
+        for (int i = 0; i < 4; i++) {
+            String id = "L" + i;
+            ls.add(new SharingListener() {
+                @Override
+                public void connected(PeerCredentials p) { calls.add(id + " connected"); }
+
+                @Override
+                public void attached(LeaseEvent e) {
+                    calls.add(id + " attached " + e.leaseCount());
+                    if (id.equals("L3")) lastAttached.countDown();
+                }
+            });
+        }
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).listener(ls.get(0)).listener(ls.get(1)).build()) {
+            s.addListener(ls.get(2));
+            s.addListener(ls.get(3));
+            s.publish("b", buf);
+            try (SharingClient c = SharingClient.connect(sock); Attachment a = c.attach("b", r)) {
+                // "attached": after the DESCRIPTOR was queued, so the client may have it first
+                assertTrue(lastAttached.await(10, java.util.concurrent.TimeUnit.SECONDS));
+                assertEquals(List.of("L0 connected", "L1 connected", "L2 connected", "L3 connected",
+                        "L0 attached 1", "L1 attached 1", "L2 attached 1", "L3 attached 1"), calls);
+            }
+        }
+    }
+
+    /**
+     * LeaseEvent: "leaseCount: leases on that published buffer after this event", on
+     * SharingListener.released: "A lease ended: the client released it, or its connection ended".
+     * A lease on a withdrawn buffer still ends with the count of that buffer's leases.
+     */
+    @Test
+    void releaseEventsAfterUnpublishCountTheWithdrawnBuffersLeases() throws Exception {
+        List<LeaseEvent> ends = new CopyOnWriteArrayList<>();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).listener(new SharingListener() {
+                 @Override
+                 public void released(LeaseEvent e) { ends.add(e); }
+             }).build(); SharingClient c = SharingClient.connect(sock)) {
+            s.publish("b", buf);
+            Attachment a1 = c.attach("b", r);
+            Attachment a2 = c.attach("b", r);
+            s.unpublish("b");
+            a1.close();
+            a2.close();
+            assertEquals(2, ends.size());
+            assertEquals(1, ends.get(0).leaseCount());
+            assertEquals(0, ends.get(1).leaseCount());
+            assertEquals(LeaseEvent.Reason.RELEASED, ends.get(1).reason());
+        }
+    }
+
+    /** unpublish, isPublished: the name argument is checked by name. */
+    @Test
+    void unpublishNamesANullName() throws Exception {
+        try (SharingServer s = SharingServer.builder(sock).build()) {
+            ServerContractTest.assertThrowsSaying(NullPointerException.class, () -> s.unpublish(null), "name");
+            ServerContractTest.assertThrowsSaying(NullPointerException.class, () -> s.leaseCount(null), "name");
+        }
+    }
+}
