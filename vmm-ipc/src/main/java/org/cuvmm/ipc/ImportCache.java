@@ -192,8 +192,18 @@ public final class ImportCache {
     /** The most mapped bytes kept (0: caching disabled). */
     public long maxBytes() { return maxBytes; }
 
-    /** True when attachments may be served from kept mappings. */
-    public boolean isEnabled() { return maxEntries > 0 && maxBytes > 0 && CoreSupport.canShare(); }
+    /**
+     * True when attachments may be served from kept mappings: both bounds above 0, the core
+     * can share a mapping, and the connection does not speak protocol version 1 (a version-1
+     * connection never uses the cache: false from its HELLO_OK on).
+     */
+    public boolean isEnabled() { return !versionOne && maxEntries > 0 && maxBytes > 0 && CoreSupport.canShare(); }
+
+    /** Set by the client when its connection turned out to speak version 1 (the cache then stays unused). */
+    private volatile boolean versionOne;
+
+    /** The connection speaks version 1: {@link #isEnabled()} is false from now on. */
+    void versionOne() { versionOne = true; }
 
     public Stats stats() {
         synchronized (lock) {

@@ -1010,6 +1010,7 @@ public final class SharingClient implements AutoCloseable {
         if (f.type == FrameType.HELLO_OK && version == 0 && pending.containsKey(f.requestId)) {
             // Before reading on: every later frame must carry this version.
             version = f.version;
+            if (version == Protocol.VERSION) cache.versionOne(); // isEnabled(): version 1 never caches
         }
         if (f.type == FrameType.EVICT) {
             f.close();
