@@ -414,6 +414,10 @@ public final class SharingClient implements AutoCloseable {
      *     failure stands)
      * @throws IOException the connection failed or the server did not answer in time
      * @throws IllegalStateException when {@code resource} is closed (refused before any request)
+     * @throws IllegalArgumentException for a name that is empty or over 255 bytes of UTF-8, or
+     *     a resource whose handle type is not POSIX_FD (refused before any request; the
+     *     message names the argument)
+     * @throws NullPointerException when {@code name} or {@code resource} is null
      */
     public Attachment attach(String name, VirtualMemoryResource resource) throws IOException {
         SharingServer.checkName(name);

@@ -158,4 +158,96 @@ class SharingServerJavadocContractTest {
             ServerContractTest.assertThrowsSaying(NullPointerException.class, () -> s.leaseCount(null), "name");
         }
     }
+
+    /**
+     * Class javadoc: "the owner's close() refuses while a consumer holds it (the message names
+     * the consumer; closeWhenUnused() closes it after the last release). An ATTACH of a
+     * buffer the owner closed is answered with ERROR INTERNAL."
+     */
+    @Test
+    void theOwnersCloseRefusesWhileLeasedAndAClosedBufferIsAnsweredWithInternal() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             SharingServer s = SharingServer.builder(sock).build();
+             SharingClient c = SharingClient.connect(sock, "named-consumer")) {
+            VirtualMemoryBuffer buf = r.allocate(r.granularity());
+            s.publish("b", buf);
+            Attachment a = c.attach("b", r);
+            ServerContractTest.assertThrowsSaying(IllegalStateException.class, buf::close, "named-consumer");
+            assertFalse(buf.isClosed());
+            buf.closeWhenUnused();
+            assertFalse(buf.isClosed(), "still leased");
+            a.close();
+            assertTrue(buf.isClosed(), "closed after the last release");
+            assertTrue(s.isPublished("b"), "the server does not own the name's buffer");
+            SharingException e = assertThrows(SharingException.class, () -> c.attach("b", r));
+            assertEquals(ErrorCode.INTERNAL, e.code(), e.getMessage());
+            assertEquals(0, s.totalLeaseCount(), "a failed ATTACH is never counted");
+            assertTrue(c.isConnected());
+        }
+    }
+
+    /**
+     * SharingListener: "Called on the server's threads (the connection's own reader thread for
+     * lease events)"; disconnected: "A connection ended (after its leases were released)".
+     */
+    @Test
+    void leaseEventsRunOnTheConnectionsOwnReaderThread() throws Exception {
+        List<Thread> attachedOn = new CopyOnWriteArrayList<>();
+        List<Thread> releasedOn = new CopyOnWriteArrayList<>();
+        java.util.concurrent.CountDownLatch gone = new java.util.concurrent.CountDownLatch(1);
+        SharingListener l = new SharingListener() {
+            @Override
+            public void attached(LeaseEvent e) { attachedOn.add(Thread.currentThread()); }
+
+            @Override
+            public void released(LeaseEvent e) { releasedOn.add(Thread.currentThread()); }
+
+            @Override
+            public void disconnected(PeerCredentials p, String n) { gone.countDown(); }
+        };
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).listener(l).build()) {
+            s.publish("b", buf);
+            SharingClient c = SharingClient.connect(sock);
+            c.attach("b", r).close();
+            c.attach("b", r);
+            c.closeNow(); // the second lease ends with the connection
+            assertTrue(gone.await(10, java.util.concurrent.TimeUnit.SECONDS));
+            assertEquals(2, attachedOn.size());
+            assertEquals(2, releasedOn.size());
+            Thread reader = attachedOn.get(0);
+            assertTrue(reader.getName().contains("-read"), reader.getName());
+            for (Thread t : attachedOn) assertEquals(reader, t);
+            for (Thread t : releasedOn) assertEquals(reader, t, "released: on the connection's own reader");
+        }
+    }
+
+    /**
+     * Builder.handshakeTimeout: "Past it the server sends ERROR TIMEOUT and closes the
+     * connection"; SharingListener.error: "its connection timed out (code TIMEOUT: the ERROR is
+     * sent and the connection closed)".
+     */
+    @Test
+    void aSilentConnectionGetsTimeoutAndTheListenerHearsIt() throws Exception {
+        List<ErrorCode> errors = new CopyOnWriteArrayList<>();
+        java.util.concurrent.CountDownLatch gone = new java.util.concurrent.CountDownLatch(1);
+        try (SharingServer s = SharingServer.builder(sock).handshakeTimeout(java.time.Duration.ofMillis(100))
+                .listener(new SharingListener() {
+                    @Override
+                    public void error(PeerCredentials p, String n, ErrorCode code, String m, boolean byClient) {
+                        assertFalse(byClient);
+                        errors.add(code);
+                    }
+
+                    @Override
+                    public void disconnected(PeerCredentials p, String n) { gone.countDown(); }
+                }).build();
+             FdSocket raw = FdSocket.connect(sock)) {
+            assertTrue(gone.await(10, java.util.concurrent.TimeUnit.SECONDS), "the silent connection is closed");
+            assertEquals(List.of(ErrorCode.TIMEOUT), errors);
+            try (ReceivedMessage m = raw.receive(Protocol.HEADER_SIZE)) {
+                assertFalse(m.endOfStream(), "an ERROR frame came before the end");
+            }
+        }
+    }
 }
