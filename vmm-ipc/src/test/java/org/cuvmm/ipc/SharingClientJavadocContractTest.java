@@ -187,4 +187,57 @@ class SharingClientJavadocContractTest {
             assertEquals(0, st.forgets(), "nothing was sent in a FORGET");
         }
     }
+
+    /**
+     * Class javadoc: "Both threads end with the connection" (the reader and the event
+     * thread), here a connection the server ended while the client was never closed; and
+     * Attachment.close: "If the connection has ended, the server already freed the lease and
+     * only the buffer is closed"; close(): closes every open attachment, without throwing.
+     */
+    @Test
+    void theClientsThreadsEndWhenTheServerEndsTheConnection() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity())) {
+            SharingServer s = SharingServer.builder(sock).build();
+            s.publish("b", buf);
+            SharingClient c = SharingClient.connect(sock);
+            Attachment a = c.attach("b", r);
+            s.unpublish("b"); // a DROP starts the event thread
+            await("the DROP", 5, a::isDropped);
+            String clientThreads = "cuvmm-ipc-client-";
+            assertFalse(clientThreadsOf(clientThreads).isEmpty());
+            s.close();
+            await("the client sees the end", 5, () -> !c.isConnected());
+            await("the client's threads end with the connection: " + clientThreadsOf(clientThreads), 10,
+                    () -> clientThreadsOf(clientThreads).isEmpty());
+            c.close(); // the connection has ended: only the buffers are closed, nothing thrown
+            assertTrue(a.isClosed());
+            assertTrue(a.buffer().isClosed());
+            assertTrue(c.attachments().isEmpty());
+        }
+    }
+
+    private List<String> clientThreadsOf(String prefix) {
+        List<String> out = new java.util.ArrayList<>();
+        for (Thread t : Thread.getAllStackTraces().keySet()) {
+            if (t.isAlive() && t.getName().startsWith(prefix) && t.getName().endsWith(sock.toString())) out.add(t.getName());
+        }
+        return out;
+    }
+
+    /**
+     * ImportCache.maxEntries / maxBytes: "The most entries kept (0: caching disabled)", "The
+     * most mapped bytes kept"; SharingClient.Builder: the values given.
+     */
+    @Test
+    void theCachesBoundsAreTheBuildersValues() throws Exception {
+        try (SharingServer s = SharingServer.builder(sock).build();
+             SharingClient c = SharingClient.builder(sock).cacheMaxEntries(3).cacheMaxBytes(12345).build();
+             SharingClient d = SharingClient.connect(sock)) {
+            assertEquals(3, c.importCache().maxEntries());
+            assertEquals(12345, c.importCache().maxBytes());
+            assertEquals(ImportCache.DEFAULT_MAX_ENTRIES, d.importCache().maxEntries());
+            assertEquals(ImportCache.DEFAULT_MAX_BYTES, d.importCache().maxBytes());
+            assertEquals(1L << 30, ImportCache.DEFAULT_MAX_BYTES, "1 GiB");
+        }
+    }
 }
