@@ -377,9 +377,17 @@ public final class SharingClient implements AutoCloseable {
         }
     }
 
-    /** Called on the client's event thread for each DROP notice. */
+    /**
+     * Adds {@code listener}, called on the client's event thread for each DROP notice, after
+     * the listeners added before it (a DROP that an {@code attach} claims once the connection
+     * has ended, and so the event thread, is delivered on that attaching thread). A listener
+     * that throws is logged; the others still hear the notice.
+     *
+     * @throws NullPointerException when {@code listener} is null (the message names it)
+     */
     public void addDropListener(Consumer<DropNotice> listener) { dropListeners.add(Objects.requireNonNull(listener, "listener")); }
 
+    /** Removes {@code listener} (no effect when it was not added, or is null); a notice already being delivered may still reach it. */
     public void removeDropListener(Consumer<DropNotice> listener) { dropListeners.remove(listener); }
 
     /**

@@ -240,4 +240,48 @@ class SharingClientJavadocContractTest {
             assertEquals(1L << 30, ImportCache.DEFAULT_MAX_BYTES, "1 GiB");
         }
     }
+
+    /**
+     * ImportCache.Stats: "evictions: entries evicted by the LRU bound, an EVICT, ... counted
+     * when evicted"; "forgets: ids sent in FORGET frames"; entries "leave both counts the
+     * moment [they are] evicted (..., an EVICT, ...)"; class javadoc: "When the producer
+     * releases an allocation (EVICT) the client unmaps it once no lease of its own maps it and
+     * tells the server (FORGET)".
+     */
+    @Test
+    void anEvictIsCountedAsAnEvictionAndAForget() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); SharingServer s = SharingServer.builder(sock).build();
+             SharingClient c = SharingClient.connect(sock)) {
+            VirtualMemoryBuffer buf = r.allocate(r.granularity());
+            s.publish("b", buf);
+            c.attach("b", r).close();
+            if (!c.importCache().isEnabled()) {
+                buf.close();
+                return;
+            }
+            assertEquals(0, c.importCache().stats().evictions());
+            s.unpublish("b");
+            buf.close(); // EVICT
+            await("the FORGET read by the server", 10, () -> s.stats().idsHeld() == 0);
+            ImportCache.Stats st = c.importCache().stats();
+            assertEquals(0, st.entries());
+            assertEquals(0, st.bytes());
+            assertEquals(1, st.evictions(), st.toString());
+            assertEquals(1, st.forgets(), st.toString());
+        }
+    }
+
+    /**
+     * addDropListener: "Called on the client's event thread for each DROP notice" (a null
+     * listener is named); removeDropListener: no effect for one never added, or null.
+     */
+    @Test
+    void dropListenersAreCheckedAndRemovingAStrangerDoesNothing() throws Exception {
+        try (SharingServer s = SharingServer.builder(sock).build(); SharingClient c = SharingClient.connect(sock)) {
+            ServerContractTest.assertThrowsSaying(NullPointerException.class, () -> c.addDropListener(null), "listener");
+            c.removeDropListener(null);
+            c.removeDropListener(n -> { });
+            assertTrue(c.isConnected());
+        }
+    }
 }
