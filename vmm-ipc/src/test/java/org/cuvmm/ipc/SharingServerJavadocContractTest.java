@@ -250,4 +250,62 @@ class SharingServerJavadocContractTest {
             }
         }
     }
+
+    /**
+     * SharingListener: "A listener may call SharingServer#close() ...: it does not wait for the
+     * calling thread, which ends once the listener returns", here from {@code connected} (on
+     * the accept thread, before the connection's own threads start); close(): "once any
+     * close() returns the leases have ended", the connection is closed and no server thread
+     * stays.
+     */
+    @Test
+    void aConnectedListenerMayCloseTheServer() throws Exception {
+        java.util.concurrent.atomic.AtomicReference<SharingServer> ref = new java.util.concurrent.atomic.AtomicReference<>();
+        java.util.concurrent.CountDownLatch closed = new java.util.concurrent.CountDownLatch(1);
+        java.util.concurrent.CountDownLatch gone = new java.util.concurrent.CountDownLatch(1);
+        java.util.Set<Thread> before = new java.util.HashSet<>(Thread.getAllStackTraces().keySet());
+        SharingServer s = SharingServer.builder(sock).listener(new SharingListener() {
+            @Override
+            public void connected(PeerCredentials p) {
+                ref.get().close();
+                closed.countDown();
+            }
+
+            @Override
+            public void disconnected(PeerCredentials p, String n) { gone.countDown(); }
+        }).build();
+        ref.set(s);
+        try (FdSocket raw = FdSocket.connect(sock)) {
+            assertTrue(closed.await(10, java.util.concurrent.TimeUnit.SECONDS), "close() from the listener returned");
+            assertTrue(s.isClosed());
+            try (ReceivedMessage m = raw.receive(1)) {
+                assertTrue(m.endOfStream(), "the connection is closed");
+            }
+            assertTrue(gone.await(10, java.util.concurrent.TimeUnit.SECONDS), "disconnected is heard");
+            IpcTestSupport.await("no server thread left", 10, () -> {
+                for (Thread t : Thread.getAllStackTraces().keySet()) {
+                    if (!before.contains(t) && t.isAlive() && (t.getName().startsWith("cuvmm-ipc-conn-")
+                            || t.getName().startsWith("cuvmm-ipc-accept"))) return false;
+                }
+                return true;
+            });
+            assertEquals(0, s.connectionCount());
+        }
+    }
+
+    /** PeerCredentials: "pid the peer's process id, uid the peer's effective user id, gid the peer's effective group id". */
+    @Test
+    void peerCredentialsAreThisProcesssOnAPair() throws Exception {
+        FdSocket[] p = FdSocket.pair();
+        try {
+            PeerCredentials c = p[0].peerCredentials();
+            assertEquals(ProcessHandle.current().pid(), c.pid());
+            assertEquals(NativeIo.posix().geteuid(), c.uid());
+            assertEquals(c, p[1].peerCredentials());
+            assertTrue(c.toString().contains("pid " + c.pid()), c.toString());
+        } finally {
+            p[0].close();
+            p[1].close();
+        }
+    }
 }
