@@ -68,6 +68,12 @@ class SharingClientJavadocContractTest {
             assertFalse(v1.importCache().isEnabled(), "version 1 never serves from kept mappings");
             assertEquals(CoreSupport.canShare(), v2.importCache().isEnabled());
         }
+        // The default client falling back to version 1 on a version-1 server: not enabled either.
+        try (SharingServer s = SharingServer.builder(sock).maxProtocolVersion(1).build();
+             SharingClient fellBack = SharingClient.connect(sock)) {
+            assertEquals(1, fellBack.protocolVersion());
+            assertFalse(fellBack.importCache().isEnabled(), "version 1 after the fallback");
+        }
     }
 
     /**
