@@ -332,9 +332,27 @@ class StreamOrderedPoolTest {
             for (int i = 0; i < rounds; i++) useOnce(pool, a);
             // The fill and its use record are one native call with one context check
             // (AsyncCopies.queueRecorded); the free's record has its own.
-            assertEquals(Map.of("cuMemsetD8Async", (long) rounds, "cuEventRecord", 2L * rounds,
-                    "cuCtxGetCurrent", 2L * rounds), callsSince(before),
-                    rounds + " rounds of allocate(a), fillAsync(a), close(a): the fill, its use record, the free's record");
+            Map<String, Long> d = callsSince(before);
+            // Calls of other threads can land in this window: a cleaner freeing another test's
+            // pinned buffer (cuMemFreeHost), each with a context check of its own (a CI run
+            // failed so: cuMemFreeHost 1, cuCtxGetCurrent 2001). The round's own entries are
+            // compared exactly; the context checks exactly when no such call came, else
+            // within what those calls can add.
+            long ctx = d.getOrDefault("cuCtxGetCurrent", 0L);
+            Map<String, Long> others = new HashMap<>(d);
+            others.keySet().removeAll(java.util.Set.of("cuMemsetD8Async", "cuEventRecord", "cuCtxGetCurrent"));
+            others.keySet().removeAll(POOL_AND_EVENT_ENTRIES);
+            long stray = others.values().stream().mapToLong(Long::longValue).sum();
+            d.remove("cuCtxGetCurrent");
+            d.keySet().removeAll(others.keySet());
+            String what = rounds + " rounds of allocate(a), fillAsync(a), close(a): the fill, its use record, the free's "
+                    + "record (other threads' calls meanwhile: " + others + ")";
+            assertEquals(Map.of("cuMemsetD8Async", (long) rounds, "cuEventRecord", 2L * rounds), d, what);
+            if (stray == 0) {
+                assertEquals(2L * rounds, ctx, what);
+            } else {
+                assertTrue(ctx >= 2L * rounds && ctx <= 2L * rounds + stray, what + ": context checks " + ctx);
+            }
             a.synchronize();
         }
     }
