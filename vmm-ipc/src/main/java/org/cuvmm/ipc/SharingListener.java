@@ -14,7 +14,13 @@ public interface SharingListener {
     /** A client attached: a lease was counted and its DESCRIPTOR queued. */
     default void attached(LeaseEvent event) {}
 
-    /** A lease ended: the client released it, or its connection ended (see {@link LeaseEvent#reason()}). */
+    /**
+     * A lease ended: the client released it, or its connection ended (see {@link
+     * LeaseEvent#reason()}). For a RELEASE it is called after the RELEASED is sent (as {@link
+     * #attached} after the DESCRIPTOR is queued), so the client's {@code Attachment.close()} may
+     * return before this runs; the counts ({@code leaseCount}, {@code totalLeaseCount}, {@code
+     * stats()}) already say the lease ended when the RELEASED is sent.
+     */
     default void released(LeaseEvent event) {}
 
     /** A connection was refused (uid not allowed: NOT_ALLOWED; too many connections: TOO_MANY_CONNECTIONS). */

@@ -132,10 +132,14 @@ class SharingServerJavadocContractTest {
     @Test
     void releaseEventsAfterUnpublishCountTheWithdrawnBuffersLeases() throws Exception {
         List<LeaseEvent> ends = new CopyOnWriteArrayList<>();
+        java.util.concurrent.CountDownLatch bothEnded = new java.util.concurrent.CountDownLatch(2);
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
              SharingServer s = SharingServer.builder(sock).listener(new SharingListener() {
                  @Override
-                 public void released(LeaseEvent e) { ends.add(e); }
+                 public void released(LeaseEvent e) {
+                     ends.add(e);
+                     bothEnded.countDown();
+                 }
              }).build(); SharingClient c = SharingClient.connect(sock)) {
             s.publish("b", buf);
             Attachment a1 = c.attach("b", r);
@@ -143,6 +147,9 @@ class SharingServerJavadocContractTest {
             s.unpublish("b");
             a1.close();
             a2.close();
+            // The event fires on the connection's thread after the RELEASED is sent, so the
+            // client's close() can return before the listener ran (a CI run read 1 of 2).
+            assertTrue(bothEnded.await(10, java.util.concurrent.TimeUnit.SECONDS), "both release events fired");
             assertEquals(2, ends.size());
             assertEquals(1, ends.get(0).leaseCount());
             assertEquals(0, ends.get(1).leaseCount());
