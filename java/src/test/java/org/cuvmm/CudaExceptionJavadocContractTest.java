@@ -68,18 +68,6 @@ class CudaExceptionJavadocContractTest {
         if (e.resultName().equals("CUDA_ERROR_OUT_OF_MEMORY")) assertEquals(2, e.code());
     }
 
-    /** The public constructor keeps each part as given. */
-    @Test
-    void theConstructorKeepsItsParts() {
-        CudaException e = new CudaException(1, "CUDA_ERROR_INVALID_VALUE", "cuMemMap", "mapping chunk 2 of 3",
-                "cuMemMap failed while mapping chunk 2 of 3: CUDA_ERROR_INVALID_VALUE");
-        assertEquals(1, e.code());
-        assertEquals("CUDA_ERROR_INVALID_VALUE", e.resultName());
-        assertEquals("cuMemMap", e.call());
-        assertEquals("mapping chunk 2 of 3", e.step());
-        assertTrue(e.getMessage().startsWith("cuMemMap failed"));
-    }
-
     /**
      * HostFunctionException: "@param message what happened, naming the stream"; "Each was also
      * logged" aside, the message of the one synchronize() throws names the stream it came from.

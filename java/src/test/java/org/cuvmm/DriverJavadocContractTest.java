@@ -204,6 +204,8 @@ class DriverJavadocContractTest {
             assertTrue(LeakDetection.capturingAllocationSites());
             System.setProperty(LeakDetection.CAPTURE_PROPERTY, "false");
             assertFalse(LeakDetection.capturingAllocationSites());
+            System.clearProperty(LeakDetection.CAPTURE_PROPERTY); // "any other value, or none, is false"
+            assertFalse(LeakDetection.capturingAllocationSites());
         } finally {
             if (old == null) System.clearProperty(LeakDetection.CAPTURE_PROPERTY);
             else System.setProperty(LeakDetection.CAPTURE_PROPERTY, old);

@@ -8,24 +8,6 @@ import org.junit.jupiter.api.Test;
 
 /** LeakDetection's javadoc, read as a user would: the bookkeeping no other test checks. */
 class LeakDetectionJavadocContractTest {
-    /** CAPTURE_PROPERTY names the property; capturingAllocationSites(): "read at each allocation". */
-    @Test
-    void theCapturePropertyIsReadEachTime() {
-        assertEquals("cuvmm.leakDetection.captureStack", LeakDetection.CAPTURE_PROPERTY);
-        String old = System.getProperty(LeakDetection.CAPTURE_PROPERTY);
-        try {
-            System.setProperty(LeakDetection.CAPTURE_PROPERTY, "true");
-            assertTrue(LeakDetection.capturingAllocationSites());
-            System.setProperty(LeakDetection.CAPTURE_PROPERTY, "false");
-            assertFalse(LeakDetection.capturingAllocationSites());
-            System.clearProperty(LeakDetection.CAPTURE_PROPERTY);
-            assertFalse(LeakDetection.capturingAllocationSites());
-        } finally {
-            if (old == null) System.clearProperty(LeakDetection.CAPTURE_PROPERTY);
-            else System.setProperty(LeakDetection.CAPTURE_PROPERTY, old);
-        }
-    }
-
     /**
      * reportedLeaks(): counts every leak found; lastReport(): "The text of the most recent leak
      * report"; recentReports(): "The most recent leak reports (at most 16), oldest first".
