@@ -44,6 +44,21 @@ import jnr.unixsocket.UnixSocketOptions;
  * within them), then reads exactly the rest: so a raw receive after frame reads (a reader
  * draining a connection) sees the stream in order. A socket used only through {@link
  * #receive} never buffers anything.
+ *
+ * <p>Inside this package too, a socket can defer the consumption of what it reads ({@link
+ * #deferConsumption}; {@link SharingClient} and {@link SharingServer} turn it on for their
+ * connections, and the system property {@value #DEFER_PROPERTY}{@code =false} turns it off):
+ * each {@code recvmsg} then only peeks ({@code MSG_PEEK}, with {@code SO_PEEK_OFF} moving past
+ * what was read), and what was read is taken off the kernel's queue later, in one {@code
+ * recvmsg} of its own, after {@value #DEFER_MAX_READS} reads or {@value #DEFER_MAX_BYTES} bytes,
+ * at once after a read that brought fds, before this socket's reader waits in {@code poll}
+ * or for another slice, and before the socket is closed. Why: taking bytes off the queue frees the
+ * sender's socket memory, and the kernel then wakes every thread waiting on the sender's
+ * socket, including the sender's reader waiting for its next frame, which finds nothing and
+ * sleeps again (a wasted pair of context switches per frame when both sides share a CPU; an
+ * interrupt to another CPU otherwise). Deferred, that happens once per {@value
+ * #DEFER_MAX_READS} frames. The bytes and fds read are the same either way; see
+ * docs/VMM_DESIGN.md (deferred consumption) and docs/PROTOCOL.md section 1 for what a peer can see.
  */
 public final class FdSocket implements Closeable {
     /** Longest socket path: {@code sun_path} is 108 bytes with its terminating NUL. */
@@ -75,6 +90,27 @@ public final class FdSocket implements Closeable {
      * Written once, before the socket is shared.
      */
     private volatile int sliceMillis;
+
+    /** The system property that turns deferred consumption off ({@code false}); read at each {@link #deferConsumption}. */
+    static final String DEFER_PROPERTY = "cuvmm.ipc.deferConsumption";
+    /** Reads peeked before their bytes are taken off the queue. */
+    static final int DEFER_MAX_READS = 16;
+    /** Bytes peeked before they are taken off the queue. */
+    static final int DEFER_MAX_BYTES = 4096;
+    /** Room of one consuming read (a larger backlog takes several). */
+    private static final int CONSUME_CHUNK = 16 * 1024;
+    /**
+     * Deferred consumption (see the class comment): on once {@link #deferConsumption} succeeded;
+     * the bytes and reads peeked and not yet taken off the kernel's queue; the buffer the
+     * consuming reads copy into (their bytes were read already and are dropped). Guarded by
+     * receiveLock ({@code deferring} is also read without it, by {@link #isDeferringConsumption});
+     * the guard's release takes the lock after the last call out, to take the bytes off before
+     * the fd is closed.
+     */
+    private volatile boolean deferring;
+    private int deferredBytes;
+    private int deferredReads;
+    private NativeMsg consumeMsg;
     /**
      * recvmsg and poll calls made on this socket (tests and the benchmark count them). Written
      * only under {@link #receiveLock} (one writer at a time), read by anyone: plain counters
@@ -84,7 +120,10 @@ public final class FdSocket implements Closeable {
     private long pollCalls;
     // recvmsg calls that read nothing (EAGAIN: a slice passed, or nothing there; EINTR ending a wait).
     private long recvmsgEmpty;
+    // recvmsg calls that took deferred bytes off the queue (deferConsumption); not in recvmsgCalls.
+    private long consumeCalls;
     private static final java.lang.invoke.VarHandle RECVMSG_CALLS;
+    private static final java.lang.invoke.VarHandle CONSUME_CALLS;
     private static final java.lang.invoke.VarHandle POLL_CALLS;
     private static final java.lang.invoke.VarHandle RECVMSG_EMPTY;
 
@@ -94,6 +133,7 @@ public final class FdSocket implements Closeable {
             RECVMSG_CALLS = l.findVarHandle(FdSocket.class, "recvmsgCalls", long.class);
             POLL_CALLS = l.findVarHandle(FdSocket.class, "pollCalls", long.class);
             RECVMSG_EMPTY = l.findVarHandle(FdSocket.class, "recvmsgEmpty", long.class);
+            CONSUME_CALLS = l.findVarHandle(FdSocket.class, "consumeCalls", long.class);
         } catch (ReflectiveOperationException e) {
             throw new ExceptionInInitializerError(e);
         }
@@ -117,6 +157,7 @@ public final class FdSocket implements Closeable {
         this.guard = new FdGuard(() -> jnr.enxio.channels.Native.shutdown(fd, NativeIo.SHUT_RDWR),
                 () -> {
                     try {
+                        consumeDeferredBeforeClose();
                         frames.closeFds();
                     } finally {
                         NativeIo.closeQuietly(fd);
@@ -439,6 +480,89 @@ public final class FdSocket implements Closeable {
     }
 
     /**
+     * Turns deferred consumption on (see the class comment), before the first receive and
+     * after {@link #setReceiveSlice}: the slice bounds how long a reader waits holding peeked
+     * bytes (a peer whose socket send buffer they fill could otherwise never send the frame
+     * the reader waits for). Returns false, and the socket reads as before, when the system
+     * property {@value #DEFER_PROPERTY} is {@code false} or the kernel refuses {@code
+     * SO_PEEK_OFF}. Package-private: {@link SharingClient} and {@link SharingServer} call it.
+     *
+     * @throws IllegalStateException when no receive slice is set, or a receive was made already
+     */
+    boolean deferConsumption() throws IOException {
+        if (!deferConsumptionAllowed()) return false;
+        synchronized (receiveLock) {
+            if (sliceMillis <= 0) {
+                throw new IllegalStateException("deferred consumption needs a receive slice: setReceiveSlice first");
+            }
+            if ((long) RECVMSG_CALLS.getOpaque(this) != 0 || frames.buffered() != 0) {
+                throw new IllegalStateException("deferred consumption must start before the first receive");
+            }
+            enter();
+            try {
+                if (receiveMsg().setIntOption(fd, NativeIo.SOL_SOCKET, NativeIo.SO_PEEK_OFF, 0) != 0) return false;
+                deferring = true;
+                return true;
+            } finally {
+                guard.exit();
+            }
+        }
+    }
+
+    /** False when the system property {@value #DEFER_PROPERTY} is {@code false} (read now). */
+    static boolean deferConsumptionAllowed() {
+        return !"false".equalsIgnoreCase(System.getProperty(DEFER_PROPERTY, "true").trim());
+    }
+
+    /** Whether reads on this socket peek and consume later ({@link #deferConsumption}). */
+    boolean isDeferringConsumption() {
+        return deferring; // not under receiveLock: an idle reader holds it while it waits
+    }
+
+    /**
+     * Takes the peeked bytes off the kernel's queue ({@link #deferConsumption}), in
+     * non-blocking {@code recvmsg} calls with no control area: the fds those bytes carried
+     * were installed by the peek that read them, and the kernel releases its own references
+     * of them without installing anything. The caller holds receiveLock and is inside the
+     * guard (or is the guard's release). On failure the stream is out of step: the caller's
+     * IOException ends the connection.
+     */
+    private void consumeDeferred() throws IOException {
+        NativeMsg m = consumeMsg;
+        if (m == null) consumeMsg = m = new NativeMsg(CONSUME_CHUNK);
+        while (deferredBytes > 0) {
+            count(CONSUME_CALLS);
+            int r = m.recvmsg(fd, 0, Math.min(deferredBytes, CONSUME_CHUNK), 0, NativeIo.MSG_DONTWAIT);
+            if (r < 0 && -r == NativeIo.EINTR) continue;
+            if (r <= 0) {
+                int left = deferredBytes;
+                deferredBytes = 0;
+                deferredReads = 0;
+                throw new IOException("recvmsg taking " + left + " bytes already read (MSG_PEEK) off the socket: "
+                        + (r == 0 ? "end of stream" : NativeIo.strerror(-r)) + "; the connection is out of step");
+            }
+            deferredBytes -= r;
+        }
+        deferredReads = 0;
+    }
+
+    /**
+     * The guard's release, before the fd is closed: what was peeked is taken off the queue,
+     * because closing a socket with unread bytes makes the peer's next read fail with {@code
+     * ECONNRESET}, where it would otherwise read the end of the stream. Never throws.
+     */
+    private void consumeDeferredBeforeClose() {
+        synchronized (receiveLock) {
+            if (deferredBytes == 0) return;
+            try {
+                consumeDeferred();
+            } catch (IOException | RuntimeException e) {
+                // The fd is closed next either way; the peer then reads ECONNRESET.
+            }
+        }
+    }
+
+    /**
      * Sets {@code SO_RCVTIMEO} to {@code millis} (once, before the socket is shared): a
      * blocking {@code recvmsg} then returns {@code EAGAIN} after one slice with nothing read.
      * A bounded receive ({@link #receive(int, int, long)}) then waits for bytes in a blocking
@@ -459,10 +583,14 @@ public final class FdSocket implements Closeable {
         sliceMillis = millis;
     }
 
-    /** {recvmsg calls, poll calls, recvmsg calls that read nothing} made on this socket so far (tests, the benchmark). */
+    /**
+     * {recvmsg calls, poll calls, recvmsg calls that read nothing, recvmsg calls that took
+     * deferred bytes off the queue} made on this socket so far (tests, the benchmark). The
+     * first counts reads (peeks when deferring), not the consuming calls.
+     */
     long[] ioCalls() {
         return new long[] {(long) RECVMSG_CALLS.getOpaque(this), (long) POLL_CALLS.getOpaque(this),
-                (long) RECVMSG_EMPTY.getOpaque(this)};
+                (long) RECVMSG_EMPTY.getOpaque(this), (long) CONSUME_CALLS.getOpaque(this)};
     }
 
     /**
@@ -661,13 +789,17 @@ public final class FdSocket implements Closeable {
         int errno;
         do {
             count(RECVMSG_CALLS);
-            r = io.recvmsg(fd, offset, want, control, NativeIo.MSG_CMSG_CLOEXEC | (dontWait ? NativeIo.MSG_DONTWAIT : 0));
+            r = io.recvmsg(fd, offset, want, control, NativeIo.MSG_CMSG_CLOEXEC | (dontWait ? NativeIo.MSG_DONTWAIT : 0)
+                    | (deferring ? NativeIo.MSG_PEEK : 0));
             errno = r < 0 ? -r : 0;
         } while (r < 0 && errno == NativeIo.EINTR && !eintrEndsWait);
         if (r < 0) {
             if (guard.isClosed()) throw new ClosedChannelException();
             if (errno == NativeIo.EAGAIN || errno == NativeIo.EINTR) {
                 count(RECVMSG_EMPTY);
+                // About to wait (poll, another slice) or to return to a caller who will: what was
+                // peeked is taken off now, so a peer whose send buffer it fills can send again.
+                if (deferredBytes > 0) consumeDeferred();
                 return -1;
             }
             // The peer closed with data of ours unread: nothing more will come.
@@ -675,8 +807,18 @@ public final class FdSocket implements Closeable {
             throw new IOException("recvmsg: " + NativeIo.strerror(errno));
         }
         // Count from each control message's length: CMSG_SPACE(4) == CMSG_SPACE(8).
-        io.readRights(io.controlLength(), fds);
-        if ((io.flags() & NativeIo.MSG_CTRUNC) != 0) truncated = true;
+        int controlLength = io.controlLength();
+        io.readRights(controlLength, fds);
+        boolean cut = (io.flags() & NativeIo.MSG_CTRUNC) != 0;
+        if (cut) truncated = true;
+        if (deferring && r > 0) {
+            deferredBytes += r;
+            // A read that brought fds (or lost some) is taken off at once: the fds' files stay
+            // in flight, counted against their sender, until their bytes leave the queue.
+            if (++deferredReads >= DEFER_MAX_READS || deferredBytes >= DEFER_MAX_BYTES || controlLength > 0 || cut) {
+                consumeDeferred(); // on failure the caller (receiveExactly) closes this read's fds with the others
+            }
+        }
         return r;
     }
 

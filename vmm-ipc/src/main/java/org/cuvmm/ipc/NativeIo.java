@@ -12,6 +12,13 @@ final class NativeIo {
     static final int SOL_SOCKET = 1;
     static final int SCM_RIGHTS = 1;
     static final int MSG_CTRUNC = 0x8;
+    /** Read without taking the bytes off the socket's queue (FdSocket's deferred consumption). */
+    static final int MSG_PEEK = 0x2;
+    /**
+     * Where a {@code MSG_PEEK} read starts (Linux, asm-generic: x86-64 and aarch64): set to 0,
+     * each peek then moves it past what it read and each consuming read back by what it took.
+     */
+    static final int SO_PEEK_OFF = 42;
     static final int MSG_NOSIGNAL = 0x4000;
     /** This call only: fail with {@code EAGAIN} instead of blocking. */
     static final int MSG_DONTWAIT = 0x40;

@@ -64,6 +64,9 @@ final class NativeMsg {
 
         @SaveError
         int recvmsg(int fd, long msg, int flags);
+
+        @SaveError
+        int setsockopt(int fd, int level, int optname, long optval, int optlen);
     }
 
     /** Loaded once, at the first socket's first call. */
@@ -149,6 +152,19 @@ final class NativeMsg {
         prepare(offset, length, controlLength);
         int r = Bound.LIBC.recvmsg(fd, metaAddress, flags);
         int result = r >= 0 ? r : -errno();
+        Reference.reachabilityFence(this);
+        return result;
+    }
+
+    /**
+     * {@code setsockopt(fd, level, name, &value, sizeof(int))}, the int written into this
+     * object's control area (free between calls: the caller holds this direction's lock);
+     * returns 0, or minus the errno.
+     */
+    int setIntOption(int fd, int level, int name, int value) {
+        meta.putInt(CONTROL_AT, value);
+        int r = Bound.LIBC.setsockopt(fd, level, name, metaAddress + CONTROL_AT, 4);
+        int result = r >= 0 ? 0 : -errno();
         Reference.reachabilityFence(this);
         return result;
     }

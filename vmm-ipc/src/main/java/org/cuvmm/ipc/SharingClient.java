@@ -307,6 +307,7 @@ public final class SharingClient implements AutoCloseable {
             FdSocket s = FdSocket.connect(path);
             try {
                 s.setReceiveSlice(LEAD_SLICE_MS); // a leader waits in recvmsg, a slice at a time
+                s.deferConsumption(); // peeks, taken off the queue later (FdSocket): the server's reader is not woken per reply
             } catch (IOException | RuntimeException e) {
                 s.close();
                 throw e;
@@ -894,6 +895,9 @@ public final class SharingClient implements AutoCloseable {
 
     /** The socket's {recvmsg, poll} call counts (tests, the benchmark). */
     long[] socketCalls() { return socket.ioCalls(); }
+
+    /** Whether this client's socket defers consumption ({@link FdSocket#deferConsumption}; tests). */
+    boolean defersConsumption() { return socket.isDeferringConsumption(); }
 
     /** Replies the requesting thread read itself; replies another thread (the reader, another caller) handed over. Tests. */
     long[] replyStats() { return new long[] {repliesReadByCaller.sum(), repliesHandedOver.sum()}; }

@@ -718,6 +718,13 @@ public final class SharingServer implements AutoCloseable {
         }
     }
 
+    /**
+     * The receive slice of a connection whose reads defer consumption: an idle connection's
+     * reader takes what it peeked off the queue after at most this long, then waits in {@code
+     * poll} (one wake-up per idle spell, none after).
+     */
+    static final int DEFERRED_SLICE_MS = 20;
+
     private void admit(FdSocket s) {
         PeerCredentials peer;
         try {
@@ -739,6 +746,18 @@ public final class SharingServer implements AutoCloseable {
             refuse(s, ErrorCode.TOO_MANY_CONNECTIONS, why);
             fire(l -> l.refused(peer, why));
             return;
+        }
+        if (FdSocket.deferConsumptionAllowed()) {
+            // Reads peek and take their bytes off the queue later (FdSocket): the client's
+            // reader is not woken by each request read. The slice bounds how long an idle
+            // connection holds peeked bytes (FdSocket#deferConsumption says why).
+            try {
+                s.setReceiveSlice(DEFERRED_SLICE_MS);
+                s.deferConsumption();
+            } catch (IOException e) {
+                s.close();
+                return;
+            }
         }
         ServerConnection c = new ServerConnection(this, nextConnectionId.getAndIncrement(), s, peer);
         connections.add(c);

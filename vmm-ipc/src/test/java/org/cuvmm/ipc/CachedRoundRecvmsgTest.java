@@ -1,6 +1,7 @@
 package org.cuvmm.ipc;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.lang.reflect.Field;
 import java.nio.file.Path;
@@ -17,7 +18,8 @@ import org.junit.jupiter.api.Test;
  * Issue 11, the round trip: a cached v2 round (ATTACH -> DESCRIPTOR, RELEASE -> RELEASED)
  * makes one {@code recvmsg} per frame on each side (docs/PROTOCOL.md section 1, reading
  * ahead): 2 on the client's socket and 2 on the server's connection socket, counted (not 4:
- * a header and a payload read per frame).
+ * a header and a payload read per frame). Both ends defer consumption (FdSocket): those reads
+ * peek, and the bytes of every 16 leave the queue in one more {@code recvmsg}, counted apart.
  */
 class CachedRoundRecvmsgTest {
     private Path sock;
@@ -42,7 +44,7 @@ class CachedRoundRecvmsgTest {
     private static long reads(long[] calls) { return calls[0] - calls[2]; }
 
     /** The server's one connection socket (the test reads SharingServer's private set). */
-    private static FdSocket connectionSocket(SharingServer server) throws Exception {
+    static FdSocket connectionSocket(SharingServer server) throws Exception {
         Field f = SharingServer.class.getDeclaredField("connections");
         f.setAccessible(true);
         Set<?> connections = (Set<?>) f.get(server);
@@ -51,17 +53,19 @@ class CachedRoundRecvmsgTest {
     }
 
     /**
-     * Waits until the server's connection reader is blocked in its next {@code recvmsg} (a
-     * call is counted as it starts: counted at both ends of the measure, it cancels out).
+     * Waits until the server's connection reader is idle in {@code poll}: its last {@code
+     * recvmsg} waited a whole receive slice ({@link SharingServer#DEFERRED_SLICE_MS}) and
+     * read nothing (counted as empty), and it took what it had peeked off the queue. So no
+     * call is half counted at either end of the measure.
      */
-    private static void awaitServerReaderInRecvmsg() throws InterruptedException {
-        IpcTestSupport.await("the server's connection reader blocked in recvmsg", 10, () -> {
+    private static void awaitServerReaderInPoll() throws InterruptedException {
+        IpcTestSupport.await("the server's connection reader idle in poll", 10, () -> {
             for (Thread t : Thread.getAllStackTraces().keySet()) {
                 if (!t.getName().endsWith("-read") || !t.getName().startsWith("cuvmm-ipc-conn-")) continue;
                 StackTraceElement[] stack = t.getStackTrace();
                 if (t.getState() != Thread.State.RUNNABLE || stack.length == 0 || !stack[0].isNativeMethod()) continue;
                 for (StackTraceElement e : stack) {
-                    if (e.getMethodName().equals("recvmsg")) return true;
+                    if (e.getMethodName().equals("poll")) return true;
                 }
             }
             return false;
@@ -79,7 +83,7 @@ class CachedRoundRecvmsgTest {
             server.publish("frame", b);
             c.attach("frame", resource).close(); // the cache's miss: fd, import
             FdSocket serverSide = connectionSocket(server);
-            awaitServerReaderInRecvmsg();
+            awaitServerReaderInPoll();
             long[] clientBefore = c.socketCalls();
             long[] serverBefore = serverSide.ioCalls();
             for (int i = 0; i < rounds; i++) {
@@ -87,15 +91,32 @@ class CachedRoundRecvmsgTest {
                     a.buffer().size();
                 } // RELEASE -> RELEASED
             }
-            long clientReads = reads(c.socketCalls()) - reads(clientBefore);
-            awaitServerReaderInRecvmsg();
-            long serverReads = reads(serverSide.ioCalls()) - reads(serverBefore);
+            long[] clientAfter = c.socketCalls();
+            long clientReads = reads(clientAfter) - reads(clientBefore);
+            awaitServerReaderInPoll();
+            long[] serverAfter = serverSide.ioCalls();
+            long serverReads = reads(serverAfter) - reads(serverBefore);
+            // Deferred consumption (FdSocket): the bytes of every 16 reads leave the queue in one more
+            // recvmsg, and so do those held when a reader's wait ends with nothing (a slice that passed).
+            long clientConsumes = clientAfter[3] - clientBefore[3];
+            long serverConsumes = serverAfter[3] - serverBefore[3];
+            long clientEmpty = clientAfter[2] - clientBefore[2];
+            long serverEmpty = serverAfter[2] - serverBefore[2];
             assertEquals(rounds, c.importCache().stats().hits(), c.importCache().stats().toString());
             org.junit.jupiter.api.Assertions.assertAll(
                     () -> assertEquals(2L * rounds, clientReads, "recvmsg calls that read bytes on the client's socket over "
                     + rounds + " cached rounds (expected: 2 a round, one per reply)"),
                     () -> assertEquals(2L * rounds, serverReads, "recvmsg calls that read bytes on the server's connection socket"
-                    + " over " + rounds + " cached rounds (expected: 2 a round, one per request)"));
+                    + " over " + rounds + " cached rounds (expected: 2 a round, one per request)"),
+                    () -> assertTrue(c.defersConsumption() && serverSide.isDeferringConsumption(), "both ends defer"),
+                    () -> assertTrue(clientConsumes >= 2L * rounds / FdSocket.DEFER_MAX_READS
+                            && clientConsumes <= 2L * rounds / FdSocket.DEFER_MAX_READS + 1 + clientEmpty,
+                            "consuming recvmsg calls on the client's socket: " + clientConsumes + " (empty reads "
+                            + clientEmpty + ")"),
+                    () -> assertTrue(serverConsumes >= 2L * rounds / FdSocket.DEFER_MAX_READS
+                            && serverConsumes <= 2L * rounds / FdSocket.DEFER_MAX_READS + 1 + serverEmpty,
+                            "consuming recvmsg calls on the server's socket: " + serverConsumes + " (empty reads "
+                            + serverEmpty + ")"));
         }
     }
 }
