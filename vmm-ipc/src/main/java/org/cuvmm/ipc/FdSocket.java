@@ -47,18 +47,20 @@ import jnr.unixsocket.UnixSocketOptions;
  *
  * <p>Inside this package too, a socket can defer the consumption of what it reads ({@link
  * #deferConsumption}; {@link SharingClient} and {@link SharingServer} turn it on for their
- * connections, and the system property {@value #DEFER_PROPERTY}{@code =false} turns it off):
- * each {@code recvmsg} then only peeks ({@code MSG_PEEK}, with {@code SO_PEEK_OFF} moving past
- * what was read), and what was read is taken off the kernel's queue later, in one {@code
- * recvmsg} of its own, after {@value #DEFER_MAX_READS} reads or {@value #DEFER_MAX_BYTES} bytes,
- * at once after a read that brought fds, before this socket's reader waits in {@code poll}
- * or for another slice, and before the socket is closed. Why: taking bytes off the queue frees the
- * sender's socket memory, and the kernel then wakes every thread waiting on the sender's
- * socket, including the sender's reader waiting for its next frame, which finds nothing and
- * sleeps again (a wasted pair of context switches per frame when both sides share a CPU; an
- * interrupt to another CPU otherwise). Deferred, that happens once per {@value
- * #DEFER_MAX_READS} frames. The bytes and fds read are the same either way; see
- * docs/VMM_DESIGN.md (deferred consumption) and docs/PROTOCOL.md section 1 for what a peer can see.
+ * connections; the system property {@value #DEFER_PROPERTY}{@code =false} turns it off, and
+ * so does a kernel whose peek offset fails a probe, {@link #peekOffsetWorks}): each {@code
+ * recvmsg} then only peeks ({@code MSG_PEEK}, with {@code SO_PEEK_OFF} moving past what was
+ * read), and what was read is taken off the kernel's queue later by {@code recvmsg} calls of
+ * its own (16 KiB each, usually one): after {@value #DEFER_MAX_READS} reads or {@value
+ * #DEFER_MAX_BYTES} bytes, at once after a read that brought fds (or lost some), whenever a
+ * wait for bytes ends with nothing or a signal interrupts it, and before the socket is
+ * closed. Why: taking bytes off the queue frees the sender's socket memory, and the kernel
+ * then wakes every thread waiting on the sender's socket, including the sender's reader
+ * waiting for its next frame, which finds nothing and sleeps again (a wasted pair of context
+ * switches per read when both sides share a CPU; an interrupt to another CPU otherwise).
+ * Deferred, that happens once per {@value #DEFER_MAX_READS} reads. The bytes and fds read are
+ * the same either way; see docs/VMM_DESIGN.md (deferred consumption) and docs/PROTOCOL.md
+ * section 1 for what a peer can see.
  */
 public final class FdSocket implements Closeable {
     /** Longest socket path: {@code sun_path} is 108 bytes with its terminating NUL. */
@@ -96,7 +98,7 @@ public final class FdSocket implements Closeable {
     /** Reads peeked before their bytes are taken off the queue. */
     static final int DEFER_MAX_READS = 16;
     /** Bytes peeked before they are taken off the queue. */
-    static final int DEFER_MAX_BYTES = 4096;
+    static final int DEFER_MAX_BYTES = 1024;
     /** Room of one consuming read (a larger backlog takes several). */
     private static final int CONSUME_CHUNK = 16 * 1024;
     /**
@@ -111,6 +113,8 @@ public final class FdSocket implements Closeable {
     private int deferredBytes;
     private int deferredReads;
     private NativeMsg consumeMsg;
+    /** Set when taking peeked bytes off failed: every later receive fails (guarded by receiveLock). */
+    private boolean outOfStep;
     /**
      * recvmsg and poll calls made on this socket (tests and the benchmark count them). Written
      * only under {@link #receiveLock} (one writer at a time), read by anyone: plain counters
@@ -484,8 +488,8 @@ public final class FdSocket implements Closeable {
      * after {@link #setReceiveSlice}: the slice bounds how long a reader waits holding peeked
      * bytes (a peer whose socket send buffer they fill could otherwise never send the frame
      * the reader waits for). Returns false, and the socket reads as before, when the system
-     * property {@value #DEFER_PROPERTY} is {@code false} or the kernel refuses {@code
-     * SO_PEEK_OFF}. Package-private: {@link SharingClient} and {@link SharingServer} call it.
+     * property {@value #DEFER_PROPERTY} is {@code false}, the kernel's peek offset fails its
+     * probe ({@link #peekOffsetWorks}) or the kernel refuses {@code SO_PEEK_OFF}. Package-private: {@link SharingClient} and {@link SharingServer} call it.
      *
      * @throws IllegalStateException when no receive slice is set, or a receive was made already
      */
@@ -509,9 +513,66 @@ public final class FdSocket implements Closeable {
         }
     }
 
-    /** False when the system property {@value #DEFER_PROPERTY} is {@code false} (read now). */
+    /**
+     * False when the system property {@value #DEFER_PROPERTY} is {@code false} (read now), or
+     * when this kernel's peek offset cannot be trusted ({@link #peekOffsetWorks}).
+     */
     static boolean deferConsumptionAllowed() {
-        return !"false".equalsIgnoreCase(System.getProperty(DEFER_PROPERTY, "true").trim());
+        return !"false".equalsIgnoreCase(System.getProperty(DEFER_PROPERTY, "true").trim()) && peekOffsetWorks();
+    }
+
+    private static volatile Boolean peekOffsetProbe;
+
+    /**
+     * Whether a blocking {@code MSG_PEEK} with {@code SO_PEEK_OFF} at the end of the queue
+     * waits for new bytes here, probed once per JVM on a socket pair of its own (a few ms at
+     * most). Linux before commit 7bf3a476ce43 (2025-11; backported to some stable series)
+     * lost the offset when such a peek slept, and after the wait read from the head of the
+     * queue again: bytes already read came back, after a receive slice or with the new
+     * bytes. The probe peeks one byte, then peeks again with a 1 ms receive timeout: a fixed
+     * kernel answers {@code EAGAIN}, an affected one the same byte. False also when the kernel
+     * refuses {@code SO_PEEK_OFF} or the probe fails in any way.
+     */
+    static boolean peekOffsetWorks() {
+        Boolean r = peekOffsetProbe;
+        if (r == null) {
+            synchronized (FdSocket.class) {
+                r = peekOffsetProbe;
+                if (r == null) peekOffsetProbe = r = probePeekOffset();
+            }
+        }
+        return r;
+    }
+
+    private static boolean probePeekOffset() {
+        FdSocket[] p;
+        try {
+            p = pair();
+        } catch (IOException | RuntimeException e) {
+            return false;
+        }
+        try {
+            NativeMsg m = new NativeMsg(16);
+            int fd = p[1].fd;
+            if (m.setIntOption(fd, NativeIo.SOL_SOCKET, NativeIo.SO_PEEK_OFF, 0) != 0) return false;
+            p[1].channel.setOption(UnixSocketOptions.SO_RCVTIMEO, 1);
+            p[0].send(new byte[] {7}, null);
+            if (peekRetrying(m, fd) != 1) return false;
+            return peekRetrying(m, fd) == -NativeIo.EAGAIN; // an affected kernel reads the byte again
+        } catch (IOException | RuntimeException e) {
+            return false;
+        } finally {
+            p[0].close();
+            p[1].close();
+        }
+    }
+
+    private static int peekRetrying(NativeMsg m, int fd) {
+        int r;
+        do {
+            r = m.recvmsg(fd, 1, 0, NativeIo.MSG_PEEK);
+        } while (r == -NativeIo.EINTR);
+        return r;
     }
 
     /** Whether reads on this socket peek and consume later ({@link #deferConsumption}). */
@@ -536,8 +597,7 @@ public final class FdSocket implements Closeable {
             if (r < 0 && -r == NativeIo.EINTR) continue;
             if (r <= 0) {
                 int left = deferredBytes;
-                deferredBytes = 0;
-                deferredReads = 0;
+                outOfStep = true; // the kernel still holds bytes this socket already returned
                 throw new IOException("recvmsg taking " + left + " bytes already read (MSG_PEEK) off the socket: "
                         + (r == 0 ? "end of stream" : NativeIo.strerror(-r)) + "; the connection is out of step");
             }
@@ -553,7 +613,7 @@ public final class FdSocket implements Closeable {
      */
     private void consumeDeferredBeforeClose() {
         synchronized (receiveLock) {
-            if (deferredBytes == 0) return;
+            if (deferredBytes == 0 || outOfStep) return;
             try {
                 consumeDeferred();
             } catch (IOException | RuntimeException e) {
@@ -784,6 +844,10 @@ public final class FdSocket implements Closeable {
             boolean eintrEndsWait) throws IOException {
         // Room for what may still arrive plus one: an excess is seen at once, and the kernel
         // installs no more fds than fit (the rest are dropped, MSG_CTRUNC).
+        if (outOfStep) {
+            throw new IOException("this socket is out of step: bytes it read with MSG_PEEK could not be taken off the "
+                    + "queue; close it");
+        }
         int control = NativeMsg.controlSpaceFor(roomFds);
         int r;
         int errno;
@@ -792,6 +856,9 @@ public final class FdSocket implements Closeable {
             r = io.recvmsg(fd, offset, want, control, NativeIo.MSG_CMSG_CLOEXEC | (dontWait ? NativeIo.MSG_DONTWAIT : 0)
                     | (deferring ? NativeIo.MSG_PEEK : 0));
             errno = r < 0 ? -r : 0;
+            // A signal restarts the wait with a fresh slice: a stream of signals (a wall-clock
+            // profiler) must not keep the held bytes on the queue for as long as it lasts.
+            if (errno == NativeIo.EINTR && deferredBytes > 0 && !guard.isClosed()) consumeDeferred();
         } while (r < 0 && errno == NativeIo.EINTR && !eintrEndsWait);
         if (r < 0) {
             if (guard.isClosed()) throw new ClosedChannelException();
@@ -806,13 +873,13 @@ public final class FdSocket implements Closeable {
             if (errno == NativeIo.ECONNRESET) return 0;
             throw new IOException("recvmsg: " + NativeIo.strerror(errno));
         }
+        if (deferring && r > 0) deferredBytes += r; // first: the kernel's peek offset has moved
         // Count from each control message's length: CMSG_SPACE(4) == CMSG_SPACE(8).
         int controlLength = io.controlLength();
         io.readRights(controlLength, fds);
         boolean cut = (io.flags() & NativeIo.MSG_CTRUNC) != 0;
         if (cut) truncated = true;
         if (deferring && r > 0) {
-            deferredBytes += r;
             // A read that brought fds (or lost some) is taken off at once: the fds' files stay
             // in flight, counted against their sender, until their bytes leave the queue.
             if (++deferredReads >= DEFER_MAX_READS || deferredBytes >= DEFER_MAX_BYTES || controlLength > 0 || cut) {

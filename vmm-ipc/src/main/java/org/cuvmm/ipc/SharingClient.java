@@ -307,7 +307,9 @@ public final class SharingClient implements AutoCloseable {
             FdSocket s = FdSocket.connect(path);
             try {
                 s.setReceiveSlice(LEAD_SLICE_MS); // a leader waits in recvmsg, a slice at a time
-                s.deferConsumption(); // peeks, taken off the queue later (FdSocket): the server's reader is not woken per reply
+                if (FdSocket.deferConsumptionAllowed()) {
+                    s.deferConsumption(); // peeks, taken off the queue later (FdSocket): the server's reader is not woken per reply
+                }
             } catch (IOException | RuntimeException e) {
                 s.close();
                 throw e;
@@ -893,7 +895,7 @@ public final class SharingClient implements AutoCloseable {
         }
     }
 
-    /** The socket's {recvmsg, poll} call counts (tests, the benchmark). */
+    /** The socket's call counts, as {@link FdSocket#ioCalls} gives them (tests, the benchmark). */
     long[] socketCalls() { return socket.ioCalls(); }
 
     /** Whether this client's socket defers consumption ({@link FdSocket#deferConsumption}; tests). */

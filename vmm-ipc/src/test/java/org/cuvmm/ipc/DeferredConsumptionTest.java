@@ -8,6 +8,7 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
+import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.lang.reflect.Field;
 import java.nio.file.Files;
@@ -41,7 +42,15 @@ class DeferredConsumptionTest {
         System.clearProperty(FdSocket.DEFER_PROPERTY);
     }
 
+    /** Skips, saying why, where the kernel's peek offset fails its probe (FdSocket#peekOffsetWorks). */
+    static void assumeTrustedPeekOffset() {
+        assumeTrue(FdSocket.peekOffsetWorks(), "this kernel's MSG_PEEK with SO_PEEK_OFF fails FdSocket's probe (Linux "
+                + "before commit 7bf3a476ce43 reads bytes already peeked again after a blocking peek slept): cuvmm reads "
+                + "plainly there, and there is no deferred consumption to test");
+    }
+
     private static FdSocket[] deferringPair() throws Exception {
+        assumeTrustedPeekOffset();
         FdSocket[] p = FdSocket.pair();
         p[1].setReceiveSlice(SLICE_MS);
         assertTrue(p[1].deferConsumption(), "this kernel takes SO_PEEK_OFF on a Unix stream socket");
@@ -197,6 +206,7 @@ class DeferredConsumptionTest {
 
     @Test
     void thePropertyTurnsItOffAndItNeedsASliceAndNoEarlierRead() throws Exception {
+        assumeTrustedPeekOffset();
         FdSocket[] p = FdSocket.pair();
         FdSocket[] q = FdSocket.pair();
         try {
@@ -221,6 +231,7 @@ class DeferredConsumptionTest {
 
     @Test
     void bothEndsOfASharingConnectionDeferAndThePropertyTurnsBothOff() throws Exception {
+        assumeTrustedPeekOffset();
         Path sock = dir.resolve("s");
         try (SharingServer server = SharingServer.builder(sock).build();
              SharingClient client = SharingClient.connect(sock)) {

@@ -123,6 +123,11 @@ public final class SharingV2Report {
                 : " (producer threads on CPU " + cpus[0] + ", consumer threads on CPU " + cpus[1]
                 + "; the C++ ping-pong's two threads the same way)"));
         out("- JVM options: " + String.join(" ", ManagementFactory.getRuntimeMXBean().getInputArguments()));
+        out("- reads: " + (Boolean.parseBoolean(System.getProperty("cuvmm.ipc.deferConsumption", "true").trim())
+                ? "both ends of each connection defer consumption (MSG_PEEK reads, the bytes taken off the queue in one "
+                + "more recvmsg per 16 reads; docs/VMM_DESIGN.md), unless the kernel refuses SO_PEEK_OFF or fails cuvmm's probe of it"
+                : "plain consuming reads (-Dcuvmm.ipc.deferConsumption=false)")
+                + "; the Java socket ping-pong always reads plainly");
         out("- CPU / round: process CPU time (user + system, every thread) over the measured iterations / rounds; "
                 + "Java: this JVM (producer and consumer), C++: the ping-pong process; split by side: the producer's "
                 + "threads (cuvmm-ipc-conn-*, cuvmm-ipc-accept) and the consumer's (the main thread, cuvmm-ipc-client-*), "
