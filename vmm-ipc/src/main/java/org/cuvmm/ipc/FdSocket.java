@@ -492,6 +492,7 @@ public final class FdSocket implements Closeable {
      * probe ({@link #peekOffsetWorks}) or the kernel refuses {@code SO_PEEK_OFF}. Package-private: {@link SharingClient} and {@link SharingServer} call it.
      *
      * @throws IllegalStateException when no receive slice is set, or a receive was made already
+     * @throws IllegalArgumentException when the property is neither {@code true} nor {@code false}
      */
     boolean deferConsumption() throws IOException {
         if (!deferConsumptionAllowed()) return false;
@@ -516,9 +517,17 @@ public final class FdSocket implements Closeable {
     /**
      * False when the system property {@value #DEFER_PROPERTY} is {@code false} (read now), or
      * when this kernel's peek offset cannot be trusted ({@link #peekOffsetWorks}).
+     *
+     * @throws IllegalArgumentException when the property is neither {@code true} nor {@code false}
      */
     static boolean deferConsumptionAllowed() {
-        return !"false".equalsIgnoreCase(System.getProperty(DEFER_PROPERTY, "true").trim()) && peekOffsetWorks();
+        String v = System.getProperty(DEFER_PROPERTY, "true").trim();
+        if (v.equalsIgnoreCase("false")) return false;
+        if (!v.equalsIgnoreCase("true")) {
+            throw new IllegalArgumentException(DEFER_PROPERTY + ": " + v + " (expected: true or false; false reads "
+                    + "sharing sockets plainly, consuming each read)");
+        }
+        return peekOffsetWorks();
     }
 
     private static volatile Boolean peekOffsetProbe;

@@ -301,6 +301,8 @@ public final class SharingClient implements AutoCloseable {
          * @throws SharingException when the server refuses (e.g. NOT_ALLOWED: this uid is not on
          *     its allow-list; BAD_VERSION: a forced version it does not speak)
          * @throws IOException when nothing listens at the path
+         * @throws IllegalArgumentException when the system property {@code
+         *     cuvmm.ipc.deferConsumption} is neither {@code true} nor {@code false}
          */
         public SharingClient build() throws IOException {
             Messages.Hello hello = new Messages.Hello(clientName);

@@ -5,7 +5,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
-import java.lang.reflect.Field;
 import java.net.SocketTimeoutException;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.TimeUnit;
@@ -40,12 +39,6 @@ class DeferredConsumptionKernelTest {
     @AfterAll
     static void restore() {
         if (previous != null) sun.misc.Signal.handle(new sun.misc.Signal("URG"), previous);
-    }
-
-    private static int fdOf(FdSocket s) throws ReflectiveOperationException {
-        Field f = FdSocket.class.getDeclaredField("fd");
-        f.setAccessible(true);
-        return f.getInt(s);
     }
 
     private static FdSocket[] deferringPair(int sliceMs) throws Exception {
@@ -111,7 +104,7 @@ class DeferredConsumptionKernelTest {
     void heldBytesLeaveTheQueueWhileSignalsInterruptTheUnboundedWait() throws Exception {
         FdSocket[] p = deferringPair(20);
         try {
-            assertEquals(0, new NativeMsg(16).setIntOption(fdOf(p[0]), NativeIo.SOL_SOCKET, 7 /* SO_SNDBUF */, 1));
+            assertEquals(0, new NativeMsg(16).setIntOption(DeferredConsumptionTest.fdOf(p[0]), NativeIo.SOL_SOCKET, 7 /* SO_SNDBUF */, 1));
             int count = 100;
             AtomicInteger sent = new AtomicInteger();
             CompletableFuture<Void> sender = CompletableFuture.runAsync(() -> {

@@ -57,7 +57,7 @@ class DeferredConsumptionTest {
         return p;
     }
 
-    private static int fdOf(FdSocket s) throws ReflectiveOperationException {
+    static int fdOf(FdSocket s) throws ReflectiveOperationException {
         Field f = FdSocket.class.getDeclaredField("fd");
         f.setAccessible(true);
         return f.getInt(s);
@@ -217,6 +217,10 @@ class DeferredConsumptionTest {
             IllegalStateException late = assertThrows(IllegalStateException.class, p[1]::deferConsumption);
             assertTrue(late.getMessage().contains("before the first receive"), late.getMessage());
 
+            System.setProperty(FdSocket.DEFER_PROPERTY, "no");
+            IllegalArgumentException bad = assertThrows(IllegalArgumentException.class, q[1]::deferConsumption);
+            assertTrue(bad.getMessage().startsWith("cuvmm.ipc.deferConsumption: no (expected: true or false"),
+                    bad.getMessage());
             System.setProperty(FdSocket.DEFER_PROPERTY, "false");
             q[1].setReceiveSlice(SLICE_MS);
             assertFalse(q[1].deferConsumption());
