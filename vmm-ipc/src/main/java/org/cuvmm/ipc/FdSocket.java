@@ -93,7 +93,11 @@ public final class FdSocket implements Closeable {
      */
     private volatile int sliceMillis;
 
-    /** The system property that turns deferred consumption off ({@code false}); read at each {@link #deferConsumption}. */
+    /**
+     * The system property that turns deferred consumption off ({@code false}); read by each
+     * {@link #deferConsumptionAllowed} (SharingClient.Builder.build, SharingServer.Builder.build
+     * and each connection the server admits) and {@link #deferConsumption}.
+     */
     static final String DEFER_PROPERTY = "cuvmm.ipc.deferConsumption";
     /** Reads peeked before their bytes are taken off the queue. */
     static final int DEFER_MAX_READS = 16;
@@ -113,7 +117,10 @@ public final class FdSocket implements Closeable {
     private int deferredBytes;
     private int deferredReads;
     private NativeMsg consumeMsg;
-    /** Set when taking peeked bytes off failed: every later receive fails (guarded by receiveLock). */
+    /**
+     * Set when taking peeked bytes off failed: every later {@code recvmsg} fails, and the close
+     * does not drain (guarded by receiveLock).
+     */
     private boolean outOfStep;
     /**
      * recvmsg and poll calls made on this socket (tests and the benchmark count them). Written
@@ -534,52 +541,65 @@ public final class FdSocket implements Closeable {
 
     /**
      * Whether a blocking {@code MSG_PEEK} with {@code SO_PEEK_OFF} at the end of the queue
-     * waits for new bytes here, probed once per JVM on a socket pair of its own (a few ms at
-     * most). Linux before commit 7bf3a476ce43 (2025-11; backported to some stable series)
+     * waits for new bytes here, probed on a socket pair of its own until it gives an answer
+     * (once per JVM; it waits one receive timeout of 1 ms, which the kernel rounds up to a
+     * clock tick or two). A probe that could not be made (no fds left, no memory) answers
+     * false for this call only. Linux before commit 7bf3a476ce43 (2025-11; backported to some stable series)
      * lost the offset when such a peek slept, and after the wait read from the head of the
      * queue again: bytes already read came back, after a receive slice or with the new
      * bytes. The probe peeks one byte, then peeks again with a 1 ms receive timeout: a fixed
-     * kernel answers {@code EAGAIN}, an affected one the same byte. False also when the kernel
-     * refuses {@code SO_PEEK_OFF} or the probe fails in any way.
+     * kernel answers {@code EAGAIN}, an affected one the same byte. Then two more bytes, sent
+     * one at a time, must come back in one non-blocking peek (an offset applied across
+     * segments, which some 4.3-4.4 kernels got wrong). False also when the kernel refuses
+     * {@code SO_PEEK_OFF} or answers anything else.
      */
     static boolean peekOffsetWorks() {
         Boolean r = peekOffsetProbe;
         if (r == null) {
             synchronized (FdSocket.class) {
                 r = peekOffsetProbe;
-                if (r == null) peekOffsetProbe = r = probePeekOffset();
+                if (r == null) {
+                    r = probePeekOffset();
+                    if (r != null) peekOffsetProbe = r;
+                }
             }
+            if (r == null) return false;
         }
         return r;
     }
 
-    private static boolean probePeekOffset() {
+    /** The kernel's answer, or null when the probe could not be made (an fd, memory). */
+    private static Boolean probePeekOffset() {
         FdSocket[] p;
+        NativeMsg m;
         try {
             p = pair();
-        } catch (IOException | RuntimeException e) {
-            return false;
+        } catch (IOException | RuntimeException | Error e) {
+            return null;
         }
         try {
-            NativeMsg m = new NativeMsg(16);
+            m = new NativeMsg(16);
             int fd = p[1].fd;
             if (m.setIntOption(fd, NativeIo.SOL_SOCKET, NativeIo.SO_PEEK_OFF, 0) != 0) return false;
             p[1].channel.setOption(UnixSocketOptions.SO_RCVTIMEO, 1);
             p[0].send(new byte[] {7}, null);
-            if (peekRetrying(m, fd) != 1) return false;
-            return peekRetrying(m, fd) == -NativeIo.EAGAIN; // an affected kernel reads the byte again
-        } catch (IOException | RuntimeException e) {
-            return false;
+            if (peekRetrying(m, fd, 1, 0) != 1 || m.data.get(0) != 7) return false;
+            if (peekRetrying(m, fd, 1, 0) != -NativeIo.EAGAIN) return false; // an affected kernel reads the 7 again
+            p[0].send(new byte[] {8}, null);
+            p[0].send(new byte[] {9}, null);
+            return peekRetrying(m, fd, 2, NativeIo.MSG_DONTWAIT) == 2 && m.data.get(0) == 8 && m.data.get(1) == 9;
+        } catch (IOException | RuntimeException | Error e) {
+            return null;
         } finally {
             p[0].close();
             p[1].close();
         }
     }
 
-    private static int peekRetrying(NativeMsg m, int fd) {
+    private static int peekRetrying(NativeMsg m, int fd, int length, int flags) {
         int r;
         do {
-            r = m.recvmsg(fd, 1, 0, NativeIo.MSG_PEEK);
+            r = m.recvmsg(fd, length, 0, NativeIo.MSG_PEEK | flags);
         } while (r == -NativeIo.EINTR);
         return r;
     }

@@ -306,13 +306,14 @@ public final class SharingClient implements AutoCloseable {
          */
         public SharingClient build() throws IOException {
             Messages.Hello hello = new Messages.Hello(clientName);
+            boolean defer = FdSocket.deferConsumptionAllowed(); // before connecting: a bad value opens nothing
             FdSocket s = FdSocket.connect(path);
             try {
                 s.setReceiveSlice(LEAD_SLICE_MS); // a leader waits in recvmsg, a slice at a time
-                if (FdSocket.deferConsumptionAllowed()) {
+                if (defer) {
                     s.deferConsumption(); // peeks, taken off the queue later (FdSocket): the server's reader is not woken per reply
                 }
-            } catch (IOException | RuntimeException e) {
+            } catch (Throwable e) {
                 s.close();
                 throw e;
             }

@@ -335,8 +335,12 @@ public final class SharingServer implements AutoCloseable {
          * @throws IllegalStateException with {@link #registerMBean(boolean) registerMBean(true)},
          *     when a bean is already registered under the name (nothing is left bound)
          * @throws IOException when a live server answers at the path, or binding fails
+         * @throws IllegalArgumentException when the system property {@code
+         *     cuvmm.ipc.deferConsumption} is neither {@code true} nor {@code false} (checked
+         *     here; a value set to something else later makes connections read plainly)
          */
         public SharingServer build() throws IOException {
+            FdSocket.deferConsumptionAllowed(); // a bad value is refused here, not on each connection
             if (fileGroup != null && (fileMode & 0060) == 0) {
                 // A group on a file it cannot write admits nobody: say so rather than ignore it.
                 throw new IllegalArgumentException("socketFileGroup: '" + fileGroup + "' with socketFileMode "
@@ -747,7 +751,13 @@ public final class SharingServer implements AutoCloseable {
             fire(l -> l.refused(peer, why));
             return;
         }
-        if (FdSocket.deferConsumptionAllowed()) {
+        boolean defer;
+        try {
+            defer = FdSocket.deferConsumptionAllowed();
+        } catch (IllegalArgumentException e) {
+            defer = false; // build() checked the value; one set wrong since then reads plainly
+        }
+        if (defer) {
             // Reads peek and take their bytes off the queue later (FdSocket): the client's
             // reader is not woken by each request read. The slice bounds how long an idle
             // connection holds peeked bytes (FdSocket#deferConsumption says why).

@@ -234,6 +234,35 @@ class DeferredConsumptionTest {
     }
 
     @Test
+    void aBadPropertyValueIsRefusedByBothBuildersAndOpensNothing() throws Exception {
+        Path sock = dir.resolve("s");
+        try (SharingServer server = SharingServer.builder(sock).build()) {
+            Map<String, Integer> fds = fdSnapshot();
+            System.setProperty(FdSocket.DEFER_PROPERTY, "yes");
+            IllegalArgumentException c = assertThrows(IllegalArgumentException.class,
+                    () -> SharingClient.builder(sock).build());
+            assertTrue(c.getMessage().startsWith("cuvmm.ipc.deferConsumption: yes (expected: true or false"),
+                    c.getMessage());
+            IllegalArgumentException s = assertThrows(IllegalArgumentException.class,
+                    () -> SharingServer.builder(dir.resolve("t")).build());
+            assertTrue(s.getMessage().startsWith("cuvmm.ipc.deferConsumption: yes"), s.getMessage());
+            assertFalse(Files.exists(dir.resolve("t")), "no socket file bound");
+            assertFdsBack(fds, "after both builders refused the value");
+            // Set wrong after the server was built: the server goes on, its connections read plainly.
+            try (FdSocket raw = FdSocket.connect(sock)) {
+                IpcTestSupport.await("the server admitted the connection", 10, () -> {
+                    try {
+                        return CachedRoundRecvmsgTest.connectionSocket(server) != null;
+                    } catch (Throwable notYet) {
+                        return false;
+                    }
+                });
+                assertFalse(CachedRoundRecvmsgTest.connectionSocket(server).isDeferringConsumption());
+            }
+        }
+    }
+
+    @Test
     void bothEndsOfASharingConnectionDeferAndThePropertyTurnsBothOff() throws Exception {
         assumeTrustedPeekOffset();
         Path sock = dir.resolve("s");
