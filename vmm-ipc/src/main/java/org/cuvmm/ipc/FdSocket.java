@@ -571,14 +571,13 @@ public final class FdSocket implements Closeable {
     /** The kernel's answer, or null when the probe could not be made (an fd, memory). */
     private static Boolean probePeekOffset() {
         FdSocket[] p;
-        NativeMsg m;
         try {
             p = pair();
         } catch (IOException | RuntimeException | Error e) {
             return null;
         }
         try {
-            m = new NativeMsg(16);
+            NativeMsg m = new NativeMsg(16);
             int fd = p[1].fd;
             if (m.setIntOption(fd, NativeIo.SOL_SOCKET, NativeIo.SO_PEEK_OFF, 0) != 0) return false;
             p[1].channel.setOption(UnixSocketOptions.SO_RCVTIMEO, 1);

@@ -8,7 +8,6 @@ import java.util.List;
 
 import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
-import org.cuvmm.ipc.Attachment;
 import org.cuvmm.ipc.SharingClient;
 import org.cuvmm.ipc.SharingServer;
 import org.cuvmm.pool.VirtualMemoryPool;
@@ -73,8 +72,8 @@ public final class DeferredConsumptionAB {
                 SharingClient[] clients = {plain, deferring};
                 String[] names = {"plain reads", "deferred consumption"};
                 for (int i = 0; i < 30_000; i++) {
-                    round(plain, consumer);
-                    round(deferring, consumer);
+                    SharingV2Report.round(plain, "frame", consumer);
+                    SharingV2Report.round(deferring, "frame", consumer);
                 }
                 List<List<Double>> us = List.of(new ArrayList<>(), new ArrayList<>());
                 List<List<Double>> switches = List.of(new ArrayList<>(), new ArrayList<>());
@@ -85,7 +84,7 @@ public final class DeferredConsumptionAB {
                         long n = 0;
                         long t0 = System.nanoTime(), t;
                         do {
-                            round(clients[k], consumer);
+                            SharingV2Report.round(clients[k], "frame", consumer);
                             n++;
                             t = System.nanoTime();
                         } while (t - t0 < segmentNs);
@@ -112,11 +111,5 @@ public final class DeferredConsumptionAB {
         List<Double> c = new ArrayList<>(v);
         Collections.sort(c);
         return c;
-    }
-
-    private static void round(SharingClient client, VirtualMemoryResource consumer) throws Exception {
-        try (Attachment a = client.attach("frame", consumer)) {
-            if (a.buffer().size() <= 0) throw new IllegalStateException("empty attachment");
-        }
     }
 }

@@ -304,7 +304,7 @@ public final class SharingV2Report {
     }
 
     /** One consumer round: attach (ATTACH, DESCRIPTOR, import or cached view) and close (RELEASE, RELEASED). */
-    private static void round(SharingClient client, String name, VirtualMemoryResource consumer) throws IOException {
+    static void round(SharingClient client, String name, VirtualMemoryResource consumer) throws IOException {
         try (Attachment a = client.attach(name, consumer)) {
             if (a.buffer().size() <= 0) throw new IllegalStateException("empty attachment");
         }
