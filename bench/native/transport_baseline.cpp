@@ -37,6 +37,11 @@
 // --work-ns T,P (a diagnostic, issue 11) makes each thread busy-wait T (timed thread) or P (peer)
 // ns of CPU before each of its sends, standing in for the work a real implementation does per
 // message: with T != P the scheduler's wake-up preemption changes (more switches per round).
+// --segments-on-stdin (with --pingpong; SharingV2Report's interleaved measurement): prints
+// "ready ..." once its threads run, then for each line "segment" read from stdin times one
+// segment of --round-ms (no warm-up of its own: the caller discards its first segments) and
+// prints "segment ns_per_round=... cpu_ns=... switches=... rounds=..." (CPU and context
+// switches of the process over that segment, getrusage); ends at the end of stdin.
 // Output: "driver ...", "calls name=... entry=count ..." (one counted round),
 //         "result name=transport_<N>chunk mean_ns=... rounds_ns=a,b,c", "live ..." (host driver).
 #include "cuvmm/driver.hpp"
@@ -324,7 +329,7 @@ std::pair<long, long> parse_pair(const std::string& option, const std::string& v
 }
 
 int run_pingpong(const std::string& list, int warmup, int rounds, long round_ms, int timed_cpu, int peer_cpu,
-                 long timed_work_ns, long peer_work_ns) {
+                 long timed_work_ns, long peer_work_ns, bool segments_on_stdin) {
     std::vector<size_t> sizes;
     std::string name = "pingpong";
     size_t start = 0;
@@ -365,6 +370,39 @@ int run_pingpong(const std::string& list, int warmup, int rounds, long round_ms,
             if (!read_all(sv[0], buf.data(), sizes[i + 1])) die("the peer ended the stream");
         }
     };
+    if (segments_on_stdin) {
+        // Interleaved with the Java rounds by SharingV2Report: one timed segment per request,
+        // so that a drift of the machine's speed falls on both sides of each ratio alike.
+        std::printf("ready pingpong=%s segment_ms=%ld\n", list.c_str(), round_ms);
+        std::fflush(stdout);
+        char line[64];
+        while (std::fgets(line, sizeof line, stdin) != nullptr) {
+            if (std::strcmp(line, "segment\n") != 0) {
+                die("stdin: '" + std::string(line, std::strcspn(line, "\n")) + "' (expected: a line 'segment')");
+            }
+            const long long cpu0 = process_cpu_ns();
+            const long long switches0 = process_switches();
+            long long ops = 0;
+            const auto begin = Clock::now();
+            auto now = begin;
+            do {
+                one_round();
+                ++ops;
+                now = Clock::now();
+            } while (now - begin < std::chrono::milliseconds(round_ms));
+            const long long cpu_ns = process_cpu_ns() - cpu0;
+            const long long switches = process_switches() - switches0;
+            std::printf("segment ns_per_round=%.1f cpu_ns=%lld switches=%lld rounds=%lld\n",
+                        std::chrono::duration<double, std::nano>(now - begin).count() / static_cast<double>(ops), cpu_ns,
+                        switches, ops);
+            std::fflush(stdout);
+        }
+        ::shutdown(sv[0], SHUT_WR);
+        peer.join();
+        ::close(sv[0]);
+        ::close(sv[1]);
+        return 0;
+    }
     std::printf("settings pingpong=%s warmup_rounds=%d rounds=%d round_ms=%ld work_ns=%ld,%ld\n", list.c_str(), warmup,
                 rounds, round_ms, timed_work_ns, peer_work_ns);
     std::vector<double> round_ns;
@@ -417,6 +455,7 @@ int main(int argc, char** argv) {
     int timed_cpu = -1, peer_cpu = -1;
     long timed_work_ns = 0, peer_work_ns = 0;
     bool work_set = false;
+    bool segments_on_stdin = false;
     for (int i = 1; i < argc; ++i) {
         std::string a = argv[i];
         if (a == "--pingpong") {
@@ -434,12 +473,15 @@ int main(int argc, char** argv) {
             timed_work_ns = work.first;
             peer_work_ns = work.second;
             work_set = true;
+        } else if (a == "--segments-on-stdin") {
+            segments_on_stdin = true;
         } else if (a == "--chunks") chunks = static_cast<int>(parse_count(argc, argv, i, 1));
         else if (a == "--warmup-rounds") warmup = static_cast<int>(parse_count(argc, argv, i, 0));
         else if (a == "--rounds") rounds = static_cast<int>(parse_count(argc, argv, i, 1));
         else if (a == "--round-ms") round_ms = parse_count(argc, argv, i, 1);
         else if (a == "--help" || a == "-h") {
-            std::printf("usage: cuvmm-transport-baseline [--chunks N | --pingpong A,B[,C,D...] [--cpus T,P] [--work-ns T,P]] "
+            std::printf("usage: cuvmm-transport-baseline [--chunks N | --pingpong A,B[,C,D...] [--cpus T,P] [--work-ns T,P] "
+                        "[--segments-on-stdin]] "
                         "[--warmup-rounds N] [--rounds N] [--round-ms N]\n");
             return 0;
         } else {
@@ -449,8 +491,10 @@ int main(int argc, char** argv) {
     if (chunks > kMaxChunks) die("--chunks: at most " + std::to_string(kMaxChunks));
     if (timed_cpu >= 0 && pingpong.empty()) die("--cpus is for --pingpong only");
     if (work_set && pingpong.empty()) die("--work-ns is for --pingpong only");
+    if (segments_on_stdin && pingpong.empty()) die("--segments-on-stdin is for --pingpong only");
     if (!pingpong.empty()) {
-        return run_pingpong(pingpong, warmup, rounds, round_ms, timed_cpu, peer_cpu, timed_work_ns, peer_work_ns);  // no driver
+        return run_pingpong(pingpong, warmup, rounds, round_ms, timed_cpu, peer_cpu, timed_work_ns, peer_work_ns,
+                            segments_on_stdin);  // no driver
     }
 
     cuvmm::DriverKind kind = select_and_report_driver();

@@ -6,9 +6,7 @@ import static org.cuvmm.bench.sharing.SharingPoolReport.fmtCalls;
 import static org.cuvmm.bench.sharing.SharingPoolReport.mean;
 import static org.cuvmm.bench.sharing.SharingPoolReport.median;
 
-import java.io.BufferedReader;
 import java.io.IOException;
-import java.io.InputStreamReader;
 import java.lang.management.ManagementFactory;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
@@ -51,12 +49,15 @@ import org.cuvmm.pool.VirtualMemoryPool;
  * it receives is what the server sent on its only connection).
  *
  * <p>Timing: no JMH (the round needs a server and a client with their threads; the C++ side
- * is timed the same way): {@code --warmup} then {@code --iterations} timed rounds of
- * {@code --time-ms} each, ns per consumer round = elapsed / rounds, read with System.nanoTime
- * once per round (a round is tens of microseconds). Ratio = median Java round / median
- * ping-pong round; "best" is the fastest measured iteration of each (the least disturbed by
- * other load on a shared machine). Each case runs its ping-pong right before its Java rounds, so the load of
- * the moment weighs on both.
+ * is timed the same way): {@code --warmup} then {@code --iterations} iterations, each one
+ * segment of {@code --time-ms} of the C++ ping-pong ({@link PingPongProcess}, a child process
+ * that waits between its segments), one of the Java socket ping-pong, then one of Java
+ * rounds; ns per round = elapsed / rounds of its segment, read with System.nanoTime once per
+ * round (a round is tens of microseconds). Interleaved so that a drift of the machine's
+ * speed (on the 2-vCPU guest of bench/RESULTS-sharing-v2.md the ping-pong alone moves between
+ * 23 and 34 µs within minutes) falls on both sides of each ratio: the headline ratio is the
+ * paired one, the median over iterations of (Java segment / the C++ segment just before it).
+ * The ratio of medians and of the best segments are shown beside it.
  *
  * <p>Between the two, a Java ping-pong of the same sizes over cuvmm's socket layer and no
  * protocol ({@link SocketPingPong}, a diagnostic): the round's gap to the C++ ping-pong then
@@ -66,19 +67,20 @@ public final class SharingV2Report {
     private SharingV2Report() {}
 
     static final class Settings {
-        int warmup = 2;
-        int iterations = 5;
-        long timeMs = 300;
+        int warmup = 3;
+        int iterations = 30;
+        long timeMs = 60;
         int countRounds = 200;
         ThreadPlacement.Mode placement = ThreadPlacement.Mode.CROSS;
         Path out = Path.of("bench/target/sharing-v2-report.md");
     }
 
     /** What {@code --help} prints (bench/run-sharing-v2 passes its arguments here). */
-    static final String USAGE = "usage: bench/run-sharing-v2 [--warmup N (2)] [--iterations N (5)] [--time-ms N (300)] "
+    static final String USAGE = "usage: bench/run-sharing-v2 [--warmup N (3)] [--iterations N (30)] [--time-ms N (60)] "
             + "[--count-rounds N (200)] [--placement cross|same|unpinned (cross)] [--out FILE (bench/target/sharing-v2-report.md)] [--help]";
 
-    private static final int WARM_ROUNDS = 1000;
+    /** Untimed rounds before the counted ones: enough for C2 to compile the round (a few thousand were not: Run 24). */
+    private static final int WARM_ROUNDS = 20_000;
 
     private static final StringBuilder REPORT = new StringBuilder();
 
@@ -100,12 +102,6 @@ public final class SharingV2Report {
                           double fdsSentPerRound, double fdsReceivedPerRound, String cache, double javaCpuNs, double pingCpuNs,
                           SideCpu.Split sides, double javaSwitches, double pingSwitches, List<Double> socketNs) {}
 
-    /**
-     * The C++ ping-pong's measured rounds (ns each), its process CPU per round (ns) and its
-     * context switches per round over them.
-     */
-    record PingPong(List<Double> roundsNs, double cpuNsPerRound, double switchesPerRound) {}
-
     public static void main(String[] args) throws Exception {
         Settings s = CommandLine.parseOrExit(args, SharingV2Report::parse, USAGE);
         Driver driver = BenchChecks.expectedDriver();
@@ -113,9 +109,10 @@ public final class SharingV2Report {
         out("# cuvmm steady-state sharing benchmark (protocol v1 vs v2 cached vs bare socket ping-pong)");
         out("");
         for (String line : ReportSupport.headerLines(driver)) out(line);
-        out("- settings: " + s.warmup + " x " + s.timeMs + " ms warm-up, " + s.iterations + " x " + s.timeMs
-                + " ms measured, per case, after " + WARM_ROUNDS + " untimed rounds; driver calls and fds counted over "
-                + s.countRounds + " rounds after those");
+        out("- settings: per case, after " + WARM_ROUNDS + " untimed rounds and " + s.countRounds + " rounds that count "
+                + "driver calls and fds, " + s.warmup + " warm-up and " + s.iterations + " measured iterations, each one "
+                + s.timeMs + " ms segment of the C++ ping-pong, of the Java socket ping-pong, then of Java rounds "
+                + "(interleaved: paired ratio = median over iterations of Java segment / C++ segment)");
         out("- producer: SharingServer + pool in this JVM; consumer: SharingClient on this JVM's main thread "
                 + "(C++ ping-pong: two threads of one process, socketpair)");
         int[] cpus = ThreadPlacement.cpus(s.placement);
@@ -172,8 +169,11 @@ public final class SharingV2Report {
                     Result r = run(s, cpus, binary, server, consumer, sock, c, version);
                     results.put(c.name + version, r);
                     double jm = median(r.javaNs), pm = median(r.pingNs);
-                    rows.add(new String[] {c.label, "v" + version + (version == 2 ? " cached" : ""), f1(jm / 1000),
-                            f1(mean(r.javaNs) / 1000), f1(pm / 1000), f1(mean(r.pingNs) / 1000), f2(jm / pm), f2(mean(r.javaNs) / mean(r.pingNs)),
+                    List<Double> paired = pairedRatios(r.javaNs, r.pingNs);
+                    rows.add(new String[] {c.label, "v" + version + (version == 2 ? " cached" : ""),
+                            "**" + f2(median(paired)) + "**", f2(quantile(paired, 0.25)) + " - " + f2(quantile(paired, 0.75)),
+                            f1(jm / 1000), f1(mean(r.javaNs) / 1000), f1(pm / 1000), f1(mean(r.pingNs) / 1000), f2(jm / pm),
+                            f2(mean(r.javaNs) / mean(r.pingNs)),
                             f1(min(r.javaNs) / 1000), f1(min(r.pingNs) / 1000), f2(min(r.javaNs) / min(r.pingNs)),
                             f1(r.javaCpuNs / 1000), f1(r.pingCpuNs / 1000), f2(r.javaCpuNs / r.pingCpuNs),
                             f1(r.sides.producerNs() / 1000) + " / " + f1(r.sides.consumerNs() / 1000),
@@ -201,14 +201,15 @@ public final class SharingV2Report {
         out("## Consumer round trip (ATTACH, DESCRIPTOR, RELEASE, RELEASED) vs the bare ping-pong of the same bytes "
                 + "(target: v2 cached <= 1.3x, 0 driver calls, 0 fds)");
         out("");
-        out("| buffer | protocol | Java median µs | Java mean µs | ping-pong median µs | ping-pong mean µs "
+        out("| buffer | protocol | ratio (paired: median of Java / C++ segment pairs) | paired ratio, quartiles "
+                + "| Java median µs | Java mean µs | ping-pong median µs | ping-pong mean µs "
                 + "| ratio (medians) | ratio (means) | Java best µs | ping-pong best µs | ratio (bests) "
                 + "| Java CPU µs / round | ping-pong CPU µs / round | CPU ratio "
                 + "| Java CPU µs / round: producer / consumer threads "
                 + "| context switches / round: Java | context switches / round: ping-pong "
                 + "| Java socket ping-pong median µs | socket ping-pong / C++ ping-pong | Java round / socket ping-pong "
                 + "| driver calls / round (both sides) | fds sent / round (server) | fds received / round (client) |");
-        out("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
+        out("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|");
         for (String[] r : rows) out("| " + String.join(" | ", r) + " |");
         out("");
         for (Case c : List.of(new Case("pooled frame", "frame", 1), new Case("3-chunk buffer", "three", 3),
@@ -229,19 +230,20 @@ public final class SharingV2Report {
     }
 
     /**
-     * One case and version: the C++ ping-pong of its message sizes, then the Java rounds
-     * (counted, then timed), both with their threads on {@code cpus} (producer's CPU,
-     * consumer's CPU; null: unpinned). Computed once, in main: once the main thread is pinned
-     * the JVM sees one CPU.
+     * One case and version, interleaved: each iteration times one segment of the C++
+     * ping-pong of its message sizes, one of the Java socket ping-pong, then one of the Java
+     * rounds (after untimed warm-up rounds and the counted rounds), all with their threads on
+     * {@code cpus} (producer's CPU, consumer's CPU; null: unpinned). Computed once, in main:
+     * once the main thread is pinned the JVM sees one CPU.
      */
     private static Result run(Settings s, int[] cpus, Path binary, SharingServer server, VirtualMemoryResource consumer, Path sock,
                               Case c, int version) throws Exception {
         int[] sizes = messageSizes(c.name, version, c.chunks);
-        PingPong ping = pingPong(binary, sizes, s, cpus);
-        List<Double> socket = SocketPingPong.run(sizes, s.warmup, s.iterations, s.timeMs, cpus == null ? -1 : cpus[0]);
         DriverCounters counters = Driver.get().counters();
-        try (SharingClient client = SharingClient.builder(sock).clientName("bench v" + version).protocolVersion(version)
-                .build()) {
+        try (PingPongProcess ping = PingPongProcess.start(binary, sizes, s.timeMs, cpus);
+             SocketPingPong socket = SocketPingPong.open(sizes, cpus == null ? -1 : cpus[0]);
+             SharingClient client = SharingClient.builder(sock).clientName("bench v" + version).protocolVersion(version)
+                     .build()) {
             if (client.protocolVersion() != version) {
                 throw new IllegalStateException("the client speaks version " + client.protocolVersion() + ", not " + version);
             }
@@ -268,17 +270,19 @@ public final class SharingV2Report {
                 total += e.getValue();
                 calls.put(e.getKey(), e.getValue() % s.countRounds == 0 ? e.getValue() / s.countRounds : -e.getValue());
             }
-            List<Double> java = new ArrayList<>();
+            List<Double> java = new ArrayList<>(), pingNs = new ArrayList<>(), socketNs = new ArrayList<>();
             com.sun.management.OperatingSystemMXBean os =
                     (com.sun.management.OperatingSystemMXBean) ManagementFactory.getOperatingSystemMXBean();
-            long cpu0 = 0, measuredRounds = 0, switches0 = 0;
-            SideCpu sideCpu = null;
+            long javaCpu = 0, javaSwitches = 0, javaRounds = 0, pingCpu = 0, pingSwitches = 0, pingRounds = 0;
+            SideCpu sideCpu = new SideCpu();
             for (int it = 0; it < s.warmup + s.iterations; it++) {
-                if (it == s.warmup) {
-                    cpu0 = os.getProcessCpuTime();
-                    switches0 = SideCpu.processContextSwitches();
-                    sideCpu = SideCpu.start();
-                }
+                boolean measured = it >= s.warmup;
+                PingPongProcess.Segment p = ping.segment();
+                double socketSegment = socket.segment(s.timeMs);
+                // Counted around the Java segment only, the reads of the counters outside its clock.
+                long switches0 = SideCpu.processContextSwitches();
+                if (measured) sideCpu.resume();
+                long cpu0 = os.getProcessCpuTime();
                 long n = 0;
                 long t0 = System.nanoTime(), t;
                 do {
@@ -286,20 +290,26 @@ public final class SharingV2Report {
                     n++;
                     t = System.nanoTime();
                 } while (t - t0 < s.timeMs * 1_000_000L);
-                if (it >= s.warmup) {
-                    java.add((double) (t - t0) / n);
-                    measuredRounds += n;
-                }
+                long cpu = os.getProcessCpuTime() - cpu0;
+                if (!measured) continue;
+                sideCpu.pause();
+                javaSwitches += SideCpu.processContextSwitches() - switches0;
+                javaCpu += cpu;
+                javaRounds += n;
+                java.add((double) (t - t0) / n);
+                pingNs.add(p.nsPerRound());
+                pingCpu += p.cpuNs();
+                pingSwitches += p.switches();
+                pingRounds += p.rounds();
+                socketNs.add(socketSegment);
             }
-            double javaCpu = (double) (os.getProcessCpuTime() - cpu0) / measuredRounds;
-            double switches = (double) (SideCpu.processContextSwitches() - switches0) / measuredRounds;
-            SideCpu.Split sides = sideCpu.perRound(measuredRounds);
             String cache = version == 1 ? "none (version 1)"
                     : "hits " + cs.hits() + ", misses " + cs.misses() + ", entries " + cs.entries() + ", ids held "
                     + cs.idsHeld() + ", fds kept " + cs.fdsKept();
-            return new Result(java, ping.roundsNs(), sizes, calls, (double) total / s.countRounds,
-                    (double) sent / s.countRounds, (double) received / s.countRounds, cache, javaCpu, ping.cpuNsPerRound(),
-                    sides, switches, ping.switchesPerRound(), socket);
+            return new Result(java, pingNs, sizes, calls, (double) total / s.countRounds,
+                    (double) sent / s.countRounds, (double) received / s.countRounds, cache, (double) javaCpu / javaRounds,
+                    (double) pingCpu / pingRounds, sideCpu.perRound(javaRounds), (double) javaSwitches / javaRounds,
+                    (double) pingSwitches / pingRounds, socketNs);
         }
     }
 
@@ -308,42 +318,6 @@ public final class SharingV2Report {
         try (Attachment a = client.attach(name, consumer)) {
             if (a.buffer().size() <= 0) throw new IllegalStateException("empty attachment");
         }
-    }
-
-    /**
-     * The C++ ping-pong of {@code sizes}: its timed side (the consumer) on {@code cpus[1]}, its
-     * echoing side (the producer) on {@code cpus[0]}; unpinned when {@code cpus} is null.
-     */
-    static PingPong pingPong(Path binary, int[] sizes, Settings s, int[] cpus) throws IOException, InterruptedException {
-        StringBuilder list = new StringBuilder();
-        for (int v : sizes) list.append(list.length() == 0 ? "" : ",").append(v);
-        List<String> cmd = new ArrayList<>(List.of(binary.toString(), "--pingpong", list.toString(), "--warmup-rounds",
-                Integer.toString(s.warmup), "--rounds", Integer.toString(s.iterations), "--round-ms", Long.toString(s.timeMs)));
-        if (cpus != null) cmd.addAll(List.of("--cpus", cpus[1] + "," + cpus[0]));
-        ProcessBuilder pb = new ProcessBuilder(cmd);
-        pb.redirectErrorStream(true);
-        Process p = pb.start();
-        List<Double> rounds = new ArrayList<>();
-        double cpu = Double.NaN;
-        double switches = Double.NaN;
-        StringBuilder all = new StringBuilder();
-        try (BufferedReader r = new BufferedReader(new InputStreamReader(p.getInputStream(), StandardCharsets.UTF_8))) {
-            for (String line; (line = r.readLine()) != null; ) {
-                all.append(line).append('\n');
-                if (line.startsWith("result ")) {
-                    java.util.regex.Matcher m = java.util.regex.Pattern.compile("cpu_ns_per_round=([0-9.]+)").matcher(line);
-                    if (m.find()) cpu = Double.parseDouble(m.group(1));
-                    m = java.util.regex.Pattern.compile("switches_per_round=([0-9.]+)").matcher(line);
-                    if (m.find()) switches = Double.parseDouble(m.group(1));
-                    for (String x : line.substring(line.indexOf("rounds_ns=") + "rounds_ns=".length()).split(",")) {
-                        rounds.add(Double.parseDouble(x));
-                    }
-                }
-            }
-        }
-        int rc = p.waitFor();
-        if (rc != 0 || rounds.isEmpty()) throw new IllegalStateException("ping-pong baseline failed (exit " + rc + "):\n" + all);
-        return new PingPong(rounds, cpu, switches);
     }
 
     private static String sizes(int[] v) {
@@ -356,6 +330,23 @@ public final class SharingV2Report {
         StringBuilder sb = new StringBuilder();
         for (double x : v) sb.append(sb.length() == 0 ? "" : ", ").append(f1(x / 1000));
         return sb.toString();
+    }
+
+    /** Java segment i / C++ segment i, for each measured iteration i (the two ran one after the other). */
+    static List<Double> pairedRatios(List<Double> javaNs, List<Double> pingNs) {
+        if (javaNs.size() != pingNs.size()) {
+            throw new IllegalArgumentException("segments: " + javaNs.size() + " Java, " + pingNs.size() + " C++ (expected: pairs)");
+        }
+        List<Double> r = new ArrayList<>();
+        for (int i = 0; i < javaNs.size(); i++) r.add(javaNs.get(i) / pingNs.get(i));
+        return r;
+    }
+
+    /** The {@code q} quantile of {@code v} (nearest rank, 0 &lt; q &lt; 1). */
+    static double quantile(List<Double> v, double q) {
+        List<Double> sorted = new ArrayList<>(v);
+        sorted.sort(null);
+        return sorted.get(Math.min(sorted.size() - 1, (int) Math.floor(q * sorted.size())));
     }
 
     private static double min(List<Double> v) {

@@ -18,10 +18,12 @@ import java.util.stream.Stream;
  * {@code --work-ns} reproduces it), so the report shows the split, not only the sum.
  *
  * <p>Producer threads: the server's ({@code cuvmm-ipc-conn-*}: a connection's reader and
- * writer; {@code cuvmm-ipc-accept}). Consumer threads: the thread that calls {@link #start}
- * (the report's main thread, which makes the rounds) and the client's ({@code
- * cuvmm-ipc-client-*}). Other threads (GC, JIT, cleaners) count in neither. A thread that
- * ends between start and {@link #perRound} loses its time (none does in the report's loop).
+ * writer; {@code cuvmm-ipc-accept}). Consumer threads: the thread that made this object (the
+ * report's main thread, which makes the rounds) and the client's ({@code cuvmm-ipc-client-*}).
+ * Other threads (GC, JIT, cleaners) count in neither. Counted only between {@link #resume()}
+ * and {@link #pause()}, so that the report's interleaved baselines (run on the same main
+ * thread between the Java segments) do not count. A thread that ends between the two loses
+ * its time (none does in the report's loop).
  */
 final class SideCpu {
     /** CPU ns per round of each side. */
@@ -31,19 +33,24 @@ final class SideCpu {
             (com.sun.management.ThreadMXBean) ManagementFactory.getThreadMXBean();
     private final long caller = Thread.currentThread().getId();
     private final Map<Long, Long> startNs = new HashMap<>();
+    private long producerNs;
+    private long consumerNs;
+    private boolean counting;
 
-    private SideCpu() {}
+    /** Counts nothing until {@link #resume()}. */
+    SideCpu() {}
 
-    /** Reads every thread's CPU time now. */
-    static SideCpu start() {
-        SideCpu s = new SideCpu();
-        for (long id : s.threads.getAllThreadIds()) s.startNs.put(id, s.threads.getThreadCpuTime(id));
-        return s;
+    /** Reads every thread's CPU time now: counting starts. */
+    void resume() {
+        if (counting) throw new IllegalStateException("already counting");
+        startNs.clear();
+        for (long id : threads.getAllThreadIds()) startNs.put(id, threads.getThreadCpuTime(id));
+        counting = true;
     }
 
-    /** Each side's CPU time since {@link #start}, divided by {@code rounds}. */
-    Split perRound(long rounds) {
-        long producer = 0, consumer = 0;
+    /** Adds each side's CPU time since {@link #resume()}: counting stops. */
+    void pause() {
+        if (!counting) throw new IllegalStateException("not counting");
         for (ThreadInfo t : threads.getThreadInfo(threads.getAllThreadIds())) {
             if (t == null) continue; // ended meanwhile
             long id = t.getThreadId();
@@ -51,10 +58,16 @@ final class SideCpu {
             if (now < 0) continue;
             long used = now - startNs.getOrDefault(id, 0L);
             String name = t.getThreadName();
-            if (name.startsWith("cuvmm-ipc-conn-") || name.startsWith("cuvmm-ipc-accep")) producer += used;
-            else if (id == caller || name.startsWith("cuvmm-ipc-clien")) consumer += used;
+            if (name.startsWith("cuvmm-ipc-conn-") || name.startsWith("cuvmm-ipc-accep")) producerNs += used;
+            else if (id == caller || name.startsWith("cuvmm-ipc-clien")) consumerNs += used;
         }
-        return new Split((double) producer / rounds, (double) consumer / rounds);
+        counting = false;
+    }
+
+    /** Each side's CPU time counted so far, divided by {@code rounds}. */
+    Split perRound(long rounds) {
+        if (counting) throw new IllegalStateException("pause() first");
+        return new Split((double) producerNs / rounds, (double) consumerNs / rounds);
     }
 
     /** Context switches (voluntary + involuntary) of every live thread of this process (Linux). */

@@ -1,8 +1,6 @@
 package org.cuvmm.bench.sharing;
 
 import java.io.IOException;
-import java.util.ArrayList;
-import java.util.List;
 
 import org.cuvmm.ipc.FdSocket;
 import org.cuvmm.ipc.ReceivedMessage;
@@ -19,13 +17,66 @@ import org.cuvmm.ipc.ReceivedMessage;
  *
  * <p>Shape as the C++ side: the timed thread (the caller, the consumer) sends message 0 and
  * reads message 1, sends 2 and reads 3, ...; an echo thread (the producer) reads each even
- * message and answers with the next. Timed like the Java rounds: {@code warmup} then
- * {@code iterations} runs of {@code timeMs}, ns per round = elapsed / rounds.
+ * message and answers with the next. Timed in segments like the Java rounds ({@link
+ * #segment(long)}: ns per round = elapsed / rounds), so that the report can interleave it
+ * with them. {@link #close()} ends the echo thread and closes the pair.
  */
-final class SocketPingPong {
+final class SocketPingPong implements AutoCloseable {
     private static final int[] NO_FDS = new int[0];
 
-    private SocketPingPong() {}
+    private final int[] sizes;
+    private final byte[][] messages;
+    private final FdSocket consumer;
+    private final FdSocket producer;
+    private final Thread echo;
+    private volatile Throwable echoFailure;
+
+    private SocketPingPong(int[] sizes) throws IOException {
+        if (sizes.length == 0 || sizes.length % 2 != 0) {
+            throw new IllegalArgumentException("sizes: " + sizes.length + " messages (expected: an even number, > 0)");
+        }
+        this.sizes = sizes.clone();
+        this.messages = new byte[sizes.length][];
+        for (int i = 0; i < sizes.length; i++) messages[i] = new byte[sizes[i]];
+        FdSocket[] pair = FdSocket.pair();
+        this.consumer = pair[0];
+        this.producer = pair[1];
+        this.echo = new Thread(this::echo, "bench-socket-echo");
+        echo.setDaemon(true);
+    }
+
+    /**
+     * A ping-pong of {@code sizes} with its echo thread started; {@code producerCpu} &gt;= 0
+     * pins the echo thread to that CPU (the caller pins itself).
+     */
+    static SocketPingPong open(int[] sizes, int producerCpu) throws IOException, InterruptedException {
+        SocketPingPong p = new SocketPingPong(sizes);
+        p.echo.start();
+        try {
+            if (producerCpu >= 0) pin(producerCpu);
+            return p;
+        } catch (IOException | InterruptedException | RuntimeException e) {
+            p.close();
+            throw e;
+        }
+    }
+
+    private void echo() {
+        try {
+            for (;;) {
+                for (int k = 0; k < sizes.length; k += 2) {
+                    try (ReceivedMessage in = producer.receive(sizes[k], 0)) {
+                        if (in.endOfStream()) return; // the consumer closed its end: done
+                    }
+                    producer.send(messages[k + 1], NO_FDS);
+                }
+            }
+        } catch (IOException e) {
+            if (producer.isOpen()) echoFailure = e;
+        } catch (RuntimeException | Error e) {
+            echoFailure = e;
+        }
+    }
 
     /** Pins the echo thread, once the JVM has given it its Linux name (set as it starts). */
     private static void pin(int cpu) throws IOException, InterruptedException {
@@ -35,67 +86,40 @@ final class SocketPingPong {
         }
     }
 
-    /**
-     * The measured iterations' ns per round. {@code producerCpu} &gt;= 0 pins the echo thread
-     * to that CPU (the caller pins itself); the echo thread ends with the socket pair.
-     */
-    static List<Double> run(int[] sizes, int warmup, int iterations, long timeMs, int producerCpu)
-            throws IOException, InterruptedException {
-        if (sizes.length == 0 || sizes.length % 2 != 0) {
-            throw new IllegalArgumentException("sizes: " + sizes.length + " messages (expected: an even number, > 0)");
-        }
-        byte[][] messages = new byte[sizes.length][];
-        for (int i = 0; i < sizes.length; i++) messages[i] = new byte[sizes[i]];
-        FdSocket[] pair = FdSocket.pair();
-        FdSocket consumer = pair[0];
-        FdSocket producer = pair[1];
-        Throwable[] echoFailure = new Throwable[1];
-        Thread echo = new Thread(() -> {
-            try {
-                for (;;) {
-                    for (int k = 0; k < sizes.length; k += 2) {
-                        try (ReceivedMessage in = producer.receive(sizes[k], 0)) {
-                            if (in.endOfStream()) return; // the consumer closed its end: done
-                        }
-                        producer.send(messages[k + 1], NO_FDS);
+    /** Rounds for {@code timeMs} on the calling thread; returns ns per round. */
+    double segment(long timeMs) throws IOException {
+        long n = 0;
+        long t0 = System.nanoTime(), t;
+        do {
+            for (int k = 0; k < sizes.length; k += 2) {
+                consumer.send(messages[k], NO_FDS);
+                try (ReceivedMessage in = consumer.receive(sizes[k + 1], 0)) {
+                    if (in.length() != sizes[k + 1]) {
+                        Throwable f = echoFailure;
+                        throw new IOException("echo: " + in.length() + " of " + sizes[k + 1] + " bytes"
+                                + (f != null ? " (echo thread: " + f + ")" : ""));
                     }
                 }
-            } catch (IOException e) {
-                if (producer.isOpen()) echoFailure[0] = e;
-            } catch (RuntimeException | Error e) {
-                echoFailure[0] = e;
             }
-        }, "bench-socket-echo");
-        echo.setDaemon(true);
-        echo.start();
-        List<Double> measured = new ArrayList<>();
+            n++;
+            t = System.nanoTime();
+        } while (t - t0 < timeMs * 1_000_000L);
+        return (double) (t - t0) / n;
+    }
+
+    @Override
+    public void close() throws IOException {
         try {
-            if (producerCpu >= 0) pin(producerCpu);
-            for (int it = 0; it < warmup + iterations; it++) {
-                long n = 0;
-                long t0 = System.nanoTime(), t;
-                do {
-                    for (int k = 0; k < sizes.length; k += 2) {
-                        consumer.send(messages[k], NO_FDS);
-                        try (ReceivedMessage in = consumer.receive(sizes[k + 1], 0)) {
-                            if (in.length() != sizes[k + 1]) {
-                                throw new IOException("echo: " + in.length() + " of " + sizes[k + 1] + " bytes"
-                                        + (echoFailure[0] != null ? " (echo thread: " + echoFailure[0] + ")" : ""));
-                            }
-                        }
-                    }
-                    n++;
-                    t = System.nanoTime();
-                } while (t - t0 < timeMs * 1_000_000L);
-                if (it >= warmup) measured.add((double) (t - t0) / n);
-            }
-        } finally {
             consumer.shutdownOutput(); // the echo thread reads end of stream and ends
             echo.join(10_000);
+        } catch (InterruptedException e) {
+            Thread.currentThread().interrupt();
+            throw new IOException("interrupted waiting for the echo thread to end", e);
+        } finally {
             consumer.close();
             producer.close();
         }
-        if (echoFailure[0] != null) throw new IOException("the echo thread failed", echoFailure[0]);
-        return measured;
+        Throwable f = echoFailure;
+        if (f != null) throw new IOException("the echo thread failed", f);
     }
 }
