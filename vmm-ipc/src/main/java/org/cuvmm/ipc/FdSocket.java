@@ -305,16 +305,17 @@ public final class FdSocket implements Closeable {
                     } while (r < 0 && errno == NativeIo.EINTR);
                     if (r < 0) {
                         if (guard.isClosed()) throw new ClosedChannelException();
+                        String call = control > 0 ? "sendmsg" : "send"; // NativeMsg.sendmsg: send with no fds
                         if (errno == NativeIo.EPIPE || errno == NativeIo.ECONNRESET) {
-                            throw new IOException("sendmsg: the peer closed the connection (" + NativeIo.strerror(errno) + ")");
+                            throw new IOException(call + ": the peer closed the connection (" + NativeIo.strerror(errno) + ")");
                         }
                         if (errno == NativeIo.EBADF && first && f.length > 0) {
-                            throw new IOException("sendmsg: " + NativeIo.strerror(errno) + "; one of the fds "
+                            throw new IOException(call + ": " + NativeIo.strerror(errno) + "; one of the fds "
                                     + Arrays.toString(f) + " is not open");
                         }
-                        throw new IOException("sendmsg: " + NativeIo.strerror(errno));
+                        throw new IOException(call + ": " + NativeIo.strerror(errno));
                     }
-                    if (r == 0 && n > 0) throw new IOException("sendmsg sent nothing");
+                    if (r == 0 && n > 0) throw new IOException((control > 0 ? "sendmsg" : "send") + " sent nothing");
                     sent += r;
                     first = false;
                 }
@@ -354,10 +355,11 @@ public final class FdSocket implements Closeable {
                 if (r >= 0) return r;
                 if (errno == NativeIo.EAGAIN) return 0;
                 if (guard.isClosed()) throw new ClosedChannelException();
+                String call = control > 0 ? "sendmsg" : "send"; // NativeMsg.sendmsg: send with no fds
                 if (errno == NativeIo.EPIPE || errno == NativeIo.ECONNRESET) {
-                    throw new IOException("sendmsg: the peer closed the connection (" + NativeIo.strerror(errno) + ")");
+                    throw new IOException(call + ": the peer closed the connection (" + NativeIo.strerror(errno) + ")");
                 }
-                throw new IOException("sendmsg: " + NativeIo.strerror(errno));
+                throw new IOException(call + ": " + NativeIo.strerror(errno));
             } finally {
                 guard.exit();
             }

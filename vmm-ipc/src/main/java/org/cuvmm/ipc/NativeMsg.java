@@ -57,10 +57,18 @@ final class NativeMsg {
      * (issue 11: about 0.1 µs less per send and receive pair, measured on the host driver's
      * machine). Public only because jnr-ffi implements it in a class of its own (the
      * enclosing class is package-private). Not API.
+     *
+     * <p>{@code send} is for sends without fds: the kernel's {@code sendto} path skips the
+     * msghdr and iovec copies from user memory (measured on this project's 2-vCPU machine, a C
+     * ping-pong of a cached round's four messages: about 3% less per round with {@code send}
+     * than with {@code sendmsg}, in interleaved segments; bench/RESULTS-sharing-v2.md Run 24).
      */
     public interface Libc {
         @SaveError
         int sendmsg(int fd, long msg, int flags);
+
+        @SaveError
+        long send(int fd, long buf, long len, int flags);
 
         @SaveError
         int recvmsg(int fd, long msg, int flags);
@@ -126,11 +134,19 @@ final class NativeMsg {
     /**
      * One {@code sendmsg(fd, msg, flags)} of the first {@code length} bytes of {@link #data}
      * with the first {@code controlLength} bytes of the control area ({@link #writeRights});
-     * returns the bytes sent, or minus the errno. No retry.
+     * returns the bytes sent, or minus the errno. No retry. With no control area it is a
+     * {@code send(fd, data, length, flags)}: the same to the peer and to errno, with less
+     * for the kernel to copy (see {@link Libc}).
      */
     int sendmsg(int fd, int length, int controlLength, int flags) {
-        prepare(0, length, controlLength);
-        int r = Bound.LIBC.sendmsg(fd, metaAddress, flags);
+        int r;
+        if (controlLength == 0) {
+            if (length < 0 || length > data.capacity()) throw new IllegalArgumentException("length " + length);
+            r = (int) Bound.LIBC.send(fd, dataAddress, length, flags); // at most the buffer's capacity: fits an int
+        } else {
+            prepare(0, length, controlLength);
+            r = Bound.LIBC.sendmsg(fd, metaAddress, flags);
+        }
         int result = r >= 0 ? r : -errno();
         Reference.reachabilityFence(this); // the kernel read our buffers: they must outlive the call
         return result;
