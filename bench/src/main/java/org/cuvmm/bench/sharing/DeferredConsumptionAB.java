@@ -42,7 +42,16 @@ public final class DeferredConsumptionAB {
             throw new IllegalArgumentException("version " + version + ", chunks " + chunks + " (expected: 1 or 2, 1 or 3)");
         }
         Path dir = Files.createTempDirectory("cuvmm-defer-ab");
-        Path sock = dir.resolve("s");
+        try {
+            run(dir.resolve("s"), segments, segmentNs, consumerCpu, version, chunks);
+        } finally {
+            Files.deleteIfExists(dir.resolve("s")); // the server removes it on close; not after a failed start
+            Files.deleteIfExists(dir);
+        }
+    }
+
+    private static void run(Path sock, int segments, long segmentNs, int consumerCpu, int version, int chunks)
+            throws Exception {
         try (VirtualMemoryResource producer = VirtualMemoryResource.create(0);
              VirtualMemoryResource consumer = VirtualMemoryResource.create(0);
              VirtualMemoryPool pool = VirtualMemoryPool.builder().resource(producer).name("defer-ab").build();
