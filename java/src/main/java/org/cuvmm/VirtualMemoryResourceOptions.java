@@ -109,16 +109,25 @@ public final class VirtualMemoryResourceOptions {
         if (this == o) return true;
         if (!(o instanceof VirtualMemoryResourceOptions)) return false;
         VirtualMemoryResourceOptions x = (VirtualMemoryResourceOptions) o;
-        return allocationType == x.allocationType && locationType == x.locationType && locationId == x.locationId
-                && handleType == x.handleType && granularity == x.granularity && gpuDirectRdma == x.gpuDirectRdma
+        return allocationType == x.allocationType && locationType == x.locationType
+                && significantLocationId() == x.significantLocationId() && handleType == x.handleType && granularity == x.granularity && gpuDirectRdma == x.gpuDirectRdma
                 && addressHint == x.addressHint && addressAlignment == x.addressAlignment && peers.equals(x.peers)
                 && selfAccess == x.selfAccess && peerAccess == x.peerAccess;
     }
 
     @Override
     public int hashCode() {
-        return Objects.hash(allocationType, locationType, locationId, handleType, granularity, gpuDirectRdma,
+        return Objects.hash(allocationType, locationType, significantLocationId(), handleType, granularity, gpuDirectRdma,
                 addressHint, addressAlignment, peers, selfAccess, peerAccess);
+    }
+
+    /**
+     * The location id where it means something (the NUMA node of HOST_NUMA), else 0: the id is
+     * ignored for other locations, so two options that differ only there are equal (and a
+     * grow with either keeps the resource's allocation spec).
+     */
+    private int significantLocationId() {
+        return locationType == LocationType.HOST_NUMA ? locationId : 0;
     }
 
     @Override

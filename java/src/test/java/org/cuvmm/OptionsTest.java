@@ -1,6 +1,7 @@
 package org.cuvmm;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -36,6 +37,22 @@ class OptionsTest {
         assertEquals(o, o.toBuilder().build());
         assertEquals(o.hashCode(), o.toBuilder().build().hashCode());
         assertThrows(UnsupportedOperationException.class, () -> o.peers().add(2));
+    }
+
+    @Test
+    void theLocationIdCountsForEqualityOnlyWhereItIsUsed() {
+        // Ignored for DEVICE (the resource's device) and HOST: options that differ only there are equal.
+        VirtualMemoryResourceOptions device = VirtualMemoryResourceOptions.builder().locationId(7).build();
+        assertEquals(VirtualMemoryResourceOptions.defaults(), device);
+        assertEquals(VirtualMemoryResourceOptions.defaults().hashCode(), device.hashCode());
+        assertEquals(7, device.locationId()); // kept as given
+        VirtualMemoryResourceOptions.Builder host = VirtualMemoryResourceOptions.builder().locationType(LocationType.HOST)
+                .handleType(HandleType.NONE);
+        assertEquals(host.locationId(0).build(), host.locationId(3).build());
+        // The NUMA node of HOST_NUMA: different nodes, different options.
+        VirtualMemoryResourceOptions.Builder numa = VirtualMemoryResourceOptions.builder().locationType(LocationType.HOST_NUMA)
+                .handleType(HandleType.NONE);
+        assertNotEquals(numa.locationId(0).build(), numa.locationId(1).build());
     }
 
     @Test
