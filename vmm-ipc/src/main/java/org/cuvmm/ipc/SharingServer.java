@@ -131,10 +131,10 @@ public final class SharingServer implements AutoCloseable {
     private final java.util.concurrent.atomic.AtomicReference<javax.management.ObjectName> registeredName =
             new java.util.concurrent.atomic.AtomicReference<>();
 
-    private SharingServer(Builder b, FdServerSocket socket) {
+    private SharingServer(Builder b, FdServerSocket socket, Set<Integer> allowedUids) {
         ErrorPathClasses.load(); // before any connection can need an ERROR at the fd limit
         this.listenSocket = socket;
-        this.allowedUids = Collections.unmodifiableSet(new TreeSet<>(b.allowedUids));
+        this.allowedUids = Collections.unmodifiableSet(new TreeSet<>(allowedUids));
         this.limits = new ConnectionLimits(b.maxConnections, b.maxLeasesPerConnection, b.handshakeTimeout,
                 b.idleTimeout);
         this.watchdog = new IdleWatchdog(limits, socket.path().toString());
@@ -347,10 +347,12 @@ public final class SharingServer implements AutoCloseable {
                         + String.format("0%o", fileMode) + " gives the group no access (expected: socketFileMode 0660 "
                         + "or 0666 with a group)");
             }
-            // Left at its default: this process's euid, and what alsoAllowUids added.
-            if (!uidsSet) allowedUids.add(NativeIo.posix().geteuid());
+            // Left at its default: this process's euid, and what alsoAllowUids added. Into a
+            // copy: the builder keeps what its caller set, for a later build().
+            Set<Integer> uids = new TreeSet<>(allowedUids);
+            if (!uidsSet) uids.add(NativeIo.posix().geteuid());
             FdServerSocket s = FdServerSocket.bind(path, fileMode, fileGroup, backlog);
-            SharingServer server = new SharingServer(this, s);
+            SharingServer server = new SharingServer(this, s, uids);
             try {
                 if (registerMBean) server.registerMBean();
                 server.acceptThread.start();
