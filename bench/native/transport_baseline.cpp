@@ -350,9 +350,11 @@ int run_pingpong(const std::string& list, int warmup, int rounds, long round_ms,
     if (sizes.size() % 2 != 0) die("--pingpong: " + list + " (expected: an even number of sizes)");
     int sv[2];
     if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) die(std::string("socketpair: ") + std::strerror(errno));
+    std::atomic<bool> peer_started{false};
     std::thread peer([&] {
         pin_this_thread(peer_cpu);
         std::vector<char> buf(kMaxMessage, 1);
+        peer_started.store(true, std::memory_order_release);
         for (;;) {
             for (size_t i = 0; i < sizes.size(); i += 2) {
                 if (!read_all(sv[1], buf.data(), sizes[i])) return;  // the timed side shut down: done
@@ -373,6 +375,8 @@ int run_pingpong(const std::string& list, int warmup, int rounds, long round_ms,
     if (segments_on_stdin) {
         // Interleaved with the Java rounds by SharingV2Report: one timed segment per request,
         // so that a drift of the machine's speed falls on both sides of each ratio alike.
+        // "ready" once the peer runs where --cpus put it: its start is in no segment.
+        while (!peer_started.load(std::memory_order_acquire)) std::this_thread::yield();
         std::printf("ready pingpong=%s segment_ms=%ld\n", list.c_str(), round_ms);
         std::fflush(stdout);
         char line[64];

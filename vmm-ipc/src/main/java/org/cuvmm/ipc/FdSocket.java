@@ -326,7 +326,7 @@ public final class FdSocket implements Closeable {
     }
 
     /**
-     * One {@code sendmsg} that never blocks ({@code MSG_DONTWAIT}): the first bytes of
+     * One {@code sendmsg} ({@code send} when there are no fds) that never blocks ({@code MSG_DONTWAIT}): the first bytes of
      * {@code data} that fit in the socket's send buffer now, with {@code fds} riding on them.
      * Returns how many bytes went: all of them, fewer (the fds went with the first), or 0
      * when the buffer is full or {@code data} is longer than one call sends (nothing went,

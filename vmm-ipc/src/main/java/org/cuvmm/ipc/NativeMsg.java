@@ -31,7 +31,8 @@ import jnr.ffi.annotations.SaveError;
  * controllen; int flags; (pad)}} (56 bytes), {@code struct iovec {void*; size_t}}, {@code
  * struct cmsghdr {size_t len; int level; int type;}} + data aligned to 8. The msghdr's name,
  * iov and iovlen never change (set once); each call sets the iovec's base and length, the control
- * pointer and length, and clears the flags. Package-private; not thread-safe: one per
+ * pointer and length, and clears the flags. A send with no control area skips the msghdr: it
+ * is a {@code send} of the data buffer ({@link #sendmsg}). Package-private; not thread-safe: one per
  * direction, confined to that direction's lock ({@link FdSocket}'s send or receive lock).
  */
 final class NativeMsg {

@@ -269,7 +269,7 @@ final class SendQueue {
      * Sends what is queued on the calling thread when nobody else is sending (the direct
      * write: the reader answers without waking the sender thread), else leaves it to the
      * token's holder. Only the connection's reader calls this, outside any monitor. Each
-     * frame goes with one non-blocking {@code sendmsg} ({@link FdSocket#sendNow}): this
+     * frame goes with one non-blocking {@code sendmsg}, or {@code send} without fds ({@link FdSocket#sendNow}): this
      * never blocks on a slow peer. When the socket's buffer is full (nothing or only part of
      * a frame went), the rest of that frame goes back to the head of the queue and the
      * sender thread sends it and what follows, blocking as before. Nothing is written once

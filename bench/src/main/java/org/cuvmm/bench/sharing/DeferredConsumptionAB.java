@@ -42,11 +42,20 @@ public final class DeferredConsumptionAB {
             throw new IllegalArgumentException("version " + version + ", chunks " + chunks + " (expected: 1 or 2, 1 or 3)");
         }
         Path dir = Files.createTempDirectory("cuvmm-defer-ab");
+        Exception failure = null;
         try {
             run(dir.resolve("s"), segments, segmentNs, consumerCpu, version, chunks);
+        } catch (Exception e) {
+            failure = e;
+            throw e;
         } finally {
-            Files.deleteIfExists(dir.resolve("s")); // the server removes it on close; not after a failed start
-            Files.deleteIfExists(dir);
+            try {
+                Files.deleteIfExists(dir.resolve("s")); // the server removes it on close; not after a failed start
+                Files.deleteIfExists(dir);
+            } catch (java.io.IOException e) {
+                if (failure == null) throw e;
+                failure.addSuppressed(e); // the run's own failure is the one to see
+            }
         }
     }
 

@@ -62,14 +62,33 @@ final class PingPongProcess implements AutoCloseable {
             return p;
         } catch (IOException | RuntimeException e) {
             p.process.destroyForcibly();
+            closeQuietly(p.in, e);
+            closeQuietly(p.out, e);
             throw e;
         }
     }
 
+    private static void closeQuietly(java.io.Closeable c, Throwable failure) {
+        try {
+            c.close();
+        } catch (IOException e) {
+            failure.addSuppressed(e);
+        }
+    }
+
+    /** The child process (for a test of what it does between segments). */
+    ProcessHandle handle() {
+        return process.toHandle();
+    }
+
     /** Times one segment (the call returns when it has). */
     Segment segment() throws IOException {
-        in.write("segment\n".getBytes(StandardCharsets.US_ASCII));
-        in.flush();
+        try {
+            in.write("segment\n".getBytes(StandardCharsets.US_ASCII));
+            in.flush();
+        } catch (IOException e) {
+            throw failed("could not ask for a segment (" + e.getMessage() + ")", e); // it ended: say what it printed
+        }
         String line = line();
         Matcher m = SEGMENT.matcher(line);
         if (!m.matches()) throw failed("expected a 'segment ...' line, read '" + line + "'", null);
@@ -105,10 +124,13 @@ final class PingPongProcess implements AutoCloseable {
     @Override
     public void close() throws IOException {
         try {
-            in.close(); // end of its stdin: it stops its threads and exits
-            if (!process.waitFor(10, TimeUnit.SECONDS)) {
-                process.destroyForcibly();
-                throw failed("it did not end within 10 s of the end of its stdin; killed", null);
+            try {
+                in.close(); // end of its stdin: it stops its threads and exits
+            } finally {
+                if (!process.waitFor(10, TimeUnit.SECONDS)) {
+                    process.destroyForcibly();
+                    throw failed("it did not end within 10 s of the end of its stdin; killed", null);
+                }
             }
             if (process.exitValue() != 0) throw failed("it failed", null);
         } catch (InterruptedException e) {

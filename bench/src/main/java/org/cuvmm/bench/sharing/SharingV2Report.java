@@ -51,8 +51,8 @@ import org.cuvmm.pool.VirtualMemoryPool;
  * <p>Timing: no JMH (the round needs a server and a client with their threads; the C++ side
  * is timed the same way): {@code --warmup} then {@code --iterations} iterations, each one
  * segment of {@code --time-ms} of the C++ ping-pong ({@link PingPongProcess}, a child process
- * that waits between its segments), one of the Java socket ping-pong, then one of Java
- * rounds; ns per round = elapsed / rounds of its segment, read with System.nanoTime once per
+ * that waits between its segments), one of the Java socket ping-pong and one of Java rounds,
+ * in that order and the reverse order in turn; ns per round = elapsed / rounds of its segment, read with System.nanoTime once per
  * round (a round is tens of microseconds). Interleaved so that a drift of the machine's
  * speed (on the 2-vCPU guest of bench/RESULTS-sharing-v2.md the ping-pong alone moves between
  * 23 and 34 µs within minutes) falls on both sides of each ratio: the headline ratio is the
@@ -111,8 +111,8 @@ public final class SharingV2Report {
         for (String line : ReportSupport.headerLines(driver)) out(line);
         out("- settings: per case, after " + WARM_ROUNDS + " untimed rounds and " + s.countRounds + " rounds that count "
                 + "driver calls and fds, " + s.warmup + " warm-up and " + s.iterations + " measured iterations, each one "
-                + s.timeMs + " ms segment of the C++ ping-pong, of the Java socket ping-pong, then of Java rounds "
-                + "(interleaved: paired ratio = median over iterations of Java segment / C++ segment)");
+                + s.timeMs + " ms segment of the C++ ping-pong, of the Java socket ping-pong and of Java rounds, in that order "
+                + "and the reverse in turn (interleaved: paired ratio = median over iterations of Java segment / C++ segment)");
         out("- producer: SharingServer + pool in this JVM; consumer: SharingClient on this JVM's main thread "
                 + "(C++ ping-pong: two threads of one process, socketpair)");
         int[] cpus = ThreadPlacement.cpus(s.placement);
@@ -231,8 +231,9 @@ public final class SharingV2Report {
 
     /**
      * One case and version, interleaved: each iteration times one segment of the C++
-     * ping-pong of its message sizes, one of the Java socket ping-pong, then one of the Java
-     * rounds (after untimed warm-up rounds and the counted rounds), all with their threads on
+     * ping-pong of its message sizes, one of the Java socket ping-pong and one of the Java
+     * rounds, in that order or the reverse in turn (after untimed warm-up rounds and the
+     * counted rounds), all with their threads on
      * {@code cpus} (producer's CPU, consumer's CPU; null: unpinned). Computed once, in main:
      * once the main thread is pinned the JVM sees one CPU.
      */
@@ -277,8 +278,12 @@ public final class SharingV2Report {
             SideCpu sideCpu = new SideCpu();
             for (int it = 0; it < s.warmup + s.iterations; it++) {
                 boolean measured = it >= s.warmup;
-                PingPongProcess.Segment p = ping.segment();
-                double socketSegment = socket.segment(s.timeMs);
+                // The order alternates (C++, socket, Java; then Java, socket, C++): a steady drift of
+                // the machine's speed, and what one segment leaves in the caches for the next, fall
+                // on both sides of the pair alike.
+                boolean cppFirst = it % 2 == 0;
+                PingPongProcess.Segment p = cppFirst ? ping.segment() : null;
+                double socketSegment = cppFirst ? socket.segment(s.timeMs) : 0;
                 // Counted around the Java segment only, the reads of the counters outside its clock.
                 long switches0 = SideCpu.processContextSwitches();
                 if (measured) sideCpu.resume();
@@ -291,9 +296,15 @@ public final class SharingV2Report {
                     t = System.nanoTime();
                 } while (t - t0 < s.timeMs * 1_000_000L);
                 long cpu = os.getProcessCpuTime() - cpu0;
+                if (measured) {
+                    sideCpu.pause();
+                    javaSwitches += SideCpu.processContextSwitches() - switches0;
+                }
+                if (!cppFirst) {
+                    socketSegment = socket.segment(s.timeMs);
+                    p = ping.segment();
+                }
                 if (!measured) continue;
-                sideCpu.pause();
-                javaSwitches += SideCpu.processContextSwitches() - switches0;
                 javaCpu += cpu;
                 javaRounds += n;
                 java.add((double) (t - t0) / n);
@@ -342,11 +353,11 @@ public final class SharingV2Report {
         return r;
     }
 
-    /** The {@code q} quantile of {@code v} (nearest rank, 0 &lt; q &lt; 1). */
+    /** The {@code q} quantile of {@code v} by nearest rank (the ceil(q n)-th smallest, 0 &lt; q &lt; 1). */
     static double quantile(List<Double> v, double q) {
         List<Double> sorted = new ArrayList<>(v);
         sorted.sort(null);
-        return sorted.get(Math.min(sorted.size() - 1, (int) Math.floor(q * sorted.size())));
+        return sorted.get(Math.max(0, (int) Math.ceil(q * sorted.size()) - 1));
     }
 
     private static double min(List<Double> v) {

@@ -8,7 +8,7 @@ import org.cuvmm.ipc.ReceivedMessage;
 /**
  * The bare ping-pong of a round's message sizes in Java, over cuvmm's own socket layer
  * ({@link FdSocket#pair()}, {@link FdSocket#send(byte[], int[])}, {@link
- * FdSocket#receive(int)}: libc {@code sendmsg}/{@code recvmsg} through jnr-ffi, the fd guard,
+ * FdSocket#receive(int)}: libc {@code send} (no fds) and {@code recvmsg} through jnr-ffi, the fd guard,
  * the locks, a {@code byte[]} per message) and no protocol: no frame header check, no request
  * ids, no lease, no cache. A diagnostic column of {@link SharingV2Report} (issue 11): it
  * splits the gap between the C++ ping-pong and a cached version-2 round into what Java and
@@ -75,6 +75,13 @@ final class SocketPingPong implements AutoCloseable {
             if (producer.isOpen()) echoFailure = e;
         } catch (RuntimeException | Error e) {
             echoFailure = e;
+        } finally {
+            // A failed echo must not leave the timed side waiting for an answer: it reads the end.
+            try {
+                if (producer.isOpen()) producer.shutdownOutput();
+            } catch (IOException | RuntimeException e) {
+                if (echoFailure != null) echoFailure.addSuppressed(e);
+            }
         }
     }
 
@@ -94,7 +101,7 @@ final class SocketPingPong implements AutoCloseable {
             for (int k = 0; k < sizes.length; k += 2) {
                 consumer.send(messages[k], NO_FDS);
                 try (ReceivedMessage in = consumer.receive(sizes[k + 1], 0)) {
-                    if (in.length() != sizes[k + 1]) {
+                    if (in.length() != sizes[k + 1]) { // short: the echo thread ended the stream
                         Throwable f = echoFailure;
                         throw new IOException("echo: " + in.length() + " of " + sizes[k + 1] + " bytes"
                                 + (f != null ? " (echo thread: " + f + ")" : ""));
@@ -112,6 +119,7 @@ final class SocketPingPong implements AutoCloseable {
         try {
             consumer.shutdownOutput(); // the echo thread reads end of stream and ends
             echo.join(10_000);
+            if (echo.isAlive()) throw new IOException("the echo thread did not end within 10 s of the end of its input");
         } catch (InterruptedException e) {
             Thread.currentThread().interrupt();
             throw new IOException("interrupted waiting for the echo thread to end", e);
