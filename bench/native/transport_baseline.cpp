@@ -372,6 +372,25 @@ int run_pingpong(const std::string& list, int warmup, int rounds, long round_ms,
             if (!read_all(sv[0], buf.data(), sizes[i + 1])) die("the peer ended the stream");
         }
     };
+    // Rounds for round_ms: {elapsed ns, rounds}.
+    auto timed_segment = [&] {
+        long long ops = 0;
+        const auto begin = Clock::now();
+        auto now = begin;
+        do {
+            one_round();
+            ++ops;
+            now = Clock::now();
+        } while (now - begin < std::chrono::milliseconds(round_ms));
+        return std::make_pair(std::chrono::duration<double, std::nano>(now - begin).count(), ops);
+    };
+    // The peer reads the end of the stream and ends; then both ends close.
+    auto finish = [&] {
+        ::shutdown(sv[0], SHUT_WR);
+        peer.join();
+        ::close(sv[0]);
+        ::close(sv[1]);
+    };
     if (segments_on_stdin) {
         // Interleaved with the Java rounds by SharingV2Report: one timed segment per request,
         // so that a drift of the machine's speed falls on both sides of each ratio alike.
@@ -386,25 +405,14 @@ int run_pingpong(const std::string& list, int warmup, int rounds, long round_ms,
             }
             const long long cpu0 = process_cpu_ns();
             const long long switches0 = process_switches();
-            long long ops = 0;
-            const auto begin = Clock::now();
-            auto now = begin;
-            do {
-                one_round();
-                ++ops;
-                now = Clock::now();
-            } while (now - begin < std::chrono::milliseconds(round_ms));
+            const auto [elapsed_ns, ops] = timed_segment();
             const long long cpu_ns = process_cpu_ns() - cpu0;
             const long long switches = process_switches() - switches0;
             std::printf("segment ns_per_round=%.1f cpu_ns=%lld switches=%lld rounds=%lld\n",
-                        std::chrono::duration<double, std::nano>(now - begin).count() / static_cast<double>(ops), cpu_ns,
-                        switches, ops);
+                        elapsed_ns / static_cast<double>(ops), cpu_ns, switches, ops);
             std::fflush(stdout);
         }
-        ::shutdown(sv[0], SHUT_WR);
-        peer.join();
-        ::close(sv[0]);
-        ::close(sv[1]);
+        finish();
         return 0;
     }
     std::printf("settings pingpong=%s warmup_rounds=%d rounds=%d round_ms=%ld work_ns=%ld,%ld\n", list.c_str(), warmup,
@@ -418,26 +426,16 @@ int run_pingpong(const std::string& list, int warmup, int rounds, long round_ms,
             cpu_start = process_cpu_ns();
             switches_start = process_switches();
         }
-        long long ops = 0;
-        const auto begin = Clock::now();
-        auto now = begin;
-        do {
-            one_round();
-            ++ops;
-            now = Clock::now();
-        } while (now - begin < std::chrono::milliseconds(round_ms));
+        const auto [elapsed_ns, ops] = timed_segment();
         g_sink = ops;
         if (i >= warmup) {
-            round_ns.push_back(std::chrono::duration<double, std::nano>(now - begin).count() / static_cast<double>(ops));
+            round_ns.push_back(elapsed_ns / static_cast<double>(ops));
             measured_ops += ops;
         }
     }
     const long long cpu_ns = process_cpu_ns() - cpu_start;
     const long long switches = process_switches() - switches_start;
-    ::shutdown(sv[0], SHUT_WR);
-    peer.join();
-    ::close(sv[0]);
-    ::close(sv[1]);
+    finish();
     double sum = 0;
     for (double v : round_ns) sum += v;
     std::printf("result name=%s mean_ns=%.1f cpu_ns_per_round=%.1f switches_per_round=%.2f rounds=%zu ops=%lld rounds_ns=",
