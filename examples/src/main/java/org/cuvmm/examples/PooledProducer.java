@@ -59,6 +59,9 @@ import org.cuvmm.pool.VirtualMemoryPool;
  *     every consumer released; the last release returns the memory to the pool;</li>
  * <li>prints the pool's stats, and reads the same numbers from the pool's JMX bean.</li>
  * </ol>
+ * After the last round it waits (5 s at most) for its consumers to disconnect before it closes
+ * the server: closing it ends their connections, and a consumer's import cache then unmaps
+ * what it kept, which would otherwise fall into the consumer's count of its last release.
  *
  * <p><b>Steady state.</b> Both halves speak sharing protocol version 2 (the default): the
  * server names each physical allocation with an id of the connection and sends its fd only
@@ -239,12 +242,36 @@ public final class PooledProducer {
                     + "once)%n", server.stats().fdsSent(), done.size());
             out.printf("done: %d round(s), %d miss(es), %d hit(s): %d driver allocation(s) served every frame%n",
                     done.size(), last.misses(), last.hits(), last.misses());
+            // Closing the server ends every connection, and a consumer's import cache then
+            // unmaps what it kept: let the consumers leave first, so that this never lands in
+            // the middle of their last release (whose driver calls they count). Bounded.
+            int left = awaitConsumersGone(server, stop, CONSUMERS_GONE_MILLIS);
+            if (left > 0) {
+                out.printf("%d consumer(s) still connected after %d ms: closing their connections%n", left,
+                        CONSUMERS_GONE_MILLIS);
+            }
             return new Result(done, true);
         } catch (IOException e) {
             // Binding failed: another producer is live on this path, or the directory is missing.
             out.println("cannot serve: " + e.getMessage());
             return new Result(done, false);
         }
+    }
+
+    /** How long {@link #run} waits at the end for its consumers to disconnect. */
+    static final long CONSUMERS_GONE_MILLIS = 5_000;
+
+    /**
+     * Waits until no consumer is connected, {@code millis} have passed, or {@code stop} is
+     * counted down; returns how many are still connected.
+     */
+    private static int awaitConsumersGone(SharingServer server, CountDownLatch stop, long millis)
+            throws InterruptedException {
+        long deadline = System.nanoTime() + millis * 1_000_000L;
+        while (server.connectionCount() > 0 && System.nanoTime() - deadline < 0) {
+            if (stop.await(10, TimeUnit.MILLISECONDS)) break;
+        }
+        return server.connectionCount();
     }
 
     private static Result stopped(List<Round> done, PrintStream out) {
