@@ -110,7 +110,8 @@ public final class VirtualMemoryResourceOptions {
         if (!(o instanceof VirtualMemoryResourceOptions)) return false;
         VirtualMemoryResourceOptions x = (VirtualMemoryResourceOptions) o;
         return allocationType == x.allocationType && locationType == x.locationType
-                && significantLocationId() == x.significantLocationId() && handleType == x.handleType && granularity == x.granularity && gpuDirectRdma == x.gpuDirectRdma
+                && significantLocationId() == x.significantLocationId() && handleType == x.handleType
+                && granularity == x.granularity && gpuDirectRdma == x.gpuDirectRdma
                 && addressHint == x.addressHint && addressAlignment == x.addressAlignment && peers.equals(x.peers)
                 && selfAccess == x.selfAccess && peerAccess == x.peerAccess;
     }

@@ -303,9 +303,9 @@ public final class FdSocket implements Closeable {
                         r = io.sendmsg(fd, n, control, NativeIo.MSG_NOSIGNAL);
                         errno = r < 0 ? -r : 0;
                     } while (r < 0 && errno == NativeIo.EINTR);
+                    String call = control > 0 ? "sendmsg" : "send"; // NativeMsg.sendmsg: send with no fds
                     if (r < 0) {
                         if (guard.isClosed()) throw new ClosedChannelException();
-                        String call = control > 0 ? "sendmsg" : "send"; // NativeMsg.sendmsg: send with no fds
                         if (errno == NativeIo.EPIPE || errno == NativeIo.ECONNRESET) {
                             throw new IOException(call + ": the peer closed the connection (" + NativeIo.strerror(errno) + ")");
                         }
@@ -315,7 +315,7 @@ public final class FdSocket implements Closeable {
                         }
                         throw new IOException(call + ": " + NativeIo.strerror(errno));
                     }
-                    if (r == 0 && n > 0) throw new IOException((control > 0 ? "sendmsg" : "send") + " sent nothing");
+                    if (r == 0 && n > 0) throw new IOException(call + " sent nothing");
                     sent += r;
                     first = false;
                 }
