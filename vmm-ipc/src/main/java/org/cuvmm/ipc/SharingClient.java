@@ -5,6 +5,7 @@ import java.io.UncheckedIOException;
 import java.nio.file.Path;
 import java.time.Duration;
 import java.util.LinkedHashSet;
+import java.util.List;
 import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -692,6 +693,9 @@ public final class SharingClient implements AutoCloseable {
     /** True once the connection has ended (either side closed it, or it failed): the server freed every lease. */
     boolean connectionEnded() { return failure != null; }
 
+    /** Test seam (package-private, tests only): the futures of the requests now waiting for a reply. */
+    List<CompletableFuture<Frame>> pendingReplies() { return pending.values(); }
+
     /**
      * Sends RELEASE and waits for RELEASED; also after {@link #close()}, while the connection
      * drains. Whatever the outcome the lease no longer counts, and after close() the last
@@ -1116,9 +1120,13 @@ public final class SharingClient implements AutoCloseable {
         if (e.descriptor != null) cache.rejected(e.descriptor);
         CompletableFuture<Frame> p = e.requestId() == 0 ? null : pending.remove(e.requestId());
         if (p != null) {
-            SharingException failure = new SharingException(e.code(), (e.fdsDroppedHere
+            SharingException refusal = new SharingException(e.code(), (e.fdsDroppedHere
                     ? "the fds of the server's reply could not be received here: " : "the server sent a bad frame: ")
                     + e.getMessage(), e);
+            // A fatal one ends the connection: recorded before its caller wakes, so that the
+            // caller already sees isConnected() false (an independent CI run saw it true for the
+            // moment between this completion and the reader's beginFatal).
+            if (e.fatal()) recordFailure(refusal);
             // Failed from the event thread, after the ERROR, RELEASE and FORGET queued above are
             // written: a caller that attaches again at once must not have its ATTACH overtake the
             // FORGET, or the server would name those ids without their fds (an independent
@@ -1127,7 +1135,7 @@ public final class SharingClient implements AutoCloseable {
             // itself for its whole timeout; its sends queue behind it anyway) and for a fatal
             // error (no request follows it; its caller must stop leading the broken stream).
             Runnable fail = () -> {
-                p.completeExceptionally(failure);
+                p.completeExceptionally(refusal);
                 token.delivered();
             };
             if (e.fatal() || p instanceof EventThreadReply) fail.run();
@@ -1227,14 +1235,23 @@ public final class SharingClient implements AutoCloseable {
     }
 
     private void failRequests(IOException why) {
-        if (failure == null || (why instanceof SharingException && !(failure instanceof SharingException))) {
-            failure = why;
-        }
+        recordFailure(why);
         for (long id : pending.keys()) {
             CompletableFuture<Frame> p = pending.remove(id);
             if (p != null) p.completeExceptionally(failure);
         }
         token.delivered();
+    }
+
+    /**
+     * Records why the connection ended: the first reason stands, except that the server's own
+     * (a SharingException, with its code) replaces a plain I/O one. The check and the write are
+     * not atomic: a close() at the same moment may win, and either reason is a true one.
+     */
+    private void recordFailure(IOException why) {
+        if (failure == null || (why instanceof SharingException && !(failure instanceof SharingException))) {
+            failure = why;
+        }
     }
 
     /**

@@ -156,6 +156,48 @@ class ClientProtocolRulesProbeTest extends FakeServerSupport {
         f.get(10, TimeUnit.SECONDS);
     }
 
+    /**
+     * The same cut frame, whichever thread reads it: the connection counts as ended before the
+     * waiting ATTACH fails, so its caller never sees {@code isConnected()} true
+     * after a fatal error. A callback on the request's future runs on the completing thread at
+     * the moment of completion: deterministic, where the test above only sees the race rarely
+     * (a CI run once saw isConnected() true there).
+     */
+    @Test
+    void aFatalBadFrameEndsTheConnectionBeforeTheRequestFails() throws Exception {
+        CountDownLatch attachRead = new CountDownLatch(1);
+        CountDownLatch watching = new CountDownLatch(1);
+        CompletableFuture<Void> f = fake(1, (s, v) -> {
+            Frame a = next(s, v, FrameType.ATTACH);
+            attachRead.countDown();
+            assertTrue(watching.await(10, TimeUnit.SECONDS), "the test never watched the request");
+            byte[] whole = raw(1, FrameType.DESCRIPTOR, a.requestId, descriptorPayload(301, 1, 2 * G, 2 * G));
+            try (BufferDescriptor d = real.exportDescriptor()) {
+                s.send(java.util.Arrays.copyOf(whole, 20), d.fds());
+            }
+            s.shutdownOutput();
+        });
+        try (SharingClient c = client(1)) {
+            CompletableFuture<IOException> attempt = CompletableFuture.supplyAsync(() -> {
+                try (Attachment unexpected = c.attach("x", resource)) {
+                    return null;
+                } catch (IOException e) {
+                    return e;
+                }
+            });
+            assertTrue(attachRead.await(10, TimeUnit.SECONDS), "the fake server never read the ATTACH");
+            List<CompletableFuture<Frame>> waiting = c.pendingReplies();
+            assertEquals(1, waiting.size(), "one request waits: the ATTACH");
+            List<Boolean> connectedWhenFailed = new java.util.concurrent.CopyOnWriteArrayList<>();
+            waiting.get(0).whenComplete((r, t) -> connectedWhenFailed.add(c.isConnected()));
+            watching.countDown();
+            IOException e = attempt.get(10, TimeUnit.SECONDS);
+            assertTrue(e instanceof SharingException, "the cut frame should fail the ATTACH: " + e);
+            assertEquals(List.of(false), connectedWhenFailed, "isConnected() when the ATTACH failed (" + e + ")");
+        }
+        f.get(10, TimeUnit.SECONDS);
+    }
+
     /** Section 1: fds with any frame but DESCRIPTOR: UNEXPECTED_FDS, fds closed (fd counts checked in tearDown). */
     @Test
     void fdsWithFramesThatCarryNoneAreClosedAndRefused() throws Exception {
