@@ -78,6 +78,10 @@ public final class ImportCache {
      * forgotten or evicted, a key another attach cached meanwhile, or a connection that ended
      * during the import. So {@code entries() == 0} does not mean that nothing is mapped.
      *
+     * <p>Only version-2 DESCRIPTORs pass through the cache. On a version-1 connection every
+     * count stays 0, though each attach imports from the fds it received: those imports and
+     * fds are neither hits, misses nor {@code fdsReceived}.
+     *
      * @param hits attaches served by a kept mapping (a shared view: no driver call, no fd)
      * @param misses attaches that imported (from fds just received, kept fds, or both)
      * @param entries imported buffers kept now for later attaches of the same key, including

@@ -357,8 +357,9 @@ public final class SharingClient implements AutoCloseable {
     public int protocolVersion() { return version; }
 
     /**
-     * The import cache (version 2; on a version-1 connection it stays empty). Its {@link
-     * ImportCache#stats()} give hits, misses, entries, bytes and the fds kept.
+     * The import cache (version 2; on a version-1 connection it stays empty and its counts
+     * stay 0, imports included). Its {@link ImportCache#stats()} give hits, misses, entries,
+     * bytes and the fds kept.
      */
     public ImportCache importCache() { return cache; }
 

@@ -61,7 +61,11 @@ public record SharingStats(List<ConnectionStats> connections, List<ReleasedAlloc
      * @param peer the client's pid, uid and gid
      * @param clientName the name the client gave in HELLO ("" before it)
      * @param version the connection's protocol version (0 before HELLO)
-     * @param leases leases held
+     * @param leases leases held: granted (their DESCRIPTOR queued) and not yet ended. An ATTACH
+     *     whose DESCRIPTOR could not be queued (the connection's send queue full or closing)
+     *     may be counted for the moment before it is refused; {@link
+     *     SharingServer#totalLeaseCount()} and {@link SharingServer#leaseCount(String)} never
+     *     count one
      * @param idsHeld allocation ids the connection holds (version 2): each one a physical
      *     allocation the consumer keeps mapped or keeps an fd of; the server sends no fd for it
      * @param releasedIdsHeld of those, the ones whose allocation the producer released (EVICT
