@@ -15,13 +15,11 @@ import java.time.ZonedDateTime;
 import java.time.format.DateTimeFormatter;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.concurrent.TimeUnit;
-import java.util.regex.Pattern;
 
 import org.cuvmm.Driver;
 import org.cuvmm.DriverCounters;
@@ -30,10 +28,6 @@ import org.openjdk.jmh.results.BenchmarkResult;
 import org.openjdk.jmh.results.IterationResult;
 import org.openjdk.jmh.results.RunResult;
 import org.openjdk.jmh.runner.RunnerException;
-import org.openjdk.jmh.runner.options.ChainedOptionsBuilder;
-import org.openjdk.jmh.runner.options.OptionsBuilder;
-import org.openjdk.jmh.runner.options.TimeValue;
-import org.openjdk.jmh.runner.options.VerboseMode;
 
 /**
  * Runs every benchmark in JMH and its C++ baseline in one invocation and prints the
@@ -117,15 +111,38 @@ public final class RatioReport {
     }
 
     /** Settings of one invocation. */
-    static final class Settings {
-        int warmup = 2;
-        int iterations = 3;
-        long timeMs = 1000;
+    static final class Settings extends ReportOptions {
         int forks = 3;
         List<Operation> operations = new ArrayList<>(Arrays.asList(Operation.values()));
-        Path out;
         boolean quiet;
         boolean model;
+
+        Settings() {
+            super(2, 3, 1000, defaultOut());
+        }
+
+        @Override
+        protected int option(String[] args, int i) {
+            String a = args[i];
+            switch (a) {
+                case "--forks" -> forks = (int) CommandLine.number(args, ++i, a, 1);
+                case "--quiet" -> quiet = true;
+                case "--model" -> model = true;
+                case "--only" -> {
+                    List<String> known = new ArrayList<>();
+                    for (Operation op : Operation.values()) known.add(op.key);
+                    operations.clear();
+                    for (String k : keys(args, ++i, a, known)) operations.add(Operation.values()[known.indexOf(k)]);
+                }
+                default -> i = -1;
+            }
+            return i;
+        }
+
+        @Override
+        protected String expected() {
+            return "--warmup, --iterations, --time-ms, --forks, --only, --out, --quiet, --model or --help";
+        }
     }
 
     /** What the baseline printed for one operation in one run. */
@@ -255,27 +272,8 @@ public final class RatioReport {
     }
 
     static RunResult runJmh(Operation op, Settings s, String kind) throws RunnerException, IOException, InterruptedException {
-        ChainedOptionsBuilder b = new OptionsBuilder()
-                .include("^" + Pattern.quote(op.benchmarkClass.getName() + "." + op.method) + "$")
-                .forks(1)
-                .warmupIterations(s.warmup)
-                .warmupTime(TimeValue.milliseconds(s.timeMs))
-                .measurementIterations(s.iterations)
-                .measurementTime(TimeValue.milliseconds(s.timeMs))
-                .mode(Mode.AverageTime)
-                .timeUnit(TimeUnit.NANOSECONDS)
-                .threads(1)
-                .shouldFailOnError(true)
-                // The fork inherits this JVM's arguments (JMH's default); this one makes it
-                // check it runs the driver the baseline ran on.
-                .jvmArgsAppend("-D" + BenchChecks.EXPECT_DRIVER_PROPERTY + "=" + kind)
-                .verbosity(s.quiet ? VerboseMode.SILENT : VerboseMode.NORMAL);
-        if (op.param != null) b.param(op.param, op.paramValue);
-        Collection<RunResult> results = ReportSupport.runWaitingForLock(b.build());
-        if (results.size() != 1) {
-            throw new IllegalStateException(op.label + ": JMH returned " + results.size() + " results (expected 1)");
-        }
-        return results.iterator().next();
+        return ReportSupport.runJmh(op.benchmarkClass, op.method, op.param, op.paramValue, Mode.AverageTime,
+                TimeUnit.NANOSECONDS, s, s.quiet, kind);
     }
 
     // ---- the C++ side ----
@@ -546,35 +544,7 @@ public final class RatioReport {
 
     static Settings parse(String[] args) {
         Settings s = new Settings();
-        s.out = defaultOut();
-        for (int i = 0; i < args.length; i++) {
-            String a = args[i];
-            switch (a) {
-                case "--warmup": s.warmup = (int) CommandLine.number(args, ++i, a, 0); break;
-                case "--iterations": s.iterations = (int) CommandLine.number(args, ++i, a, 1); break;
-                case "--time-ms": s.timeMs = CommandLine.number(args, ++i, a, 1); break;
-                case "--forks": s.forks = (int) CommandLine.number(args, ++i, a, 1); break;
-                case "--out": s.out = Path.of(CommandLine.value(args, ++i, a)); break;
-                case "--quiet": s.quiet = true; break;
-                case "--model": s.model = true; break;
-                case "--help": case "-h": throw CommandLine.help();
-                case "--only": {
-                    s.operations.clear();
-                    for (String k : CommandLine.value(args, ++i, a).split(",")) {
-                        Operation found = null;
-                        for (Operation op : Operation.values()) if (op.key.equals(k.trim())) found = op;
-                        if (found == null) {
-                            throw new IllegalArgumentException("--only: " + k + " (expected: alloc2, alloc64, grow, move)");
-                        }
-                        s.operations.add(found);
-                    }
-                    break;
-                }
-                default:
-                    throw new IllegalArgumentException("argument: " + a + " (expected: --warmup, --iterations, "
-                            + "--time-ms, --forks, --only, --out, --quiet, --model or --help)");
-            }
-        }
+        s.read(args);
         return s;
     }
 

@@ -9,19 +9,26 @@ import java.time.format.DateTimeFormatter;
 import java.util.Collection;
 import java.util.List;
 import java.util.Locale;
+import java.util.concurrent.TimeUnit;
+import java.util.regex.Pattern;
 
 import org.cuvmm.Driver;
 
+import org.openjdk.jmh.annotations.Mode;
 import org.openjdk.jmh.results.BenchmarkResult;
 import org.openjdk.jmh.results.IterationResult;
 import org.openjdk.jmh.results.RunResult;
 import org.openjdk.jmh.runner.Runner;
 import org.openjdk.jmh.runner.RunnerException;
+import org.openjdk.jmh.runner.options.ChainedOptionsBuilder;
 import org.openjdk.jmh.runner.options.Options;
+import org.openjdk.jmh.runner.options.OptionsBuilder;
+import org.openjdk.jmh.runner.options.TimeValue;
+import org.openjdk.jmh.runner.options.VerboseMode;
 
 /**
- * What the streams and sharing/pool reports (and RatioReport's JMH run) share: one JMH run
- * that waits for the JMH lock, the iteration scores of a result, the lines a report starts
+ * What the streams and sharing/pool reports (and RatioReport) share: one JMH run of one
+ * benchmark method, waiting for the JMH lock, the iteration scores of a result, the lines a report starts
  * with (date, driver, machine, load average), and writing the report. No state.
  */
 public final class ReportSupport {
@@ -43,6 +50,38 @@ public final class ReportSupport {
                 throw e;
             }
         }
+    }
+
+    /**
+     * Runs benchmark method {@code method} of {@code cls} alone (its exact name), in one fork,
+     * with the warm-up and measured iterations of {@code s} ({@code s.timeMs} each), {@code
+     * param} set to {@code value} when not null, and the threads its annotations ask for (1
+     * by default). The fork inherits this JVM's arguments (JMH's default) plus one that makes
+     * it check it runs on the driver {@code kind} the baseline ran on. Waits for the JMH lock
+     * ({@link #runWaitingForLock}). Exactly one result, else IllegalStateException.
+     */
+    public static RunResult runJmh(Class<?> cls, String method, String param, String value, Mode mode, TimeUnit unit,
+                                   ReportOptions s, boolean quiet, String kind)
+            throws RunnerException, IOException, InterruptedException {
+        ChainedOptionsBuilder b = new OptionsBuilder()
+                .include("^" + Pattern.quote(cls.getName() + "." + method) + "$")
+                .forks(1)
+                .warmupIterations(s.warmup)
+                .warmupTime(TimeValue.milliseconds(s.timeMs))
+                .measurementIterations(s.iterations)
+                .measurementTime(TimeValue.milliseconds(s.timeMs))
+                .mode(mode)
+                .timeUnit(unit)
+                .shouldFailOnError(true)
+                .jvmArgsAppend("-D" + BenchChecks.EXPECT_DRIVER_PROPERTY + "=" + kind)
+                .verbosity(quiet ? VerboseMode.SILENT : VerboseMode.NORMAL);
+        if (param != null) b.param(param, value);
+        Collection<RunResult> results = runWaitingForLock(b.build());
+        if (results.size() != 1) {
+            throw new IllegalStateException(cls.getSimpleName() + "." + method + ": JMH returned " + results.size()
+                    + " results (expected 1)");
+        }
+        return results.iterator().next();
     }
 
     /** The primary score of every measured iteration of {@code r}, in order. */

@@ -4,11 +4,13 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.ByteArrayOutputStream;
 import java.io.PrintStream;
 import java.nio.charset.StandardCharsets;
+import java.util.List;
 import java.util.function.Function;
 
 import org.junit.jupiter.api.Test;
@@ -70,5 +72,16 @@ public class CommandLineTest {
     @Test
     void ratioReport() {
         checkMain(RatioReport::parse, RatioReport.USAGE, "--iterations");
+        checkMain(RatioReport::parse, RatioReport.USAGE, "--forks");
+    }
+
+    @Test
+    void ratioReportOnlyTakesTheKnownOperations() {
+        assertEquals(List.of(RatioReport.Operation.GROW_IN_PLACE, RatioReport.Operation.ALLOC_2MIB),
+                RatioReport.parse(new String[] {"--only", "grow,alloc2"}).operations);
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> RatioReport.parse(new String[] {"--only", "alloc2,shrink"}));
+        assertTrue(e.getMessage().startsWith("--only: shrink (expected: a comma-separated list of alloc2, "),
+                e.getMessage());
     }
 }

@@ -10,14 +10,11 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
-import java.util.Arrays;
-import java.util.Collection;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
-import java.util.regex.Pattern;
 
 import org.cuvmm.Driver;
 import org.cuvmm.DriverCounters;
@@ -26,6 +23,7 @@ import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.bench.BaselineEnvironment;
 import org.cuvmm.bench.BenchChecks;
 import org.cuvmm.bench.CommandLine;
+import org.cuvmm.bench.ReportOptions;
 import org.cuvmm.bench.ReportSupport;
 import org.cuvmm.bench.pool.ArenaBenchmark;
 import org.cuvmm.bench.pool.ArenaWorkloads;
@@ -35,11 +33,6 @@ import org.cuvmm.pool.PoolLifetime;
 import org.cuvmm.pool.VirtualMemoryPool;
 import org.openjdk.jmh.annotations.Mode;
 import org.openjdk.jmh.results.RunResult;
-import org.openjdk.jmh.runner.Runner;
-import org.openjdk.jmh.runner.options.ChainedOptionsBuilder;
-import org.openjdk.jmh.runner.options.OptionsBuilder;
-import org.openjdk.jmh.runner.options.TimeValue;
-import org.openjdk.jmh.runner.options.VerboseMode;
 import org.openjdk.jmh.util.Statistics;
 
 /**
@@ -64,13 +57,30 @@ import org.openjdk.jmh.util.Statistics;
 public final class SharingPoolReport {
     private SharingPoolReport() {}
 
-    static final class Settings {
-        int warmup = 3;
-        int iterations = 5;
-        long timeMs = 1000;
+    static final class Settings extends ReportOptions {
+        static final List<String> PARTS = List.of("transport", "pool", "threads", "arena", "trim");
         boolean quiet;
-        List<String> only = List.of("transport", "pool", "threads", "arena", "trim");
-        Path out = Path.of("bench/target/sharing-pool-report.md");
+        List<String> only = PARTS;
+
+        Settings() {
+            super(3, 5, 1000, Path.of("bench/target/sharing-pool-report.md"));
+        }
+
+        @Override
+        protected int option(String[] args, int i) {
+            String a = args[i];
+            switch (a) {
+                case "--only" -> only = keys(args, ++i, a, PARTS);
+                case "--quiet" -> quiet = true;
+                default -> i = -1;
+            }
+            return i;
+        }
+
+        @Override
+        protected String expected() {
+            return "--warmup N --iterations N --time-ms N --only transport,pool,threads,arena,trim --out FILE --quiet";
+        }
     }
 
     private static final StringBuilder REPORT = new StringBuilder();
@@ -425,22 +435,7 @@ public final class SharingPoolReport {
 
     static RunResult runJmh(Class<?> cls, String method, String param, String value, Mode mode, TimeUnit unit,
                             Settings s, String kind) throws Exception {
-        ChainedOptionsBuilder b = new OptionsBuilder()
-                .include("^" + Pattern.quote(cls.getName() + "." + method) + "$")
-                .forks(1)
-                .warmupIterations(s.warmup)
-                .warmupTime(TimeValue.milliseconds(s.timeMs))
-                .measurementIterations(s.iterations)
-                .measurementTime(TimeValue.milliseconds(s.timeMs))
-                .mode(mode)
-                .timeUnit(unit)
-                .shouldFailOnError(true)
-                .jvmArgsAppend("-D" + BenchChecks.EXPECT_DRIVER_PROPERTY + "=" + kind)
-                .verbosity(s.quiet ? VerboseMode.SILENT : VerboseMode.NORMAL);
-        if (param != null) b.param(param, value);
-        Collection<RunResult> results = new Runner(b.build()).run();
-        if (results.size() != 1) throw new IllegalStateException(cls.getSimpleName() + "." + method + ": " + results.size() + " results");
-        return results.iterator().next();
+        return ReportSupport.runJmh(cls, method, param, value, mode, unit, s, s.quiet, kind);
     }
 
     // ---------------------------------------------------------------- formatting, machine
@@ -490,21 +485,7 @@ public final class SharingPoolReport {
 
     static Settings parse(String[] args) {
         Settings s = new Settings();
-        for (int i = 0; i < args.length; i++) {
-            String a = args[i];
-            switch (a) {
-                case "--warmup" -> s.warmup = (int) CommandLine.number(args, ++i, a, 0);
-                case "--iterations" -> s.iterations = (int) CommandLine.number(args, ++i, a, 1);
-                case "--time-ms" -> s.timeMs = CommandLine.number(args, ++i, a, 1);
-                case "--only" -> s.only = Arrays.asList(CommandLine.value(args, ++i, a).split(","));
-                case "--out" -> s.out = Path.of(CommandLine.value(args, ++i, a));
-                case "--quiet" -> s.quiet = true;
-                case "--help", "-h" -> throw CommandLine.help();
-                default -> throw new IllegalArgumentException("unknown option: " + a
-                        + " (expected: --warmup N --iterations N --time-ms N --only transport,pool,threads,arena,trim "
-                        + "--out FILE --quiet)");
-            }
-        }
+        s.read(args);
         return s;
     }
 }

@@ -25,6 +25,7 @@ import org.cuvmm.VirtualMemoryBuffer;
 import org.cuvmm.VirtualMemoryResource;
 import org.cuvmm.bench.BenchChecks;
 import org.cuvmm.bench.CommandLine;
+import org.cuvmm.bench.ReportOptions;
 import org.cuvmm.bench.ReportSupport;
 import org.cuvmm.ipc.Attachment;
 import org.cuvmm.ipc.ImportCache;
@@ -66,13 +67,29 @@ import org.cuvmm.pool.VirtualMemoryPool;
 public final class SharingV2Report {
     private SharingV2Report() {}
 
-    static final class Settings {
-        int warmup = 3;
-        int iterations = 30;
-        long timeMs = 60;
+    static final class Settings extends ReportOptions {
         int countRounds = 200;
         ThreadPlacement.Mode placement = ThreadPlacement.Mode.CROSS;
-        Path out = Path.of("bench/target/sharing-v2-report.md");
+
+        Settings() {
+            super(3, 30, 60, Path.of("bench/target/sharing-v2-report.md"));
+        }
+
+        @Override
+        protected int option(String[] args, int i) {
+            String a = args[i];
+            switch (a) {
+                case "--count-rounds" -> countRounds = (int) CommandLine.number(args, ++i, a, 1);
+                case "--placement" -> placement = ThreadPlacement.Mode.parse(CommandLine.value(args, ++i, a));
+                default -> i = -1;
+            }
+            return i;
+        }
+
+        @Override
+        protected String expected() {
+            return "--warmup N --iterations N --time-ms N --count-rounds N --placement MODE --out FILE";
+        }
     }
 
     /** What {@code --help} prints (bench/run-sharing-v2 passes its arguments here). */
@@ -370,20 +387,7 @@ public final class SharingV2Report {
 
     static Settings parse(String[] args) {
         Settings s = new Settings();
-        for (int i = 0; i < args.length; i++) {
-            String a = args[i];
-            switch (a) {
-                case "--warmup" -> s.warmup = (int) CommandLine.number(args, ++i, a, 0);
-                case "--iterations" -> s.iterations = (int) CommandLine.number(args, ++i, a, 1);
-                case "--time-ms" -> s.timeMs = CommandLine.number(args, ++i, a, 1);
-                case "--count-rounds" -> s.countRounds = (int) CommandLine.number(args, ++i, a, 1);
-                case "--placement" -> s.placement = ThreadPlacement.Mode.parse(CommandLine.value(args, ++i, a));
-                case "--out" -> s.out = Path.of(CommandLine.value(args, ++i, a));
-                case "--help", "-h" -> throw CommandLine.help();
-                default -> throw new IllegalArgumentException("unknown option: " + a
-                        + " (expected: --warmup N --iterations N --time-ms N --count-rounds N --placement MODE --out FILE)");
-            }
-        }
+        s.read(args);
         return s;
     }
 }

@@ -4,35 +4,29 @@ import static org.cuvmm.bench.ReportSupport.iterations;
 import static org.cuvmm.bench.ReportSupport.loadAverage;
 
 import java.io.BufferedReader;
-import java.io.IOException;
 import java.io.InputStreamReader;
 import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
-import java.util.Collection;
 import java.util.LinkedHashMap;
 import java.util.List;
 import java.util.Locale;
 import java.util.Map;
 import java.util.TreeMap;
 import java.util.concurrent.TimeUnit;
-import java.util.regex.Pattern;
 
 import org.cuvmm.Driver;
 import org.cuvmm.DriverCounters;
 import org.cuvmm.bench.BaselineEnvironment;
 import org.cuvmm.bench.BenchChecks;
 import org.cuvmm.bench.CommandLine;
+import org.cuvmm.bench.ReportOptions;
 import org.cuvmm.bench.RatioReport;
 import org.cuvmm.bench.ReportSupport;
 import org.openjdk.jmh.annotations.Mode;
 import org.openjdk.jmh.results.RunResult;
-import org.openjdk.jmh.runner.options.ChainedOptionsBuilder;
-import org.openjdk.jmh.runner.options.OptionsBuilder;
-import org.openjdk.jmh.runner.options.TimeValue;
-import org.openjdk.jmh.runner.options.VerboseMode;
 
 /**
  * The stream-copy report (issue 9 item 7, brief section 9), in one invocation:
@@ -58,13 +52,30 @@ import org.openjdk.jmh.runner.options.VerboseMode;
 public final class StreamsReport {
     private StreamsReport() {}
 
-    static final class Settings {
-        int warmup = 1;
-        int iterations = 3;
-        long timeMs = 500;
+    static final class Settings extends ReportOptions {
+        static final List<String> PARTS = List.of("copy", "overlap", "gc");
         boolean quiet;
-        List<String> only = List.of("copy", "overlap", "gc");
-        Path out = Path.of("bench/target/streams-report.md");
+        List<String> only = PARTS;
+
+        Settings() {
+            super(1, 3, 500, Path.of("bench/target/streams-report.md"));
+        }
+
+        @Override
+        protected int option(String[] args, int i) {
+            String a = args[i];
+            switch (a) {
+                case "--only" -> only = keys(args, ++i, a, PARTS);
+                case "--quiet" -> quiet = true;
+                default -> i = -1;
+            }
+            return i;
+        }
+
+        @Override
+        protected String expected() {
+            return "--warmup N --iterations N --time-ms N --only copy,overlap,gc --out FILE --quiet";
+        }
     }
 
     /** What {@code --help} prints (bench/run-streams passes its arguments here). */
@@ -410,23 +421,8 @@ public final class StreamsReport {
     // ---------------------------------------------------------------- JMH
 
     static RunResult runJmh(Class<?> cls, String method, long bytes, Settings s, String kind) throws Exception {
-        ChainedOptionsBuilder b = new OptionsBuilder()
-                .include("^" + Pattern.quote(cls.getName() + "." + method) + "$")
-                .param("bytes", Long.toString(bytes))
-                .forks(1)
-                .warmupIterations(s.warmup)
-                .warmupTime(TimeValue.milliseconds(s.timeMs))
-                .measurementIterations(s.iterations)
-                .measurementTime(TimeValue.milliseconds(s.timeMs))
-                .mode(Mode.AverageTime)
-                .timeUnit(TimeUnit.NANOSECONDS)
-                .threads(1)
-                .shouldFailOnError(true)
-                .jvmArgsAppend("-D" + BenchChecks.EXPECT_DRIVER_PROPERTY + "=" + kind)
-                .verbosity(s.quiet ? VerboseMode.SILENT : VerboseMode.NORMAL);
-        Collection<RunResult> results = ReportSupport.runWaitingForLock(b.build());
-        if (results.size() != 1) throw new IllegalStateException(cls.getSimpleName() + "." + method + ": " + results.size() + " results");
-        return results.iterator().next();
+        return ReportSupport.runJmh(cls, method, "bytes", Long.toString(bytes), Mode.AverageTime, TimeUnit.NANOSECONDS,
+                s, s.quiet, kind);
     }
 
     // ---------------------------------------------------------------- formatting, machine
@@ -449,28 +445,7 @@ public final class StreamsReport {
 
     static Settings parse(String[] args) {
         Settings s = new Settings();
-        for (int i = 0; i < args.length; i++) {
-            String a = args[i];
-            switch (a) {
-                case "--warmup" -> s.warmup = (int) CommandLine.number(args, ++i, a, 0);
-                case "--iterations" -> s.iterations = (int) CommandLine.number(args, ++i, a, 1);
-                case "--time-ms" -> s.timeMs = CommandLine.number(args, ++i, a, 1);
-                case "--only" -> {
-                    s.only = Arrays.asList(CommandLine.value(args, ++i, a).split(","));
-                    for (String k : s.only) {
-                        if (!List.of("copy", "overlap", "gc").contains(k)) {
-                            throw new IllegalArgumentException("--only: " + k + " (expected: a comma-separated list of "
-                                    + "copy, overlap, gc)");
-                        }
-                    }
-                }
-                case "--out" -> s.out = Path.of(CommandLine.value(args, ++i, a));
-                case "--quiet" -> s.quiet = true;
-                case "--help", "-h" -> throw CommandLine.help();
-                default -> throw new IllegalArgumentException("unknown option: " + a
-                        + " (expected: --warmup N --iterations N --time-ms N --only copy,overlap,gc --out FILE --quiet)");
-            }
-        }
+        s.read(args);
         return s;
     }
 }
