@@ -62,6 +62,42 @@ public abstract class ReportOptions {
     }
 
     /**
+     * The options of a report made of parts: also {@code --only PART,...} (the parts to run,
+     * in the report's order whatever the order given; default all) and {@code --quiet} (no
+     * JMH progress output).
+     */
+    public static class WithParts extends ReportOptions {
+        /** Every part, in the report's order. */
+        public final List<String> parts;
+        /** The parts to run. */
+        public List<String> only;
+        /** No JMH progress output. */
+        public boolean quiet;
+
+        protected WithParts(int warmup, int iterations, long timeMs, Path out, List<String> parts) {
+            super(warmup, iterations, timeMs, out);
+            this.parts = List.copyOf(parts);
+            this.only = this.parts;
+        }
+
+        @Override
+        protected int option(String[] args, int i) {
+            String a = args[i];
+            switch (a) {
+                case "--only" -> only = keys(args, ++i, a, parts);
+                case "--quiet" -> quiet = true;
+                default -> i = -1;
+            }
+            return i;
+        }
+
+        @Override
+        protected String expected() {
+            return "--warmup N --iterations N --time-ms N --only " + String.join(",", parts) + " --out FILE --quiet";
+        }
+    }
+
+    /**
      * The value of {@code --only}-style option {@code name} at {@code args[i]}: its
      * comma-separated keys, each one of {@code known} (a key that is not, a typo say, would
      * otherwise select nothing and leave a silently empty report).

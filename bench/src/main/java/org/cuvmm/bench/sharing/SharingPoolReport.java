@@ -57,29 +57,10 @@ import org.openjdk.jmh.util.Statistics;
 public final class SharingPoolReport {
     private SharingPoolReport() {}
 
-    static final class Settings extends ReportOptions {
-        static final List<String> PARTS = List.of("transport", "pool", "threads", "arena", "trim");
-        boolean quiet;
-        List<String> only = PARTS;
-
+    static final class Settings extends ReportOptions.WithParts {
         Settings() {
-            super(3, 5, 1000, Path.of("bench/target/sharing-pool-report.md"));
-        }
-
-        @Override
-        protected int option(String[] args, int i) {
-            String a = args[i];
-            switch (a) {
-                case "--only" -> only = keys(args, ++i, a, PARTS);
-                case "--quiet" -> quiet = true;
-                default -> i = -1;
-            }
-            return i;
-        }
-
-        @Override
-        protected String expected() {
-            return "--warmup N --iterations N --time-ms N --only transport,pool,threads,arena,trim --out FILE --quiet";
+            super(3, 5, 1000, Path.of("bench/target/sharing-pool-report.md"),
+                    List.of("transport", "pool", "threads", "arena", "trim"));
         }
     }
 

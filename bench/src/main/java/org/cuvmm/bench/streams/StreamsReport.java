@@ -52,29 +52,9 @@ import org.openjdk.jmh.results.RunResult;
 public final class StreamsReport {
     private StreamsReport() {}
 
-    static final class Settings extends ReportOptions {
-        static final List<String> PARTS = List.of("copy", "overlap", "gc");
-        boolean quiet;
-        List<String> only = PARTS;
-
+    static final class Settings extends ReportOptions.WithParts {
         Settings() {
-            super(1, 3, 500, Path.of("bench/target/streams-report.md"));
-        }
-
-        @Override
-        protected int option(String[] args, int i) {
-            String a = args[i];
-            switch (a) {
-                case "--only" -> only = keys(args, ++i, a, PARTS);
-                case "--quiet" -> quiet = true;
-                default -> i = -1;
-            }
-            return i;
-        }
-
-        @Override
-        protected String expected() {
-            return "--warmup N --iterations N --time-ms N --only copy,overlap,gc --out FILE --quiet";
+            super(1, 3, 500, Path.of("bench/target/streams-report.md"), List.of("copy", "overlap", "gc"));
         }
     }
 
