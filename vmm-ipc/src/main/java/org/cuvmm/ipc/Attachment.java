@@ -166,13 +166,19 @@ public final class Attachment implements AutoCloseable {
         }
         try {
             client.release(leaseId);
-        } catch (SharingException e) {
-            throw new IllegalStateException("release of '" + name + "' lease " + leaseId + ": " + e.getMessage(), e);
         } catch (IOException e) {
             // Ended (either side, or client.close() already finished): the server freed the
             // lease with the connection. Not isConnected(): that is false from client.close()
-            // on, while the connection still drains and this RELEASE counts.
-            if (!client.connectionEnded()) throw new UncheckedIOException(e);
+            // on, while the connection still drains and this RELEASE counts. Checked before
+            // the SharingException: a connection ended over the server's bad frame or its
+            // fatal ERROR fails this release with a copy of that SharingException, which is
+            // no refusal of the release (it was thrown as one: an independent probe,
+            // ClientFailurePathsProbeTest).
+            if (client.connectionEnded()) return;
+            if (e instanceof SharingException) {
+                throw new IllegalStateException("release of '" + name + "' lease " + leaseId + ": " + e.getMessage(), e);
+            }
+            throw new UncheckedIOException(e);
         }
     }
 
