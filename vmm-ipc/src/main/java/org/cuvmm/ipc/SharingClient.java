@@ -570,9 +570,18 @@ public final class SharingClient implements AutoCloseable {
         boolean droppedMeanwhile = register(leaseId, a);
         if (closed) {
             // close() ran meanwhile and may have listed the attachments before this put.
-            a.close();
-            throw new IOException("attach '" + name + "': the client was closed meanwhile (the attachment was closed "
-                    + "and its lease released)");
+            IOException closedMeanwhile = new IOException("attach '" + name + "': the client was closed meanwhile (the "
+                    + "attachment was closed and its lease released)");
+            try {
+                a.close();
+            } catch (RuntimeException e) {
+                // Its RELEASE went out unanswered in time, or was refused: still this attach's
+                // failure is the close, thrown as the IOException the javadoc promises (the
+                // UncheckedIOException escaped attach: an independent probe,
+                // ClientFailurePathsProbeTest).
+                closedMeanwhile.addSuppressed(e);
+            }
+            throw closedMeanwhile;
         }
         if (droppedMeanwhile) dropped(new Messages.Drop(leaseId, name));
         return a;

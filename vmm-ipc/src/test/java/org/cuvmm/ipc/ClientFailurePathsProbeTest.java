@@ -6,11 +6,13 @@ import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.IOException;
+import java.time.Duration;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 
 import org.cuvmm.BufferDescriptor;
+import org.junit.jupiter.api.AfterEach;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -19,6 +21,11 @@ import org.junit.jupiter.api.Test;
  * of FakeServerSupport (each case also checks that no fd, mapping or client thread is left).
  */
 class ClientFailurePathsProbeTest extends FakeServerSupport {
+
+    @AfterEach
+    void clearSeams() {
+        SharingClient.beforeRegisterForTest = null;
+    }
 
     /**
      * Attachment.close(): "If the connection has ended, the server already freed the lease and
@@ -81,5 +88,85 @@ class ClientFailurePathsProbeTest extends FakeServerSupport {
         }
         assertTrue(a.isClosed());
         f.get(10, TimeUnit.SECONDS);
+    }
+
+    /**
+     * attach() racing close(): "such an attach closes what it made and throws" an IOException
+     * (attach's javadoc: IOException when the connection failed or the server did not answer
+     * in time). The close of what it made waits for the RELEASED; when the server did not
+     * answer it in time, the UncheckedIOException of Attachment.close() escaped attach instead.
+     * Two attaches are caught between their DESCRIPTOR and their registration (the seam) while
+     * close() runs; the second is held there until the first has failed, so its lease keeps
+     * the draining connection open while the first's RELEASE goes unanswered.
+     */
+    @Test
+    void anAttachRacingCloseThrowsIOExceptionWhenItsReleaseTimesOut() throws Exception {
+        CompletableFuture<Void> f = fake(1, (s, v) -> {
+            for (int i = 0; i < 2; i++) {
+                Frame a = next(s, v, FrameType.ATTACH);
+                String name = ((Messages.Attach) a.message).name();
+                try (BufferDescriptor d = real.exportDescriptor()) {
+                    s.send(raw(1, FrameType.DESCRIPTOR, a.requestId, descriptorPayload(800 + name.length(), 1, 2 * G,
+                            2 * G)), d.fds());
+                }
+            }
+            // The RELEASE of lease 801 ("x") is never answered; that of 802 ("yy") is.
+            for (Frame r; (r = FrameIO.read(s)) != null;) {
+                r.close();
+                seen.add(r);
+                if (r.message instanceof Messages.Release rel && rel.leaseId() == 802) {
+                    FrameIO.write(s, new Messages.Released(802), r.requestId, null, v);
+                }
+            }
+        });
+        SharingClient c = client(1);
+        try {
+            CountDownLatch bothRead = new CountDownLatch(2);
+            CountDownLatch closeCalled = new CountDownLatch(1);
+            CountDownLatch firstFailed = new CountDownLatch(1);
+            SharingClient.beforeRegisterForTest = () -> {
+                bothRead.countDown();
+                try {
+                    assertTrue(closeCalled.await(10, TimeUnit.SECONDS), "close() never ran");
+                    if (Thread.currentThread().getName().endsWith(" yy")) {
+                        assertTrue(firstFailed.await(10, TimeUnit.SECONDS), "the attach of 'x' never failed");
+                    }
+                } catch (InterruptedException e) {
+                    throw new AssertionError(e);
+                }
+            };
+            CompletableFuture<Throwable> x = attachExpectingFailure(c, "x");
+            CompletableFuture<Throwable> yy = attachExpectingFailure(c, "yy");
+            assertTrue(bothRead.await(10, TimeUnit.SECONDS), "both DESCRIPTORs read");
+            c.setTimeout(Duration.ofMillis(300));
+            c.close(); // both leases are in flight: the connection drains until they are released
+            assertEquals(2, c.pendingReleases());
+            closeCalled.countDown();
+            Throwable ex = x.get(10, TimeUnit.SECONDS);
+            firstFailed.countDown();
+            Throwable ey = yy.get(10, TimeUnit.SECONDS);
+            assertTrue(ex instanceof IOException, "attach 'x' should throw IOException: " + ex);
+            assertTrue(ex.getMessage().contains("closed meanwhile"), ex.getMessage());
+            assertTrue(ey instanceof IOException && ey.getMessage().contains("closed meanwhile"),
+                    "attach 'yy' should throw IOException: " + ey);
+            IpcTestSupport.await("the connection ends with the last release", 10, () -> c.pendingReleases() == 0);
+        } finally {
+            SharingClient.beforeRegisterForTest = null;
+            c.closeNow();
+        }
+        f.get(10, TimeUnit.SECONDS);
+    }
+
+    private CompletableFuture<Throwable> attachExpectingFailure(SharingClient c, String name) {
+        CompletableFuture<Throwable> outcome = new CompletableFuture<>();
+        Thread t = new Thread(() -> {
+            try (Attachment unexpected = c.attach(name, resource)) {
+                outcome.complete(new AssertionError("attach '" + name + "' succeeded after close(): " + unexpected));
+            } catch (Throwable e) {
+                outcome.complete(e);
+            }
+        }, "probe attach " + name);
+        t.start();
+        return outcome;
     }
 }
