@@ -1128,29 +1128,38 @@ public final class SharingClient implements AutoCloseable {
         // The server counts the new ids of a rejected DESCRIPTOR as held: forget them, or it
         // would never send their fds again on this connection (PROTOCOL.md 13.3).
         if (e.descriptor != null) cache.rejected(e.descriptor);
-        CompletableFuture<Frame> p = e.requestId() == 0 ? null : pending.remove(e.requestId());
+        if (e.requestId() == 0) return;
+        if (e.fatal()) {
+            // A fatal one ends the connection (readOne's beginFatal follows on this thread): its
+            // refusal becomes the connection's failure, and beginFatal fails the request with it
+            // once the connection is over (failure recorded, import cache ended), so that its
+            // caller sees isConnected() false (an independent CI run saw it true) and the cache's
+            // counts gone (an independent probe saw its idle entry, id and fd still counted).
+            if (pending.containsKey(e.requestId())) recordFailure(refusal(e));
+            return;
+        }
+        CompletableFuture<Frame> p = pending.remove(e.requestId());
         if (p != null) {
-            SharingException refusal = new SharingException(e.code(), (e.fdsDroppedHere
-                    ? "the fds of the server's reply could not be received here: " : "the server sent a bad frame: ")
-                    + e.getMessage(), e);
-            // A fatal one ends the connection: recorded before its caller wakes, so that the
-            // caller already sees isConnected() false (an independent CI run saw it true for the
-            // moment between this completion and the reader's beginFatal).
-            if (e.fatal()) recordFailure(refusal);
+            SharingException refusal = refusal(e);
             // Failed from the event thread, after the ERROR, RELEASE and FORGET queued above are
             // written: a caller that attaches again at once must not have its ATTACH overtake the
             // FORGET, or the server would name those ids without their fds (an independent
             // probe saw that in about 30% of retries at the fd limit). At once instead for a
             // request made on the event thread itself (a drop listener's: it would wait behind
-            // itself for its whole timeout; its sends queue behind it anyway) and for a fatal
-            // error (no request follows it; its caller must stop leading the broken stream).
+            // itself for its whole timeout; its sends queue behind it anyway).
             Runnable fail = () -> {
                 p.completeExceptionally(refusal);
                 token.delivered();
             };
-            if (e.fatal() || p instanceof EventThreadReply) fail.run();
+            if (p instanceof EventThreadReply) fail.run();
             else runLater(fail);
         }
+    }
+
+    /** What the request whose reply was the bad frame {@code e} fails with. */
+    private static SharingException refusal(ProtocolException e) {
+        return new SharingException(e.code(), (e.fdsDroppedHere ? "the fds of the server's reply could not be received "
+                + "here: " : "the server sent a bad frame: ") + e.getMessage(), e);
     }
 
     private int nextId() {
@@ -1237,10 +1246,17 @@ public final class SharingClient implements AutoCloseable {
     }
 
     private void fail(IOException why) {
-        failRequests(why);
+        // The connection is over before any request fails: a caller woken by its failure finds
+        // isConnected() false and the import cache ended (its idle entries unmapped, its ids
+        // and fds let go), as ImportCache.Stats says: "the moment ... the connection ends". The
+        // requests were failed first, and an independent probe's caller saw the idle entry,
+        // its id and its fd still counted. The socket is closed before the cache ends: a
+        // buffer close on the event thread that the cache waits for may be sending a FORGET.
+        recordFailure(why);
         socket.close();
-        token.end();
         cache.connectionEnded();
+        failRequests(why);
+        token.end();
         events.shutdown(); // what is queued still runs (DROP listeners); then the thread ends
     }
 
@@ -1280,8 +1296,9 @@ public final class SharingClient implements AutoCloseable {
      * no drain).
      */
     private boolean beginFatal(IOException why) {
+        recordFailure(why);
+        cache.connectionEnded(); // before the requests fail, as in fail()
         failRequests(why);
-        cache.connectionEnded();
         boolean queued;
         try {
             events.execute(socket::close);

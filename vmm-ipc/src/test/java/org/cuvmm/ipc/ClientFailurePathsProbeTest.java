@@ -157,6 +157,72 @@ class ClientFailurePathsProbeTest extends FakeServerSupport {
         f.get(10, TimeUnit.SECONDS);
     }
 
+    /**
+     * ImportCache.Stats: an entry leaves the counts "the moment ... the connection ends", and
+     * an idle one is unmapped "by the thread that ends the connection (the client's close, or
+     * whoever reads the end of the stream), there and then"; idsHeld stops counting at the end.
+     * The thread that read the end of the stream failed the waiting requests first and ended
+     * the cache after, so a request's caller, woken by its failure (isConnected() already
+     * false), could still see the idle entry, its id held and its fd kept. As in
+     * ClientProtocolRulesProbeTest.aFatalBadFrameEndsTheConnectionBeforeTheRequestFails, a
+     * callback on the request's future reads the state at the moment of the failure.
+     */
+    @Test
+    void theEndOfTheStreamEndsTheCacheBeforeTheWaitingRequestFails() throws Exception {
+        checkCountsWhenTheSecondAttachFails((s, v) -> s.shutdownOutput());
+    }
+
+    /** As above, for a fatal bad frame answering the ATTACH (the client ends the connection). */
+    @Test
+    void aFatalBadFrameEndsTheCacheBeforeTheWaitingRequestFails() throws Exception {
+        checkCountsWhenTheSecondAttachFails((s, v) -> {
+            byte[] bad = raw(v, FrameType.DESCRIPTOR, lastAttach.requestId, new byte[10]);
+            bad[0] ^= 0x55; // a bad magic: fatal
+            s.send(bad, null);
+        });
+    }
+
+    private volatile Frame lastAttach;
+
+    private void checkCountsWhenTheSecondAttachFails(Script ending) throws Exception {
+        CountDownLatch secondRead = new CountDownLatch(1);
+        CountDownLatch watching = new CountDownLatch(1);
+        CompletableFuture<Void> f = fake(2, (s, v) -> {
+            Frame a = next(s, v, FrameType.ATTACH);
+            try (BufferDescriptor d = real.exportDescriptor()) {
+                FrameIO.write(s, IpcTestSupport.oneFreshChunk(900, 2 * G, 1), a.requestId, d.fds(), v);
+            }
+            lastAttach = next(s, v, FrameType.ATTACH);
+            secondRead.countDown();
+            assertTrue(watching.await(10, TimeUnit.SECONDS), "the test never watched the request");
+            ending.run(s, v);
+        });
+        try (SharingClient c = client(2)) {
+            c.attach("x", resource).close();
+            ImportCache.Stats kept = c.importCache().stats();
+            assertEquals(1, kept.entries(), "the idle import is kept: " + kept);
+            assertEquals(1, kept.idsHeld(), kept.toString());
+            assertEquals(1, kept.fdsKept(), kept.toString());
+            CompletableFuture<Throwable> attempt = attachExpectingFailure(c, "x");
+            assertTrue(secondRead.await(10, TimeUnit.SECONDS), "the fake server never read the second ATTACH");
+            java.util.List<CompletableFuture<Frame>> waiting = c.pendingReplies();
+            assertEquals(1, waiting.size(), "one request waits: the ATTACH");
+            java.util.List<String> whenFailed = new java.util.concurrent.CopyOnWriteArrayList<>();
+            waiting.get(0).whenComplete((r, t) -> whenFailed.add("connected " + c.isConnected() + ", "
+                    + c.importCache().stats()));
+            watching.countDown();
+            Throwable e = attempt.get(10, TimeUnit.SECONDS);
+            assertTrue(e instanceof IOException, "the ATTACH fails with the connection: " + e);
+            assertEquals(1, whenFailed.size(), whenFailed.toString());
+            String seenThen = whenFailed.get(0);
+            ImportCache.Stats now = c.importCache().stats();
+            assertEquals("connected false, " + new ImportCache.Stats(now.hits(), now.misses(), 0, 0, 0, 0,
+                    now.evictions(), now.forgets(), now.fdsReceived()), seenThen, "the state when the ATTACH failed ("
+                    + e + ")");
+        }
+        f.get(10, TimeUnit.SECONDS);
+    }
+
     private CompletableFuture<Throwable> attachExpectingFailure(SharingClient c, String name) {
         CompletableFuture<Throwable> outcome = new CompletableFuture<>();
         Thread t = new Thread(() -> {
