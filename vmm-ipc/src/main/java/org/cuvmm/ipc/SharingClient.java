@@ -1120,7 +1120,11 @@ public final class SharingClient implements AutoCloseable {
 
     /**
      * A bad frame from the server: tell it why, release a lease it granted (both sent by the
-     * event thread: the reader never writes), fail the waiting request.
+     * event thread: the reader never writes), fail the waiting request. A fatal {@code e}
+     * comes only from {@link #readOne}, which ends the connection right after ({@link
+     * #beginFatal} or {@link #failAfterQueuedSends}) and so fails the request: here its
+     * refusal is only recorded as the connection's failure. (The ProtocolExceptions the
+     * dispatch passes here, the import cache's and UNEXPECTED_FRAME, are never fatal.)
      */
     private void rejected(ProtocolException e) {
         sendLater(new Messages.Error(e.code(), "client rejected a frame: " + e.getMessage()), e.requestId());
