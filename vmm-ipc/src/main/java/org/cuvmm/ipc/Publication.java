@@ -51,6 +51,9 @@ final class Publication {
 
         BufferLease bufferLease() { return bufferLease; }
 
+        /** True once the DESCRIPTOR has left (all its bytes, its fds with them). */
+        boolean isSent() { return sent; }
+
         /** The DESCRIPTOR has left (the writer's onSent): wakes a RELEASE waiting for it. */
         @Override
         public void run() {

@@ -25,11 +25,24 @@ final class SendQueue {
     /**
      * A frame to send and the owner of its fds (closed after the send, or if never sent);
      * {@code onSent} (may be null) runs on the thread that sent the frame (the sender thread
-     * or a direct write), once all of it has been sent, never if it was not.
+     * or a direct write), once all of it has been sent, never if it was not. {@code sendIf}
+     * (may be null: always) is asked by the writer that takes the frame, right before it
+     * would send it: false skips it (a DROP whose lease's DESCRIPTOR was discarded, as an
+     * ending connection discards frames with fds, must not follow: PROTOCOL.md section 5).
      */
-    record Item(byte[] frame, int[] fds, AutoCloseable owner, Runnable onSent) {
+    record Item(byte[] frame, int[] fds, AutoCloseable owner, Runnable onSent, java.util.function.BooleanSupplier sendIf) {
         Item(byte[] frame, int[] fds, AutoCloseable owner) {
-            this(frame, fds, owner, null);
+            this(frame, fds, owner, null, null);
+        }
+
+        Item(byte[] frame, int[] fds, AutoCloseable owner, Runnable onSent) {
+            this(frame, fds, owner, onSent, null);
+        }
+
+        /** False when the frame must not be sent: it has fds and the queue is finishing, or its {@code sendIf} says so. */
+        boolean wanted(boolean finishing) {
+            if (finishing && fds != null) return false;
+            return sendIf == null || sendIf.getAsBoolean();
         }
 
         void release() {
@@ -130,7 +143,7 @@ final class SendQueue {
                     // Read after the take: a DESCRIPTOR queued before finish() but not yet
                     // sent is dropped here, its fds closed in finally.
                     beforeSend.accept(this, item);
-                    if (finishing && item.fds() != null) continue;
+                    if (!item.wanted(finishing)) continue;
                     socket.send(item.frame(), item.fds() == null ? Frame.NO_FDS : item.fds());
                     if (item.onSent() != null) item.onSent().run();
                 } catch (IOException | RuntimeException e) {
@@ -324,7 +337,7 @@ final class SendQueue {
                 Runnable freed = afterTake;
                 if (freed != null) freed.run();
                 beforeDirectSend.accept(this, item);
-                if (finishing && item.fds() != null) { // finish() came meanwhile: as the sender thread does
+                if (!item.wanted(finishing)) { // finish() came meanwhile, say: as the sender thread does
                     item.release();
                     item = null;
                     continue;
@@ -341,7 +354,8 @@ final class SendQueue {
                 // The peer's buffer is full: the sender thread sends the rest, first in line
                 // (after a partial send the fds have gone with the first bytes).
                 Item rest = n == 0 ? item
-                        : new Item(java.util.Arrays.copyOfRange(frame, n, frame.length), null, item.owner(), item.onSent());
+                        : new Item(java.util.Arrays.copyOfRange(frame, n, frame.length), null, item.owner(), item.onSent(),
+                                null); // its first bytes went: the rest must go whatever sendIf says now
                 item = null;
                 lock.lock();
                 try {

@@ -333,9 +333,10 @@ final class ServerConnection {
     private void offerUnsentDrops() {
         Messages.Drop d;
         while ((d = unsentDrops.poll()) != null) {
-            if (!leases.containsKey(d.leaseId())) continue; // released meanwhile: nothing to tell
+            Publication.Lease lease = leases.get(d.leaseId());
+            if (lease == null) continue; // released meanwhile: nothing to tell
             // offer, not tryOffer (see offerUnsentEvicts); the refused item carries no fd.
-            if (!out.offer(new SendQueue.Item(encode(d, 0), null, null))) {
+            if (!out.offer(dropItem(d, lease))) {
                 Runnable seam = afterNoticeRefused;
                 if (seam != null) seam.run();
                 unsentDrops.add(d); // no room (or the writer is gone): parked again
@@ -364,11 +365,23 @@ final class ServerConnection {
         }
     }
 
+    /**
+     * The DROP of {@code lease}, sent only once the lease's DESCRIPTOR has left: it is queued
+     * behind it, but an ending connection discards a DESCRIPTOR still queued (no fd once the
+     * connection ends) and still sends fd-less frames, and a DROP must never name a lease the
+     * client did not get (PROTOCOL.md section 5: "at any time after the DESCRIPTOR of their
+     * lease"; an independent probe read one when the server closed right after an unpublish).
+     */
+    private SendQueue.Item dropItem(Messages.Drop d, Publication.Lease lease) {
+        return new SendQueue.Item(encode(d, 0), null, null, null, lease::isSent);
+    }
+
     /** On the reader: sends the DROPs and EVICT ids that could not be queued at once (waits for room, like a reply). */
     private void sendUnsentNotices() {
         Messages.Drop d;
         while ((d = unsentDrops.poll()) != null) {
-            if (leases.containsKey(d.leaseId())) out.put(new SendQueue.Item(encode(d, 0), null, null));
+            Publication.Lease lease = leases.get(d.leaseId());
+            if (lease != null) out.put(dropItem(d, lease));
         }
         if (unsentEvicts.isEmpty()) return;
         java.util.List<Long> batch = new java.util.ArrayList<>();

@@ -1,0 +1,131 @@
+package org.cuvmm.ipc;
+
+import static org.cuvmm.ipc.IpcTestSupport.await;
+import static org.cuvmm.ipc.IpcTestSupport.frame;
+import static org.cuvmm.ipc.IpcTestSupport.str;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.CopyOnWriteArrayList;
+import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.TimeUnit;
+import java.util.function.BiConsumer;
+
+import org.cuvmm.VirtualMemoryBuffer;
+import org.cuvmm.VirtualMemoryResource;
+import org.junit.jupiter.api.AfterEach;
+import org.junit.jupiter.api.BeforeEach;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+/**
+ * How a connection ends (docs/PROTOCOL.md sections 6 and 8): what is still queued for the
+ * client when the server closes or cuts it, and that the cut is bounded in time. Raw frames
+ * on a socket; the send queue's seams hold its writer at chosen frames.
+ */
+@Timeout(120)
+class ConnectionEndTest {
+    private Path sock;
+    private final BiConsumer<SendQueue, SendQueue.Item> queuedSend = SendQueue.beforeSend;
+    /** Every read is bounded: the clients' sockets are closed after 60 s (a read blocked in recvmsg ignores interrupts). */
+    private final List<FdSocket> clients = new CopyOnWriteArrayList<>();
+    private final ScheduledExecutorService cutoff = Executors.newSingleThreadScheduledExecutor(r -> {
+        Thread t = new Thread(r, "connection-end-cutoff");
+        t.setDaemon(true);
+        return t;
+    });
+
+    @BeforeEach
+    void setUp() throws Exception {
+        sock = IpcTestSupport.socketPath();
+        cutoff.schedule(() -> clients.forEach(FdSocket::close), 60, TimeUnit.SECONDS);
+    }
+
+    @AfterEach
+    void tearDown() {
+        cutoff.shutdownNow();
+        SendQueue.beforeSend = queuedSend;
+        SendQueue.directWrites = true;
+        IpcTestSupport.deleteTree(sock.getParent());
+    }
+
+    private FdSocket hello(String name) throws Exception {
+        FdSocket s = FdSocket.connect(sock);
+        clients.add(s);
+        s.send(frame(1, 1, str(name)), null);
+        try (Frame f = FrameIO.read(s)) {
+            assertNotNull(f, "the connection ended before HELLO_OK");
+            assertSame(FrameType.HELLO_OK, f.type, "got " + f);
+        }
+        return s;
+    }
+
+    /** The frames read until the end of the stream (fds closed), as their types. */
+    private static List<FrameType> readToEnd(FdSocket s) throws Exception {
+        List<FrameType> got = new ArrayList<>();
+        for (;;) {
+            Frame f;
+            try {
+                f = FrameIO.read(s);
+            } catch (java.io.IOException e) {
+                return got; // ECONNRESET and the like: the end too (PROTOCOL.md section 6)
+            }
+            if (f == null) return got;
+            try (f) {
+                got.add(f.type);
+            }
+        }
+    }
+
+    /** The sender thread waits at each frame matching {@code which} until the queue is finishing (30 s at most). */
+    private static void holdUntilFinishing(java.util.function.Predicate<SendQueue.Item> which) {
+        SendQueue.directWrites = false; // every frame through the sender thread
+        SendQueue.beforeSend = (q, item) -> {
+            if (!which.test(item)) return;
+            long until = System.nanoTime() + TimeUnit.SECONDS.toNanos(30);
+            while (!q.isFinishing() && System.nanoTime() < until) java.util.concurrent.locks.LockSupport.parkNanos(1_000_000);
+        };
+    }
+
+    private static int typeOf(SendQueue.Item item) {
+        byte[] f = item.frame();
+        return ((f[6] & 0xff) << 8) | (f[7] & 0xff);
+    }
+
+    /**
+     * PROTOCOL.md section 5: DROP frames arrive "at any time after the DESCRIPTOR of their
+     * lease". A DESCRIPTOR still queued when the server closes is discarded (section 6: no fd
+     * once the connection ends); the DROP of an unpublish made just before is fd-less and was
+     * sent all the same: the client read a DROP naming a lease it never got. The old code
+     * sent it; now a DROP goes only after its lease's DESCRIPTOR has left.
+     */
+    @Test
+    void aDropIsNotSentWhenItsDescriptorWasDiscarded() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             VirtualMemoryBuffer buf = r.allocate(r.granularity())) {
+            SharingServer server = SharingServer.builder(sock).build();
+            try {
+                server.publish("b", buf);
+                FdSocket s = hello("drop-order");
+                holdUntilFinishing(item -> item.fds() != null); // the DESCRIPTOR waits for the close
+                s.send(frame(3, 2, str("b")), null);
+                await("the lease granted (its DESCRIPTOR queued)", 10, () -> server.totalLeaseCount() == 1);
+                assertTrue(server.unpublish("b"));
+                server.close();
+                List<FrameType> got = readToEnd(s);
+                int descriptor = got.indexOf(FrameType.DESCRIPTOR);
+                int drop = got.indexOf(FrameType.DROP);
+                assertTrue(drop < 0 || (descriptor >= 0 && descriptor < drop),
+                        "a DROP came without its DESCRIPTOR before it: " + got);
+            } finally {
+                server.close();
+            }
+        }
+    }
+}
