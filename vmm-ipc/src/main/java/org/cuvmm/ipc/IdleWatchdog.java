@@ -113,10 +113,25 @@ final class IdleWatchdog implements AutoCloseable {
         if (next != Long.MAX_VALUE) schedule(c, next);
     }
 
-    /** Asks the connection to end with {@code reason}; looks again at once when a frame or a lease came meanwhile. */
+    /**
+     * Asks the connection to end with {@code reason}; looks again at once when a frame or a
+     * lease came meanwhile. Once it is ending, its socket is shut down after the writer's
+     * grace unless the writer finished by then ({@link ServerConnection#cutIfStillSending}):
+     * the cut is bounded even for a client that does not read.
+     */
     private void timeOut(ServerConnection c, String reason, long seen) {
         beforeTimeOut.accept(c);
-        if (!c.timeOut(reason, seen)) schedule(c, 1); // a frame or a lease arrived meanwhile: decide again
+        if (!c.timeOut(reason, seen)) {
+            schedule(c, 1); // a frame or a lease arrived meanwhile: decide again
+            return;
+        }
+        try {
+            c.watchdogTask = timer.schedule(c::cutIfStillSending, ServerConnection.WRITER_GRACE_MILLIS,
+                    TimeUnit.MILLISECONDS);
+        } catch (RejectedExecutionException closing) {
+            return; // the server is closing: it ends every connection itself
+        }
+        if (c.hasEnded()) unwatch(c); // it ended meanwhile: its unwatch may have missed this task
     }
 
     private static String text(long nanos) {

@@ -12,7 +12,7 @@ import java.io.IOException;
 final class ServerConnection {
     private static final int QUEUE_CAPACITY = 256;
     /** How long an ending connection's writer may take to send its last fd-less frames. */
-    private static final long WRITER_GRACE_MILLIS = 5000;
+    static final long WRITER_GRACE_MILLIS = 5000;
 
     final long id;
     final FdSocket socket;
@@ -42,6 +42,8 @@ final class ServerConnection {
             new java.util.concurrent.ConcurrentLinkedQueue<>();
     /** Written by the reader; read by the {@link IdleWatchdog}. */
     private volatile boolean helloDone;
+    /** Set by the reader once the connection has ended (right before the server forgets it). */
+    private volatile boolean ended;
     /** When the connection was accepted ({@link System#nanoTime()}). */
     final long startNanos = System.nanoTime();
     /** When the last frame (good or bad) arrived; written by the reader. */
@@ -111,6 +113,21 @@ final class ServerConnection {
     boolean holdsLeases() { return !leases.isEmpty(); }
 
     boolean isEnding() { return ending; }
+
+    /** True once the connection has ended: its threads are done or leaving, the server no longer serves it. */
+    boolean hasEnded() { return ended; }
+
+    /**
+     * The watchdog's second step, {@link #WRITER_GRACE_MILLIS} after {@link #timeOut}: the
+     * writer ends by itself once it has sent the TIMEOUT (it then closes the socket, which
+     * ends the reader), but a client that does not read keeps it blocked in {@code sendmsg},
+     * and the reader in {@code recvmsg}, for as long as the client stays connected. Shutting
+     * the socket down wakes both (PROTOCOL.md section 6: the server "shuts the socket down if
+     * the client does not read"), and the reader ends the connection. Never blocks.
+     */
+    void cutIfStillSending() {
+        if (out.isAlive()) socket.shutdown();
+    }
 
     /**
      * Ends a connection that did not speak in time (called by the {@link IdleWatchdog}), unless
@@ -218,6 +235,7 @@ final class ServerConnection {
         try {
             server.releaseLeases(this);
         } finally { // whatever a lease's end threw, the connection is gone
+            ended = true;
             server.connectionEnded(this);
         }
         if (interrupted) Thread.currentThread().interrupt();

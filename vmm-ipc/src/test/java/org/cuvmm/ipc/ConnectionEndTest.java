@@ -9,6 +9,7 @@ import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.nio.file.Path;
+import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CopyOnWriteArrayList;
@@ -126,6 +127,30 @@ class ConnectionEndTest {
             } finally {
                 server.close();
             }
+        }
+    }
+
+    /**
+     * PROTOCOL.md section 8: a connection that holds no lease and sends nothing for the idle
+     * timeout gets TIMEOUT "then closed", ended "as in section 6", which waits "a bounded time
+     * for its sender" and "shuts the socket down if the client does not read". A client that
+     * sent requests and never reads their replies (large ERRORs, more than the socket holds,
+     * fewer than the send queue's 256) kept its connection, and its slot against
+     * maxConnections, for as long as it stayed connected: the writer blocked in sendmsg, the
+     * reader in recvmsg, and nothing else ended it (the old code shut it down only when the
+     * send queue was full). Now it ends within the writer's grace (5 s) after the cut.
+     */
+    @Test
+    void anIdleCutOfAClientThatDoesNotReadEndsWithinABoundedTime() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer server = SharingServer.builder(sock).idleTimeout(Duration.ofMillis(300)).build()) {
+            // UNKNOWN_NAME lists the published names: 16 of 255 bytes make each ERROR about 4 KiB.
+            for (int i = 0; i < 16; i++) server.publish(String.format("%02d", i) + "n".repeat(253), buf);
+            FdSocket s = hello("never-reads");
+            for (int i = 0; i < 200; i++) s.send(frame(3, 2 + i, str("missing")), null); // about 800 KiB of replies
+            await("the idle connection ended although its client does not read", 20,
+                    () -> server.connectionCount() == 0);
         }
     }
 }
