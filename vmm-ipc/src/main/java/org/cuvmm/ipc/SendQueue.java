@@ -232,8 +232,10 @@ final class SendQueue {
     /**
      * {@link #offer} of {@code item} and {@link #finish()} under one lock: nothing another
      * thread queues can come after {@code item} (the watchdog's TIMEOUT is the last frame of a
-     * connection it cuts: PROTOCOL.md section 8). False (item released) when it found no room;
-     * the queue is finishing either way. Never blocks.
+     * connection it cuts: PROTOCOL.md section 8). Queued even when the queue is full (one frame
+     * past its capacity, as nothing can follow it), so a client that reads gets it. False
+     * (item released) when the writer is dead or the queue was finishing already; the queue is
+     * finishing either way. Never blocks.
      */
     boolean offerLast(Item item) {
         return finishAfter(item);
@@ -426,29 +428,30 @@ final class SendQueue {
     /**
      * The sender thread sends what is queued except frames that carry fds (those it discards,
      * closing their fds), then closes the socket; nothing is queued or written directly any
-     * more. A direct write in progress ends after its current frame. When the queue is full
-     * the socket is shut down at once (as a full queue could not take the old end marker).
-     * Never blocks.
+     * more. A direct write in progress ends after its current frame. A full queue is sent like
+     * any other: the caller bounds the time a client that does not read may take (the
+     * connection's end, the server's close and the watchdog's cut each close or shut the
+     * socket down after a grace). Shutting it down here at once when the queue was full lost
+     * what was queued (the DROPs of an unpublish right before the server's close, to a client
+     * that reads: PROTOCOL.md section 6). Never blocks.
      */
     void finish() {
         finishAfter(null);
     }
 
     /**
-     * {@link #finish()}, queueing {@code last} first (when not null and there is room) under
+     * {@link #finish()}, queueing {@code last} first (when not null, whatever the room) under
      * the same lock. True when {@code last} was queued; a {@code last} not queued is released.
      */
     private boolean finishAfter(Item last) {
         boolean queued = false;
-        boolean full;
         lock.lock();
         try {
-            if (last != null && !dead && !finishing && queue.size() < capacity) {
+            if (last != null && !dead && !finishing) {
                 queue.addLast(last);
                 queued = true;
             }
             finishing = true;
-            full = queue.size() >= capacity;
             work.signal();
             room.signalAll(); // a reader in awaitRoom or put stops waiting: nothing more is queued
         } finally {
@@ -456,7 +459,6 @@ final class SendQueue {
         }
         if (last != null && !queued) last.release();
         if (queued && dead) drain();
-        if (full) socket.shutdown();
         return queued;
     }
 

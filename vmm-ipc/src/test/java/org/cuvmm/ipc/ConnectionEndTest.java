@@ -131,6 +131,42 @@ class ConnectionEndTest {
     }
 
     /**
+     * PROTOCOL.md section 6: "the Java server's close lets each connection send those first
+     * [the DROPs of a withdrawal made just before], for up to 1 s if the client reads; a DROP
+     * still kept back because the client's queue was full is not sent". A holder of 300 leases
+     * gets 300 DROPs: one being sent, 256 queued (the queue's capacity), 43 kept back. The old
+     * SendQueue.finish() shut the socket down at once when the queue was full, so none of the
+     * queued 256 was sent; now the queued ones go, the kept-back ones do not.
+     */
+    @Test
+    void closeSendsTheQueuedDropsOfAFullQueue() throws Exception {
+        int leases = 300;
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
+             VirtualMemoryBuffer buf = r.allocate(r.granularity())) {
+            SharingServer server = SharingServer.builder(sock).build();
+            try {
+                server.publish("b", buf);
+                FdSocket s = hello("many-leases");
+                for (int i = 0; i < leases; i++) {
+                    s.send(frame(3, 2 + i, str("b")), null);
+                    try (Frame f = FrameIO.read(s)) {
+                        assertSame(FrameType.DESCRIPTOR, f.type, "got " + f);
+                    }
+                }
+                holdUntilFinishing(item -> typeOf(item) == FrameType.DROP.code()); // the first DROP waits for the close
+                assertTrue(server.unpublish("b"));
+                server.close();
+                List<FrameType> got = readToEnd(s);
+                long drops = got.stream().filter(t -> t == FrameType.DROP).count();
+                assertEquals(1 + 256, drops, "DROPs read: the one being sent and the 256 queued (" + got.size()
+                        + " frames in all)");
+            } finally {
+                server.close();
+            }
+        }
+    }
+
+    /**
      * PROTOCOL.md section 8: a connection that holds no lease and sends nothing for the idle
      * timeout gets TIMEOUT "then closed", ended "as in section 6", which waits "a bounded time
      * for its sender" and "shuts the socket down if the client does not read". A client that
