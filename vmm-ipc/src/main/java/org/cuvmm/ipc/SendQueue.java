@@ -72,6 +72,14 @@ final class SendQueue {
     volatile Runnable afterTake;
 
     /**
+     * Run by {@link #tryOffer} for the item it queued, under the queue's lock, so before any
+     * writer can take it: must not block nor call back into this queue. The server counts a
+     * granted lease and its fds here, so that no DESCRIPTOR is sent before it is counted
+     * ({@link SharingServer#totalLeaseCount()}: "their DESCRIPTOR queued"). Null: nothing.
+     */
+    volatile java.util.function.Consumer<Item> onQueued;
+
+    /**
      * Test seam: false makes {@link #flush()} leave every frame to the sender thread (the
      * thread model before direct writes), for tests of the sender thread's own paths.
      */
@@ -188,8 +196,8 @@ final class SendQueue {
     }
 
     /**
-     * Queues {@code item} if there is room now and the writer lives; never blocks, never
-     * sends and closes nothing, so it may be called under a monitor. False: not queued, the
+     * Queues {@code item} if there is room now and the writer lives (then runs {@link
+     * #onQueued}); never blocks, never sends and closes nothing, so it may be called under a monitor. False: not queued, the
      * caller still owns {@code item}. The caller must call {@link #flush()} afterwards,
      * outside any monitor (it sends the item or hands it to the sender thread).
      */
@@ -198,6 +206,8 @@ final class SendQueue {
         try {
             if (dead || finishing || queue.size() >= capacity) return false;
             queue.addLast(item);
+            java.util.function.Consumer<Item> counted = onQueued;
+            if (counted != null) counted.accept(item);
             return true;
         } finally {
             lock.unlock();

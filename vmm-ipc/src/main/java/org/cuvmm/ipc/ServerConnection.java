@@ -69,6 +69,7 @@ final class ServerConnection {
         this.peer = peer;
         this.out = new SendQueue(socket, QUEUE_CAPACITY, "cuvmm-ipc-conn-" + id + "-write");
         out.afterTake = this::offerUnsentNotices;
+        out.onQueued = server::descriptorQueued; // only DESCRIPTORs are queued with tryOffer
         this.reader = new Thread(this::run, "cuvmm-ipc-conn-" + id + "-read");
         reader.setDaemon(true);
     }

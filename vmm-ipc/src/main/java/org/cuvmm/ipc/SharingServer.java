@@ -116,6 +116,12 @@ public final class SharingServer implements AutoCloseable {
      * queue (ERROR {@code INTERNAL} both). The predicate may also act (unpublish, say).
      */
     static volatile java.util.function.Predicate<String> failAttachAt;
+    /**
+     * Test seam, for tests only (null by default). Run on the connection's reader right after
+     * an ATTACH's DESCRIPTOR was queued, under the publication's monitor: from there on a
+     * writer may take and send it.
+     */
+    static volatile Runnable afterDescriptorQueued;
     private final Thread acceptThread;
     private final int maxIdsPerConnection;
     private final int maxProtocolVersion;
@@ -905,11 +911,14 @@ public final class SharingServer implements AutoCloseable {
                 why = "the connection is being closed by the server's idle or handshake timeout";
             } else {
                 // Counted and queued (tryOffer never blocks nor closes anything) under the lock
-                // unpublish takes: a DROP then always follows the DESCRIPTOR of its lease.
+                // unpublish takes: a DROP then always follows the DESCRIPTOR of its lease. The
+                // server-wide counts move inside tryOffer (descriptorQueued), before any writer
+                // can take the DESCRIPTOR: counted after it, a DESCRIPTOR already being sent was
+                // not counted yet (DescriptorCountedTest).
                 if (!(assigned != null && injected("queue")) && c.out.tryOffer(item)) {
+                    Runnable queued = afterDescriptorQueued;
+                    if (queued != null) queued.run();
                     count = p.leaseCount();
-                    grantedLeases.incrementAndGet();
-                    if (d != null) fdsSent.addAndGet(d.chunkCount());
                 } else {
                     c.leases.remove(id);
                     p.forgetLease(lease);
@@ -934,6 +943,16 @@ public final class SharingServer implements AutoCloseable {
         if (listeners.isEmpty()) return; // no event object per round when nobody listens
         LeaseEvent e = new LeaseEvent(name, lease.id(), c.peer, c.clientName(), LeaseEvent.Reason.ATTACHED, count);
         fire(l -> l.attached(e));
+    }
+
+    /**
+     * A connection's send queue took a DESCRIPTOR (its {@link SendQueue#onQueued}, under the
+     * queue's lock, before any writer can take it): the lease it grants is counted, and its fds.
+     */
+    void descriptorQueued(SendQueue.Item descriptor) {
+        grantedLeases.incrementAndGet();
+        int[] fds = descriptor.fds();
+        if (fds != null) fdsSent.addAndGet(fds.length);
     }
 
     /**
