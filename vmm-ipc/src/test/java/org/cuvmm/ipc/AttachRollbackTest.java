@@ -163,6 +163,25 @@ class AttachRollbackTest {
         }
     }
 
+    /**
+     * PROTOCOL.md 13.2: a refused ATTACH gives no id, and the counter is not rewound: the
+     * numbers it drew (1 to 3 here) are skipped, the next DESCRIPTOR's fresh ids are 4 to 6.
+     */
+    @Test
+    void theNumbersARefusedAttachDrewAreSkipped() throws Exception {
+        try (IpcTestSupport.ThreeChunks owner = new IpcTestSupport.ThreeChunks();
+             SharingServer server = SharingServer.builder(sock).build()) {
+            server.publish("three", owner.buffer);
+            try (FdSocket s = helloV2()) {
+                SharingServer.failAttachAt = failOnce("export");
+                attachRefused(s, "three", ErrorCode.INTERNAL, "cannot export 'three'");
+                Messages.DescriptorV2 d = attach(s, "three", 3);
+                assertArrayEquals(new long[] {4, 5, 6}, d.ids(), "ids after a refused ATTACH: " + d);
+                release(s, d.leaseId());
+            }
+        }
+    }
+
     /** Ids the connection held before the failed ATTACH stay held; only its fresh ones go. */
     @Test
     void onlyTheFreshIdsAreGivenBack() throws Exception {
