@@ -197,7 +197,7 @@ final class SendQueue {
 
     /**
      * Queues {@code item} if there is room now and the writer lives (then runs {@link
-     * #onQueued}); never blocks, never sends and closes nothing, so it may be called under a monitor. False: not queued, the
+     * #onQueued}: the server queues only DESCRIPTORs this way, and counts each there); never blocks, never sends and closes nothing, so it may be called under a monitor. False: not queued, the
      * caller still owns {@code item}. The caller must call {@link #flush()} afterwards,
      * outside any monitor (it sends the item or hands it to the sender thread).
      */
