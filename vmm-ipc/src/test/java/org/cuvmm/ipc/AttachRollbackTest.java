@@ -14,12 +14,7 @@ import java.io.IOException;
 import java.nio.ByteBuffer;
 import java.nio.file.Path;
 import java.time.Duration;
-import java.util.List;
 import java.util.Map;
-import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 import java.util.function.BiConsumer;
@@ -49,28 +44,18 @@ class AttachRollbackTest {
     private int nextId = 1;
     private final BiConsumer<SendQueue, SendQueue.Item> directSend = SendQueue.beforeDirectSend;
     private final BiConsumer<SendQueue, SendQueue.Item> queuedSend = SendQueue.beforeSend;
-    /**
-     * Every read is bounded: a frame the server never sends would leave the test blocked in
-     * recvmsg, which an interrupt (the class timeout) does not wake; closing the socket does
-     * (docs/PROTOCOL.md section 12), so the clients' sockets are closed after 60 s and the
-     * read fails instead of hanging.
-     */
-    private final List<FdSocket> clients = new CopyOnWriteArrayList<>();
-    private final ScheduledExecutorService cutoff = Executors.newSingleThreadScheduledExecutor(r -> {
-        Thread t = new Thread(r, "attach-rollback-cutoff");
-        t.setDaemon(true);
-        return t;
-    });
+    /** Every read is bounded: the clients' sockets are closed at a cutoff (BoundedClientSockets). */
+    private final BoundedClientSockets clients = new BoundedClientSockets("attach-rollback");
 
     @BeforeEach
     void setUp() throws Exception {
         sock = IpcTestSupport.socketPath();
-        cutoff.schedule(() -> clients.forEach(FdSocket::close), 60, TimeUnit.SECONDS);
+        clients.start();
     }
 
     @AfterEach
     void tearDown() {
-        cutoff.shutdownNow();
+        clients.stop();
         SharingServer.failAttachAt = null;
         IdleWatchdog.beforeTimeOut = c -> {};
         SendQueue.beforeDirectSend = directSend;

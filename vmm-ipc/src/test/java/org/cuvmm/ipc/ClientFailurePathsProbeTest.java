@@ -38,16 +38,7 @@ class ClientFailurePathsProbeTest extends FakeServerSupport {
     @Test
     void closingAnAttachmentAfterTheClientRejectedABadFrameDoesNotThrow() throws Exception {
         CountDownLatch attached = new CountDownLatch(1);
-        CompletableFuture<Void> f = fake(1, (s, v) -> {
-            Frame a = next(s, v, FrameType.ATTACH);
-            try (BufferDescriptor d = real.exportDescriptor()) {
-                s.send(raw(1, FrameType.DESCRIPTOR, a.requestId, descriptorPayload(700, 1, 2 * G, 2 * G)), d.fds());
-            }
-            assertTrue(attached.await(10, TimeUnit.SECONDS), "the test never attached");
-            byte[] bad = raw(1, FrameType.DROP, 0, new byte[10]);
-            bad[0] ^= 0x55; // a bad magic: fatal, the client ends the connection
-            s.send(bad, null);
-        });
+        CompletableFuture<Void> f = fake(1, grantThenBadFrame(700, attached));
         SharingClient c = client(1);
         try {
             Attachment a = c.attach("x", resource);
@@ -63,20 +54,29 @@ class ClientFailurePathsProbeTest extends FakeServerSupport {
         f.get(10, TimeUnit.SECONDS);
     }
 
-    /** As above, through SharingClient.close(), which closes the attachment left open. */
-    @Test
-    void closingTheClientAfterItRejectedABadFrameDoesNotThrow() throws Exception {
-        CountDownLatch attached = new CountDownLatch(1);
-        CompletableFuture<Void> f = fake(1, (s, v) -> {
+    /**
+     * A fake server that grants one ATTACH (lease {@code lease}), waits for the test to say it
+     * holds the attachment, then sends a frame with a bad magic: fatal, the client ends the
+     * connection.
+     */
+    private Script grantThenBadFrame(long lease, CountDownLatch attached) {
+        return (s, v) -> {
             Frame a = next(s, v, FrameType.ATTACH);
             try (BufferDescriptor d = real.exportDescriptor()) {
-                s.send(raw(1, FrameType.DESCRIPTOR, a.requestId, descriptorPayload(701, 1, 2 * G, 2 * G)), d.fds());
+                s.send(raw(1, FrameType.DESCRIPTOR, a.requestId, descriptorPayload(lease, 1, 2 * G, 2 * G)), d.fds());
             }
             assertTrue(attached.await(10, TimeUnit.SECONDS), "the test never attached");
             byte[] bad = raw(1, FrameType.DROP, 0, new byte[10]);
             bad[0] ^= 0x55;
             s.send(bad, null);
-        });
+        };
+    }
+
+    /** As above, through SharingClient.close(), which closes the attachment left open. */
+    @Test
+    void closingTheClientAfterItRejectedABadFrameDoesNotThrow() throws Exception {
+        CountDownLatch attached = new CountDownLatch(1);
+        CompletableFuture<Void> f = fake(1, grantThenBadFrame(701, attached));
         SharingClient c = client(1);
         Attachment a = c.attach("x", resource);
         attached.countDown();

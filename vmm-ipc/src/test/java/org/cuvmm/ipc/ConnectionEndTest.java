@@ -3,7 +3,6 @@ package org.cuvmm.ipc;
 import static org.cuvmm.ipc.IpcTestSupport.await;
 import static org.cuvmm.ipc.IpcTestSupport.frame;
 import static org.cuvmm.ipc.IpcTestSupport.str;
-import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -12,9 +11,6 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.concurrent.CopyOnWriteArrayList;
-import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.function.BiConsumer;
 
@@ -34,23 +30,18 @@ import org.junit.jupiter.api.Timeout;
 class ConnectionEndTest {
     private Path sock;
     private final BiConsumer<SendQueue, SendQueue.Item> queuedSend = SendQueue.beforeSend;
-    /** Every read is bounded: the clients' sockets are closed after 60 s (a read blocked in recvmsg ignores interrupts). */
-    private final List<FdSocket> clients = new CopyOnWriteArrayList<>();
-    private final ScheduledExecutorService cutoff = Executors.newSingleThreadScheduledExecutor(r -> {
-        Thread t = new Thread(r, "connection-end-cutoff");
-        t.setDaemon(true);
-        return t;
-    });
+    /** Every read is bounded: the clients' sockets are closed at a cutoff (BoundedClientSockets). */
+    private final BoundedClientSockets clients = new BoundedClientSockets("connection-end");
 
     @BeforeEach
     void setUp() throws Exception {
         sock = IpcTestSupport.socketPath();
-        cutoff.schedule(() -> clients.forEach(FdSocket::close), 60, TimeUnit.SECONDS);
+        clients.start();
     }
 
     @AfterEach
     void tearDown() {
-        cutoff.shutdownNow();
+        clients.stop();
         SendQueue.beforeSend = queuedSend;
         SendQueue.directWrites = true;
         IpcTestSupport.deleteTree(sock.getParent());
