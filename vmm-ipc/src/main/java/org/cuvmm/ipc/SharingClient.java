@@ -366,7 +366,15 @@ public final class SharingClient implements AutoCloseable {
     /** The most fds per frame the server announced. */
     public int serverMaxFds() { return serverMaxFds; }
 
-    /** How long a request waits for its reply (default 30 s). */
+    /**
+     * How long a request waits for its reply (default 30 s), counted from just before its
+     * frame is sent. The send itself is not bounded: it returns as soon as the kernel takes the
+     * frame, which it does at once unless this connection's socket buffer is full, that is,
+     * unless the server has stopped reading while hundreds of frames were sent to it; then
+     * the send waits until the server reads again or the connection ends.
+     *
+     * @throws IllegalArgumentException for a zero or negative {@code timeout}
+     */
     public void setTimeout(Duration timeout) {
         Objects.requireNonNull(timeout, "timeout");
         if (timeout.isNegative() || timeout.isZero()) {
