@@ -399,8 +399,16 @@ final class LifetimePool {
             boolean made = next == null;
             if (made) next = Event.builder(stream.device()).timing(false).build();
             if (e != null) {
+                // As on one device (below): only a stream not yet ordered after the pending record
+                // waits, and the wait is counted. This branch waited whenever the record was
+                // pending, also on the stream that had waited for it at its allocation, and never
+                // counted: frees alternating between two devices made two waits a round where one
+                // is needed, and streamWaits showed one (an independent probe, CrossDeviceFreeWaitTest).
                 try {
-                    if (slot.pending) stream.waitFor(e);
+                    if (slot.pending && key != slot.recordedOn && key != slot.waitedBy) {
+                        stream.waitFor(e);
+                        streamWaits.increment();
+                    }
                 } catch (RuntimeException | Error x) {
                     if (made) closeQuietly(next);
                     throw x;

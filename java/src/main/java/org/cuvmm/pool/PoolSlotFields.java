@@ -57,7 +57,8 @@ abstract class PoolSlotFields extends CacheLinePadding {
      * The events of other devices this slot's frees were recorded on before (by device
      * ordinal; null until a free on a second device): kept, not destroyed, so that frees
      * alternating between devices create no event once each device has one. Never pending:
-     * the stream of the free that set {@link #event} aside waited for it first. Closed with
+     * the stream of the free that set {@link #event} aside was ordered after it first (it
+     * waited for it then, or at its allocation). Closed with
      * the slot.
      */
     org.cuvmm.Event[] eventsOfOtherDevices;
