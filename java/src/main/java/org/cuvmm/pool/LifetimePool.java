@@ -45,7 +45,8 @@ import org.cuvmm.internal.jni.NativeRangeHandle;
  *     (one padded line per stripe index); totals are sums over the cells. Retained capacity
  *     is not counted on the hot path at all: it is the footprint (the capacity of every slot
  *     not yet released, {@link #footprintBytes}, written only when memory is created or
- *     released) minus the live capacity. The two checks that need a total skip the sum
+ *     released) minus the live capacity, bounded by what the free lists hold (their counts,
+ *     summed on the slow paths only: {@link #retained}). The two checks that need a total skip the sum
  *     when a bound settles them: live capacity never exceeds the footprint, so an allocation
  *     cannot set a new peak while the footprint is at most the peak, and a release cannot
  *     exceed the cap while the footprint is at most the cap. In steady state both usually
@@ -84,6 +85,12 @@ final class LifetimePool {
      * thread there). Null: nothing.
      */
     static volatile Runnable afterLiveCountDroppedForTest;
+    /**
+     * Test seam: run on the returning thread by {@link #keep} for a slot it is about to link
+     * (kept, not released), before the link; no lock of the pool is held (tests change the
+     * retention cap there). Null: nothing.
+     */
+    static volatile Runnable beforePushForTest;
     /** Stripes per class: the CPU count rounded up to a power of two, at most this many. */
     private static final int MAX_STRIPES = 64;
     private static final AtomicInteger NEXT_PROBE = new AtomicInteger();
@@ -104,9 +111,12 @@ final class LifetimePool {
     /** Stripe index -> the hot counters of the threads with that index. */
     private final AccountingCell[] cells;
     private final AtomicLong peakLiveBytes = new AtomicLong();
-    /** Capacity of every slot not yet released (live, idle, or in between). Retained = footprint - live. */
+    /**
+     * Capacity of every slot not yet released (live, idle, or in between). Retained is at most
+     * footprint - live, and at most what the free lists hold ({@link #retained}).
+     */
     private final AtomicLong footprintBytes = new AtomicLong();
-    /** Slots not yet released. Retained count = slots - live count. */
+    /** Slots not yet released. Retained count is at most slots - live count ({@link #retained}). */
     private final AtomicLong slots = new AtomicLong();
     private final LongAdder misses = new LongAdder();
     private final LongAdder evictions = new LongAdder();
@@ -459,8 +469,7 @@ final class LifetimePool {
             release(slot);
             return;
         }
-        long cap = retentionCapBytes;
-        if (slot.classSize > cap) { // could never be retained: release now
+        if (slot.classSize > retentionCapBytes) { // could never be retained: release now
             countReturned(cell, slot);
             slot.setState(PoolSlot.DEAD);
             evictions.increment();
@@ -469,8 +478,17 @@ final class LifetimePool {
             release(slot);
             return;
         }
+        Runnable seam = beforePushForTest;
+        if (seam != null) seam.run();
         push(slot, stripe, cell); // counts the return once the slot is linked
-        // retained = footprint - live <= footprint: the sum is needed only when the footprint exceeds the cap.
+        // The cap is read after the push, not before: a setRetentionCap that lowered it in
+        // between looked at the free lists before this slot was linked (or while it still
+        // counted as live) and so did not evict it; this read sees its new cap (both are
+        // volatile: the cap's write comes before its look, our drop before this read), and
+        // the check below evicts. Read before the push, the old cap left the slot retained
+        // above the new one (an independent probe, RetainedWithinCapTest).
+        long cap = retentionCapBytes;
+        // retained <= footprint - live <= footprint: the sum is needed only when the footprint exceeds the cap.
         long footprint = footprintBytes.get();
         if (footprint > cap && footprint - sumLiveBytes() > cap) evictToCap();
         if (pool.isClosed()) trim(); // the pool closed while we pushed: its trim may have missed this slot
@@ -757,7 +775,8 @@ final class LifetimePool {
         long live = liveCount();
         long liveCapacity = sumLiveBytes();
         return new PoolSnapshot(pool.name(), lifetime, live, liveCapacity, liveRequestedBytes(),
-                peakLiveBytes.get(), Math.max(0, slots.get() - live), Math.max(0, footprintBytes.get() - liveCapacity),
+                peakLiveBytes.get(), retained(slots.get() - live, false),
+                retained(footprintBytes.get() - liveCapacity, true),
                 retentionCapBytes, hits(), largerClassHits(), misses.sum(), evictions.sum(), evictedBytes.sum(),
                 trimmedBytes.sum(),
                 leaks.sum(), streamWaits.sum(), hostWaits.sum(), eventsCreated.sum(), deferredReleases.sum());
@@ -785,11 +804,36 @@ final class LifetimePool {
 
     long peakLiveBytes() { return peakLiveBytes.get(); }
 
-    /** Idle slots (and slots between lists, for an instant): slots minus live ones. */
-    long retainedCount() { return Math.max(0, slots.get() - liveCount()); }
+    /** Idle slots: slots not live and linked on a free list (see {@link #retained}). */
+    long retainedCount() { return retained(slots.get() - liveCount(), false); }
 
-    /** Idle capacity (and capacity between lists, for an instant): footprint minus live capacity. */
-    long retainedBytes() { return Math.max(0, footprintBytes.get() - sumLiveBytes()); }
+    /** Idle capacity: capacity neither live nor between lists, and linked on a free list (see {@link #retained}). */
+    long retainedBytes() { return retained(footprintBytes.get() - sumLiveBytes(), true); }
+
+    /**
+     * What is retained, given {@code notLive} (slots, or capacity when {@code bytes}, not yet
+     * released and not counted live): at most that, and at most what the free lists hold.
+     * Neither bound alone is enough. Not live and not released also takes in a slot between
+     * lists: a miss's new memory from its creation until it counts as live, a returned slot
+     * the pool does not keep from its live count's drop until it is forgotten, a slot just
+     * taken for reuse. Counted as retained, that memory made a pool with cap 0 read 1 retained
+     * buffer during every miss and every close (above its cap, though it never keeps one), and
+     * made a release that raced a miss evict idle memory the cap allowed (an independent probe,
+     * RetainedWithinCapTest). The free lists alone would count a slot twice for an instant:
+     * {@link #push} links it before its live count drops. The smaller of the two is never
+     * live and never between lists.
+     */
+    private long retained(long notLive, boolean bytes) {
+        long listed = 0;
+        for (int idx = 0; idx < classes.count(); idx++) {
+            FreeListStripe[] stripes = freeLists.get(idx);
+            if (stripes == null) continue;
+            long n = 0;
+            for (FreeListStripe st : stripes) n += st.count;
+            listed += bytes ? n * classes.classSize(idx) : n;
+        }
+        return Math.max(0, Math.min(notLive, listed));
+    }
 
     long hits() {
         long sum = 0;
