@@ -91,6 +91,11 @@ final class LifetimePool {
      * retention cap there). Null: nothing.
      */
     static volatile Runnable beforePushForTest;
+    /**
+     * Test seam: run by {@link #allocate} right after the buffer is counted live, before the
+     * peak check (tests read the accounting and close another buffer there). Null: nothing.
+     */
+    static volatile Runnable afterCountedLiveForTest;
     /** Stripes per class: the CPU count rounded up to a power of two, at most this many. */
     private static final int MAX_STRIPES = 64;
     private static final AtomicInteger NEXT_PROBE = new AtomicInteger();
@@ -188,7 +193,12 @@ final class LifetimePool {
         Runnable seam = beforeCountedLive;
         if (seam != null) seam.run();
         cells[probe & stripeMask].allocated(slot.classSize, reqSize, hit, largerClass);
+        seam = afterCountedLiveForTest;
+        if (seam != null) seam.run();
         // live <= footprint, so no new peak is possible while the footprint is at most the peak.
+        // Read now, not at the increment: a buffer returned meanwhile and not kept has left both
+        // live and the footprint, so a live total that held for an instant can be missed here.
+        // Whoever read that total (stats(), the bean's MemoryUsed) raised the peak to it itself.
         if (footprintBytes.get() > peakLiveBytes.get()) raisePeak(sumLiveBytes());
         slot.markLive(reqSize);
         VirtualMemoryBuffer buffer;
@@ -773,7 +783,7 @@ final class LifetimePool {
 
     PoolStats snapshot() {
         long live = liveCount();
-        long liveCapacity = sumLiveBytes();
+        long liveCapacity = liveBytes(); // raises the peak to it: read before the peak below
         return new PoolSnapshot(pool.name(), lifetime, live, liveCapacity, liveRequestedBytes(),
                 peakLiveBytes.get(), retained(slots.get() - live, false),
                 retained(footprintBytes.get() - liveCapacity, true),
@@ -794,7 +804,20 @@ final class LifetimePool {
         return sum;
     }
 
-    long liveBytes() { return sumLiveBytes(); }
+    /**
+     * The live capacity, for a reader (stats, the bean's MemoryUsed); the peak is raised to it.
+     * An allocation checks the peak after its increment, and a buffer returned in between and
+     * not kept (over the cap, say) leaves the live total and the footprint before that check,
+     * so the allocation can miss a total that held only for that instant (the footprint then no
+     * longer exceeds the peak). Unread, such an instant is as if the return had come first. Read,
+     * it made a later, quiet snapshot's peak lower than a live total it had reported (an
+     * independent probe, PeakLiveTest): the reader raises the peak to what it reports.
+     */
+    long liveBytes() {
+        long v = sumLiveBytes();
+        raisePeak(v);
+        return v;
+    }
 
     long liveRequestedBytes() {
         long sum = 0;

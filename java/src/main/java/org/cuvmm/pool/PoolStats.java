@@ -43,7 +43,12 @@ public interface PoolStats {
     /** Sum of {@code size()} of the live buffers: what their users asked for. */
     long liveRequestedBytes();
 
-    /** The highest {@link #liveBytes()} since the pool was built. */
+    /**
+     * The highest {@link #liveBytes()} since the pool was built: never below a live figure a
+     * snapshot or the bean's {@code MemoryUsed} reported before. A total that held only for an
+     * instant no reader saw (an allocation overlapping another thread's return of a buffer the
+     * pool does not keep) may be missed: the return then counts as having come first.
+     */
     long peakLiveBytes();
 
     /** Idle buffers kept for reuse. */
