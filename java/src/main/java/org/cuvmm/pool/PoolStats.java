@@ -60,7 +60,11 @@ public interface PoolStats {
     /** The most capacity kept idle; {@link Long#MAX_VALUE} when unbounded. */
     long retentionCapBytes();
 
-    /** Allocations served from an idle buffer (no driver call), larger-class reuse included. */
+    /**
+     * Allocations served from an idle buffer (no new memory from the driver), larger-class
+     * reuse included. Reusing memory whose stream-ordered free may still be pending makes one
+     * wait ({@link #streamWaits()} or {@link #hostWaits()}); any other hit makes no driver call.
+     */
     long hits();
 
     /** The part of {@link #hits()} served from an idle buffer of a larger class. */

@@ -77,7 +77,7 @@ public interface VirtualMemoryPoolMXBean extends BufferPoolMXBean {
     /** Capacity released by the retention cap. */
     long getEvictedBytes();
 
-    /** Capacity released by trims. */
+    /** Capacity released by trims and by the pool's close ({@link PoolStats#trimmedBytes()}). */
     long getTrimmedBytes();
 
     /** Buffers found leaked (unreachable, never closed) and taken back ({@link PoolStats#leaks()}). */
