@@ -96,6 +96,11 @@ final class LifetimePool {
      * peak check (tests read the accounting and close another buffer there). Null: nothing.
      */
     static volatile Runnable afterCountedLiveForTest;
+    /**
+     * Test seam: run by {@link #liveCount()} (a reader's sum, never the hot path) after it read
+     * cell {@code i}, with {@code i}. Null: nothing.
+     */
+    static volatile java.util.function.IntConsumer afterCellReadForTest;
     /** Stripes per class: the CPU count rounded up to a power of two, at most this many. */
     private static final int MAX_STRIPES = 64;
     private static final AtomicInteger NEXT_PROBE = new AtomicInteger();
@@ -798,11 +803,28 @@ final class LifetimePool {
         return sum;
     }
 
+    /**
+     * The live count, for a reader. The cells are read one after another: a buffer allocated on
+     * a cell already read and closed on one not yet read counts -1 in this sum, so a live count
+     * of -1 (and live bytes below 0) could be read with at most one buffer live (an independent
+     * probe, LiveSumTest). Such a sum is at most that buffer off, so 0 is as good a reading;
+     * no reader is shown a figure below 0. (Internal checks use the sums unclamped.)
+     */
     long liveCount() {
         long sum = 0;
-        for (AccountingCell c : cells) sum += c.liveCount();
-        return sum;
+        for (int i = 0; i < cells.length; i++) {
+            sum += cells[i].liveCount();
+            java.util.function.IntConsumer seam = afterCellReadForTest;
+            if (seam != null) seam.accept(i);
+        }
+        return Math.max(0, sum);
     }
+
+    /** The index of the calling thread's accounting cell (and stripe); for tests. */
+    int cellOfThisThread() { return PROBE.get() & stripeMask; }
+
+    /** Accounting cells (and stripes per class); for tests. */
+    int cellCount() { return cells.length; }
 
     /**
      * The live capacity, for a reader (stats, the bean's MemoryUsed); the peak is raised to it.
@@ -814,7 +836,7 @@ final class LifetimePool {
      * independent probe, PeakLiveTest): the reader raises the peak to what it reports.
      */
     long liveBytes() {
-        long v = sumLiveBytes();
+        long v = Math.max(0, sumLiveBytes()); // never below 0: see liveCount()
         raisePeak(v);
         return v;
     }
@@ -822,7 +844,7 @@ final class LifetimePool {
     long liveRequestedBytes() {
         long sum = 0;
         for (AccountingCell c : cells) sum += c.liveRequestedBytes();
-        return sum;
+        return Math.max(0, sum); // never below 0: see liveCount()
     }
 
     long peakLiveBytes() { return peakLiveBytes.get(); }

@@ -23,9 +23,10 @@ package org.cuvmm.pool;
  * retained buffer says that nothing is handed out or kept, not that every byte is already
  * back with the driver.
  *
- * <p>Each value is read atomically, but a snapshot taken while other threads allocate and
- * release is not one atomic cut across all values. Taken while the pool is quiet, it is
- * exact.
+ * <p>A snapshot taken while other threads allocate and release is not one atomic cut across
+ * all values, and the live figures are themselves sums of per-thread counters read one after
+ * another: under concurrency one may miss a buffer allocated or closed during the read, but
+ * no figure is ever below 0. Taken while the pool is quiet, a snapshot is exact.
  */
 public interface PoolStats {
     /** The pool's name. */
