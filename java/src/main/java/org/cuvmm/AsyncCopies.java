@@ -153,18 +153,43 @@ final class AsyncCopies {
     /** Records {@code stream} on {@code buffer} (work queued elsewhere, a kernel). */
     static void recordUse(VirtualMemoryBuffer buffer, Stream stream) {
         HostFunctions.refuseInsideHostFunction("recordUse");
-        holding(stream, buffer, NOTHING, NOTHING, () -> buffer.streamUses().record(stream));
+        holding(stream, buffer, NOTHING, NOTHING, () -> recordAfterForeignWork(buffer, stream, null));
     }
 
     /** Runs {@code action} with {@code address} holding uses of buffer and stream, then records the stream. */
     static void withAddress(VirtualMemoryBuffer buffer, long address, Stream stream, java.util.function.LongConsumer action) {
+        // Before the action runs, as recordUse: the record after it is a driver call. Refused
+        // only after the action, its work (a launch that then failed) was queued, the call threw,
+        // and nothing recorded it.
+        HostFunctions.refuseInsideHostFunction("VirtualMemoryBuffer.withAddress(Stream, LongConsumer)");
         holding(stream, buffer, NOTHING, NOTHING, () -> {
             try {
                 action.accept(address);
-            } finally {
-                buffer.streamUses().record(stream); // also when the action threw: it may have launched
+            } catch (Throwable t) {
+                recordAfterForeignWork(buffer, stream, t); // also when the action threw: it may have launched
+                throw t;
             }
+            recordAfterForeignWork(buffer, stream, null);
         });
+    }
+
+    /**
+     * Records {@code stream} on {@code buffer} after work queued on it by other means (a kernel
+     * launched through another binding). If the record fails, that work may use the buffer and
+     * nothing recorded it, so a close() (a try-with-resources around the launch) would release
+     * the memory under it: the stream is waited for before the error is thrown, as an
+     * asynchronous operation's failed record is ({@link #queueRecorded}): late, never early.
+     * The failure is thrown, or added to {@code actionFailure} (the action's own exception,
+     * which the caller throws) as suppressed.
+     */
+    private static void recordAfterForeignWork(VirtualMemoryBuffer buffer, Stream stream, Throwable actionFailure) {
+        try {
+            buffer.streamUses().record(stream);
+        } catch (RuntimeException | Error e) {
+            synchronizeQuietly(stream);
+            if (actionFailure == null) throw e;
+            actionFailure.addSuppressed(e);
+        }
     }
 
     private static final Runnable NOTHING = () -> {};

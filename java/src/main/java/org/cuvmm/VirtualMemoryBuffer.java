@@ -650,8 +650,11 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * {@link #close(Stream)} orders after it, and the synchronous operations wait for it. One
      * {@code cuEventRecord} (plus one {@code cuEventCreate} the first time for this stream).
      *
-     * @throws IllegalStateException when this buffer or {@code stream} is closed
-     * @throws CudaException when the driver refuses
+     * @throws IllegalStateException when this buffer or {@code stream} is closed, or when called
+     *     from a host function
+     * @throws CudaException when the driver refuses; the work queued on {@code stream} so far has
+     *     then completed (it is waited for before this throws, as after an asynchronous
+     *     operation's failed record), so a close after the failure releases nothing under it
      */
     public void recordUse(Stream stream) {
         AsyncCopies.recordUse(this, Checks.notNull("stream", stream));
@@ -661,9 +664,13 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * Runs {@code action} with this buffer's address while holding a use (as
      * {@link #withAddress(java.util.function.LongConsumer)}), then records {@code stream} on
      * this buffer ({@link #recordUse(Stream)}), also when {@code action} throws: launch the
-     * kernel on {@code stream} inside {@code action}, and close waits for it.
+     * kernel on {@code stream} inside {@code action}, and close waits for it. If that record
+     * fails, the stream is waited for before the failure is thrown (or, when {@code action}
+     * threw, added to its exception as suppressed), so close still releases nothing early.
      *
-     * @throws IllegalStateException when this buffer or {@code stream} is closed
+     * @throws IllegalStateException when this buffer or {@code stream} is closed, or when called
+     *     from a host function (the record is a driver call; {@code action} does not run)
+     * @throws CudaException when the driver refuses the record, after waiting for the stream
      */
     public void withAddress(Stream stream, java.util.function.LongConsumer action) {
         AsyncCopies.withAddress(this, address, Checks.notNull("stream", stream), Checks.notNull("action", action));
