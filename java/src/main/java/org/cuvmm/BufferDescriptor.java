@@ -371,15 +371,23 @@ public final class BufferDescriptor implements AutoCloseable {
      * Registers an import's (or a {@link #useFds} action's) use of the fds; pair with
      * {@link #endImport()}. The caller must keep this descriptor reachable until then.
      */
-    int[] beginImport() {
+    int[] beginImport() { return beginImport(null); }
+
+    /**
+     * {@link #beginImport()} for this descriptor passed to another object's method as its
+     * argument {@code argument} (importBuffer's "descriptor"): a closed or taken one is refused
+     * with a message naming that argument and what to pass instead; null for this object's own
+     * methods ({@link #useFds}).
+     */
+    int[] beginImport(String argument) {
         try {
             state.acquire(this);
         } catch (IllegalStateException e) {
-            throw state.isClosed() ? closedException() : e;
+            throw state.isClosed() ? closedException(argument) : e;
         }
         if (closePending) {
             endImport();
-            throw closedException();
+            throw closedException(argument);
         }
         return fds;
     }
@@ -397,11 +405,25 @@ public final class BufferDescriptor implements AutoCloseable {
      * Why the fds cannot be used: taken (also while a winning takeFds is between closing the
      * state word and recording the take, unless close() was called too), else closed.
      */
-    private IllegalStateException closedException() {
+    private IllegalStateException closedException() { return closedException(null); }
+
+    /** {@link #closedException()}, naming {@code argument} (see {@link #beginImport(String)}) when not null. */
+    private IllegalStateException closedException(String argument) {
         // Read in the reverse of takeFds' writes (taken, closePending, taking): a reader that
         // misses taken then still sees taking, and closePending only if close() set it.
         boolean takeInFlight = taking && !closePending;
-        return takeInFlight || closer.taken
+        boolean taken = takeInFlight || closer.taken;
+        if (argument != null) {
+            // As every closed argument is named (AcquireState.acquireArgument): the argument,
+            // the value, and what to pass instead (an independent probe: importBuffer of a
+            // closed descriptor named neither the argument nor a remedy).
+            return new IllegalStateException(argument + ": " + this + (taken
+                    ? ": its fds were handed to the caller by takeFds() (expected: an open descriptor; import one "
+                            + "that owns those fds: BufferDescriptor.adoptFds)"
+                    : " is closed; its fds are gone (expected: an open descriptor; import before closing it, or "
+                            + "export a new one)"));
+        }
+        return taken
                 ? new IllegalStateException(this + ": its fds were handed to the caller by takeFds(); use those")
                 : new IllegalStateException(this + " is closed; its fds are gone");
     }

@@ -144,6 +144,31 @@ public final class Event implements AutoCloseable {
     }
 
     /**
+     * {@link Stream#record(Event)}: the same record, with {@code stream} the receiver (a closed
+     * one says so in its own words, checked first) and this event the argument {@code event}.
+     */
+    void recordAsArgumentOf(Stream stream) {
+        stream.acquire();
+        try {
+            state.acquireArgument("event", this);
+            try {
+                if (stream.device() != device) {
+                    throw new IllegalArgumentException("event: " + this + " (expected: an event of device "
+                            + stream.device() + ", this stream's device; record an event of that device, or make this "
+                            + "stream wait for the event with waitFor)");
+                }
+                NativeStatus st = NativeCalls.status();
+                NativeApi.event_record(handle, stream.nativeHandle(), st);
+                NativeCalls.check(st);
+            } finally {
+                state.release();
+            }
+        } finally {
+            stream.release();
+        }
+    }
+
+    /**
      * Waits until the last record has completed ({@code cuEventSynchronize}); returns at once
      * when never recorded.
      *

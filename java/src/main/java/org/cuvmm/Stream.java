@@ -291,12 +291,16 @@ public final class Stream implements AutoCloseable {
      * work queued so far has. The event must belong to this stream's device.
      *
      * @throws IllegalArgumentException when the event is of another device
-     * @throws IllegalStateException when this stream or the event is closed
+     * @throws IllegalStateException when this stream or the event is closed (a closed event is
+     *     named as the argument {@code event})
      * @throws CudaException when the driver refuses
      */
     public void record(Event event) {
         Checks.notNull("event", event);
-        event.record(this);
+        // Not event.record(this): there the stream is the argument, so a closed receiver read
+        // "stream: ... (expected: ... pass one that is open)" and a closed event named no
+        // argument (an independent probe of the "closed arguments are named" rule).
+        event.recordAsArgumentOf(this);
     }
 
     /**

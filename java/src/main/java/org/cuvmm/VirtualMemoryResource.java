@@ -424,7 +424,7 @@ public final class VirtualMemoryResource implements AutoCloseable {
         }
         state.acquire(this);
         try {
-            int[] fds = descriptor.beginImport();
+            int[] fds = descriptor.beginImport("descriptor");
             try {
                 NativeRangeHandle range = new NativeRangeHandle();
                 NativeStatus st = NativeCalls.status();
