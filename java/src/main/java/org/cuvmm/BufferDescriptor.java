@@ -140,7 +140,9 @@ public final class BufferDescriptor implements AutoCloseable {
         int[] owned = new int[fds.length];
         int made = 0;
         try {
-            NativeStatus st = NativeCalls.status();
+            // dup(2) only, no CUDA call: allowed in a host function (it was refused there as one,
+            // with a message saying a CUDA call, while adoptFds, which makes none either, worked).
+            NativeStatus st = NativeCalls.statusOfNonDriverCall();
             for (; made < fds.length; made++) {
                 owned[made] = NativeApi.fd_dup(fds[made], st);
                 NativeCalls.check(st);

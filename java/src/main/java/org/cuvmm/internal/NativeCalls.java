@@ -39,6 +39,13 @@ public final class NativeCalls {
     }
 
     /**
+     * The calling thread's status object for a native call that reaches no driver (an fd
+     * duplicated for {@code BufferDescriptor.fromFds}): such a call is allowed in a host
+     * function, where {@link #status()} refuses. Only for calls that make no CUDA call.
+     */
+    public static NativeStatus statusOfNonDriverCall() { return THREAD.get().status; }
+
+    /**
      * Marks the calling thread as running a host function ({@code true}) or no longer
      * ({@code false}). Only cuvmm's host-function runner calls it, around the Runnable. The
      * reaper thread ("cuvmm-stream-release") never runs host functions, so the releases handed
