@@ -652,9 +652,9 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      *
      * @throws IllegalStateException when this buffer or {@code stream} is closed, or when called
      *     from a host function
-     * @throws CudaException when the driver refuses; the work queued on {@code stream} so far has
-     *     then completed (it is waited for before this throws, as after an asynchronous
-     *     operation's failed record), so a close after the failure releases nothing under it
+     * @throws CudaException when the driver refuses; the work queued on {@code stream} so far is
+     *     then waited for before this throws (as after an asynchronous operation's failed
+     *     record), so a close after the failure releases nothing under it
      */
     public void recordUse(Stream stream) {
         AsyncCopies.recordUse(this, Checks.notNull("stream", stream));
