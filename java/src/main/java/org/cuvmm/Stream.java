@@ -80,9 +80,23 @@ public final class Stream implements AutoCloseable {
     private final HostFailures hostFailures;
     private final ThreadLocal<HostFailures> perThreadFailures;
     // The per-thread stream is a different driver stream on every thread: buffers record its
-    // uses per thread (useKey), else one thread's record would hide another's work. A plain
-    // object, not the failure queue: buffers and pool slots keep keys long after the thread.
-    private final ThreadLocal<Object> perThreadKey;
+    // uses per thread (useKey), else one thread's record would hide another's work. Not the
+    // failure queue: buffers and pool slots keep keys long after the thread.
+    private final ThreadLocal<ThreadKey> perThreadKey;
+
+    /**
+     * The key of one thread's per-thread stream ({@link #useKey()}): it names its thread only
+     * weakly, so that a buffer can tell when no use can be recorded under it any more
+     * ({@link #useKeyRetired}).
+     */
+    private static final class ThreadKey {
+        private final java.lang.ref.WeakReference<Thread> thread = new java.lang.ref.WeakReference<>(Thread.currentThread());
+
+        boolean threadEnded() {
+            Thread t = thread.get();
+            return t == null || !t.isAlive();
+        }
+    }
 
     private Stream(NativeStreamHandle handle, int device, int kind, boolean nonBlocking, int priority) {
         this.handle = handle;
@@ -91,7 +105,7 @@ public final class Stream implements AutoCloseable {
         this.nonBlocking = nonBlocking;
         this.priority = priority;
         this.raw = handle.handle();
-        this.perThreadKey = kind == PER_THREAD ? ThreadLocal.withInitial(Object::new) : null;
+        this.perThreadKey = kind == PER_THREAD ? ThreadLocal.withInitial(ThreadKey::new) : null;
         this.perThreadFailures = kind == PER_THREAD ? ThreadLocal.withInitial(HostFailures::new) : null;
         this.hostFailures = kind == PER_THREAD ? null : new HostFailures();
     }
@@ -402,6 +416,16 @@ public final class Stream implements AutoCloseable {
 
     /** What a buffer keys this stream's uses by: the stream, or the thread's for the per-thread stream. */
     Object useKey() { return perThreadKey == null ? this : perThreadKey.get(); }
+
+    /**
+     * True when no use can be recorded under {@code key} (a {@link #useKey()} of this stream) any
+     * more: this stream is closed, or {@code key} is the per-thread stream of a thread that has
+     * ended (only that thread could record under it). Its recorded work still runs: a buffer
+     * forgets such a use only once its event completed.
+     */
+    boolean useKeyRetired(Object key) {
+        return isClosed() || key instanceof ThreadKey k && k.threadEnded();
+    }
 
     /**
      * Where the failures of host functions the calling thread launches now are kept for a

@@ -150,9 +150,13 @@ final class StreamUses {
 
     /**
      * Forgets the uses of closed streams whose work has completed (one {@code cuEventQuery}
-     * each), so that a buffer used with a new stream per task keeps a bounded record. Runs when
+     * each), so that a buffer used with a new stream per task keeps a bounded record. The
+     * per-thread stream of a thread that has ended counts as closed: a buffer used through
+     * {@link Stream#perThread} from short-lived threads (a thread per task) kept one use, and
+     * one event, per thread it ever saw, until its own close. Runs when
      * a stream is used on this buffer for the first time; the caller holds a use of the owner.
-     * No use is recorded on a closed stream (recording needs the stream open), so only
+     * No use is recorded on a closed stream (recording needs the stream open), nor under the
+     * key of an ended thread (only that thread records under it), so only
      * {@link #makeWait} can meet a pruned event at the same time: it skips a closed one (it was
      * complete). An event another thread is using right now is not destroyed here but left to
      * JavaCPP's deallocator, which destroys the native box when the handle is collected.
@@ -160,7 +164,7 @@ final class StreamUses {
     private void pruneClosedStreams() {
         for (var entry : uses.entrySet()) {
             Use u = entry.getValue();
-            if (!u.stream.isClosed() || !u.event.isDoneQuietly()) continue;
+            if (!u.stream.useKeyRetired(entry.getKey()) || !u.event.isDoneQuietly()) continue;
             if (uses.remove(entry.getKey(), u) && !u.borrowed) u.shared.unref(true);
         }
     }
