@@ -132,9 +132,7 @@ public final class Event implements AutoCloseable {
         try {
             stream.acquireArgument();
             try {
-                NativeStatus st = NativeCalls.status();
-                NativeApi.event_record(handle, stream.nativeHandle(), st);
-                NativeCalls.check(st);
+                recordHeld(stream);
             } finally {
                 stream.release();
             }
@@ -157,15 +155,20 @@ public final class Event implements AutoCloseable {
                             + stream.device() + ", this stream's device; record an event of that device, or make this "
                             + "stream wait for the event with waitFor)");
                 }
-                NativeStatus st = NativeCalls.status();
-                NativeApi.event_record(handle, stream.nativeHandle(), st);
-                NativeCalls.check(st);
+                recordHeld(stream);
             } finally {
                 state.release();
             }
         } finally {
             stream.release();
         }
+    }
+
+    /** The {@code cuEventRecord} of both record methods; the caller holds uses of this event and {@code stream}. */
+    private void recordHeld(Stream stream) {
+        NativeStatus st = NativeCalls.status();
+        NativeApi.event_record(handle, stream.nativeHandle(), st);
+        NativeCalls.check(st);
     }
 
     /**
