@@ -1,6 +1,5 @@
 package org.cuvmm;
 
-import static org.cuvmm.StreamTestSupport.WAIT_SECONDS;
 import static org.cuvmm.TestSupport.MiB;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
@@ -15,10 +14,7 @@ import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.TimeoutException;
-import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicReference;
 
-import org.cuvmm.internal.HostDriverHooks;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -107,50 +103,19 @@ class AsyncOpFailureTest {
     @Test
     void aRecordFailingAfterTheOpWasQueuedWaitsForTheStreamBeforeThrowing() throws Exception {
         assumeTrue(TestSupport.onHostDriver(), "the failure is injected by the host driver");
-        DriverCounters k = TestSupport.counters();
         try (VirtualMemoryResource r = VirtualMemoryResource.create(0);
              VirtualMemoryBuffer b = r.allocate(MiB);
              Stream s = Stream.builder(0).nonBlocking(true).build()) {
             b.fillAsync(0, MiB, (byte) 1, s); // b's use of s gets its event: the next fill makes one record
             s.synchronize();
 
-            CountDownLatch gate = new CountDownLatch(1);
-            AtomicBoolean gatePassed = new AtomicBoolean();
-            s.launchHostFunction(() -> {
-                StreamTestSupport.await(gate, "the gate of " + s);
-                gatePassed.set(true);
+            StreamTestSupport.FailedRecordOutcome o = StreamTestSupport.withAFailingRecord(s, launch -> {
+                launch.run(); // the gate
+                b.fillAsync(0, MiB, (byte) 7, s); // queued behind the gate; its record fails
             });
-            AtomicReference<Throwable> thrown = new AtomicReference<>();
-            AtomicBoolean gatePassedAtThrow = new AtomicBoolean();
-            CountDownLatch finished = new CountDownLatch(1);
-            Thread op = new Thread(() -> {
-                try {
-                    b.fillAsync(0, MiB, (byte) 7, s); // queued behind the gate; its record fails
-                } catch (Throwable t) {
-                    gatePassedAtThrow.set(gatePassed.get());
-                    thrown.set(t);
-                } finally {
-                    finished.countDown();
-                }
-            }, "fill with a failing record");
-            HostDriverHooks.failNextEventRecord(s.handle(), CUDA_ERROR_OUT_OF_MEMORY);
-            long syncs = k.calls("cuStreamSynchronize");
-            op.start();
-            try {
-                // Open the gate once the call has thrown (no wait: wrong) or waits for the stream.
-                long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
-                while (!finished.await(1, TimeUnit.MILLISECONDS) && k.calls("cuStreamSynchronize") == syncs) {
-                    if (System.nanoTime() > deadline) fail("the fill neither threw nor waited for " + s);
-                }
-            } finally {
-                gate.countDown();
-                HostDriverHooks.failNextEventRecord(s.handle(), 0);
-            }
-            StreamTestSupport.await(finished, "the fill's call");
-            s.synchronize(); // (when the call did not) before b's close: a fill left running would fault the device
-            CudaException e = assertInstanceOf(CudaException.class, thrown.get(), "the failed record is thrown");
+            CudaException e = assertInstanceOf(CudaException.class, o.thrown(), "the failed record is thrown");
             assertEquals("CUDA_ERROR_OUT_OF_MEMORY", e.resultName(), e.getMessage());
-            assertTrue(gatePassedAtThrow.get(), "the error was thrown while the queued fill was still held behind the "
+            assertTrue(o.workRanBeforeTheThrow(), "the error was thrown while the queued fill was still held behind the "
                     + "gate: the call must wait for the stream first (its op is queued but unrecorded)");
             byte[] back = new byte[1];
             b.copyTo(MiB - 1, back, 0, 1);

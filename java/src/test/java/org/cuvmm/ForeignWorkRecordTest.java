@@ -1,20 +1,16 @@
 package org.cuvmm;
 
-import static org.cuvmm.StreamTestSupport.WAIT_SECONDS;
 import static org.cuvmm.TestSupport.MiB;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertFalse;
 import static org.junit.jupiter.api.Assertions.assertInstanceOf;
 import static org.junit.jupiter.api.Assertions.assertTrue;
-import static org.junit.jupiter.api.Assertions.fail;
 import static org.junit.jupiter.api.Assumptions.assumeTrue;
 
 import java.util.concurrent.CountDownLatch;
-import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 
-import org.cuvmm.internal.HostDriverHooks;
 import org.junit.jupiter.api.Test;
 
 /**
@@ -30,53 +26,6 @@ import org.junit.jupiter.api.Test;
  * a host function held behind a gate: the call must not throw while it is still held.
  */
 class ForeignWorkRecordTest {
-    private static final int CUDA_ERROR_OUT_OF_MEMORY = 2;
-
-    /** What a call did with its failed record: what it threw, and whether the held work had run by then. */
-    private record Outcome(Throwable thrown, boolean workRanBeforeTheThrow) {}
-
-    /**
-     * Runs {@code call} on a thread of its own with the next cuEventRecord on {@code s} failing;
-     * {@code launch} (run by the call, on {@code s}) queues the held work. The gate opens once
-     * the call has thrown (wrong: the work is unrecorded and still queued) or waits for the stream.
-     */
-    private static Outcome withAFailingRecord(Stream s, java.util.function.Consumer<Runnable> call) throws Exception {
-        DriverCounters k = TestSupport.counters();
-        CountDownLatch gate = new CountDownLatch(1);
-        AtomicBoolean ran = new AtomicBoolean();
-        Runnable launch = () -> s.launchHostFunction(() -> {
-            StreamTestSupport.await(gate, "the gate of " + s);
-            ran.set(true);
-        });
-        AtomicReference<Throwable> thrown = new AtomicReference<>();
-        AtomicBoolean ranAtThrow = new AtomicBoolean();
-        CountDownLatch finished = new CountDownLatch(1);
-        Thread op = new Thread(() -> {
-            try {
-                call.accept(launch);
-            } catch (Throwable t) {
-                ranAtThrow.set(ran.get());
-                thrown.set(t);
-            } finally {
-                finished.countDown();
-            }
-        }, "a record that fails");
-        HostDriverHooks.failNextEventRecord(s.handle(), CUDA_ERROR_OUT_OF_MEMORY);
-        long syncs = k.calls("cuStreamSynchronize");
-        op.start();
-        try {
-            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
-            while (!finished.await(1, TimeUnit.MILLISECONDS) && k.calls("cuStreamSynchronize") == syncs) {
-                if (System.nanoTime() > deadline) fail("the call neither threw nor waited for " + s);
-            }
-        } finally {
-            gate.countDown();
-            HostDriverHooks.failNextEventRecord(s.handle(), 0);
-        }
-        StreamTestSupport.await(finished, "the call");
-        s.synchronize(); // when the call did not: the buffer is closed next
-        return new Outcome(thrown.get(), ranAtThrow.get());
-    }
 
     @Test
     void aFailedRecordInRecordUseWaitsForTheStreamBeforeThrowing() throws Exception {
@@ -86,7 +35,7 @@ class ForeignWorkRecordTest {
              Stream s = Stream.builder(0).nonBlocking(true).build()) {
             b.recordUse(s); // b's use of s has its event: the next recordUse makes one record
             s.synchronize();
-            Outcome o = withAFailingRecord(s, launch -> {
+            StreamTestSupport.FailedRecordOutcome o = StreamTestSupport.withAFailingRecord(s, launch -> {
                 launch.run(); // the "kernel"
                 b.recordUse(s);
             });
@@ -105,7 +54,7 @@ class ForeignWorkRecordTest {
              Stream s = Stream.builder(0).nonBlocking(true).build()) {
             b.recordUse(s);
             s.synchronize();
-            Outcome o = withAFailingRecord(s, launch -> b.withAddress(s, address -> launch.run()));
+            StreamTestSupport.FailedRecordOutcome o = StreamTestSupport.withAFailingRecord(s, launch -> b.withAddress(s, address -> launch.run()));
             CudaException e = assertInstanceOf(CudaException.class, o.thrown(), "the failed record is thrown");
             assertEquals("CUDA_ERROR_OUT_OF_MEMORY", e.resultName(), e.getMessage());
             assertTrue(o.workRanBeforeTheThrow(), "withAddress(stream, ...) threw while the kernel it launched was "
@@ -126,7 +75,7 @@ class ForeignWorkRecordTest {
             b.recordUse(s);
             s.synchronize();
             RuntimeException boom = new RuntimeException("the action's own failure");
-            Outcome o = withAFailingRecord(s, launch -> b.withAddress(s, address -> {
+            StreamTestSupport.FailedRecordOutcome o = StreamTestSupport.withAFailingRecord(s, launch -> b.withAddress(s, address -> {
                 launch.run();
                 throw boom;
             }));

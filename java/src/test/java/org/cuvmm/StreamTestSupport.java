@@ -1,12 +1,14 @@
 package org.cuvmm;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.fail;
 
 import java.nio.ByteBuffer;
-import java.util.List;
 import java.util.Map;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicReference;
 
 import org.cuvmm.internal.HostDriverHooks;
 import org.cuvmm.testing.LiveObjects;
@@ -50,6 +52,53 @@ final class StreamTestSupport {
             LiveObjects.assertBack(live, "after the test");
             OpenFds.assertNoNewFds(fds, "after the test");
         }
+    }
+
+    /** What a call did with its failed record: what it threw, and whether the held work had run by then. */
+    record FailedRecordOutcome(Throwable thrown, boolean workRanBeforeTheThrow) {}
+
+    /**
+     * Runs {@code call} on a thread of its own with the next cuEventRecord on {@code s} failing
+     * ({@code CUDA_ERROR_OUT_OF_MEMORY}, host driver only); {@code launch} (run by the call, on
+     * {@code s}) queues the held work, a host function behind a gate. The gate opens once
+     * the call has thrown (wrong: the work is unrecorded and still queued) or waits for the stream.
+     */
+    static FailedRecordOutcome withAFailingRecord(Stream s, java.util.function.Consumer<Runnable> call) throws Exception {
+        DriverCounters k = TestSupport.counters();
+        CountDownLatch gate = new CountDownLatch(1);
+        AtomicBoolean ran = new AtomicBoolean();
+        Runnable launch = () -> s.launchHostFunction(() -> {
+            StreamTestSupport.await(gate, "the gate of " + s);
+            ran.set(true);
+        });
+        AtomicReference<Throwable> thrown = new AtomicReference<>();
+        AtomicBoolean ranAtThrow = new AtomicBoolean();
+        CountDownLatch finished = new CountDownLatch(1);
+        Thread op = new Thread(() -> {
+            try {
+                call.accept(launch);
+            } catch (Throwable t) {
+                ranAtThrow.set(ran.get());
+                thrown.set(t);
+            } finally {
+                finished.countDown();
+            }
+        }, "a record that fails");
+        HostDriverHooks.failNextEventRecord(s.handle(), 2); // CUDA_ERROR_OUT_OF_MEMORY
+        long syncs = k.calls("cuStreamSynchronize");
+        op.start();
+        try {
+            long deadline = System.nanoTime() + TimeUnit.SECONDS.toNanos(WAIT_SECONDS);
+            while (!finished.await(1, TimeUnit.MILLISECONDS) && k.calls("cuStreamSynchronize") == syncs) {
+                if (System.nanoTime() > deadline) fail("the call neither threw nor waited for " + s);
+            }
+        } finally {
+            gate.countDown();
+            HostDriverHooks.failNextEventRecord(s.handle(), 0);
+        }
+        StreamTestSupport.await(finished, "the call");
+        s.synchronize(); // when the call did not: the buffer is closed next
+        return new FailedRecordOutcome(thrown.get(), ranAtThrow.get());
     }
 
     /**
