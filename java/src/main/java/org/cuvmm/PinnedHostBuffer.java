@@ -173,7 +173,8 @@ public final class PinnedHostBuffer implements AutoCloseable {
                     + "VirtualMemoryBuffer's asByteBuffer() view, which needs no registration: copy to and from the "
                     + "VirtualMemoryBuffer directly, or register allocate(size) memory)");
         }
-        return new PinnedHostBuffer(h, buffer.slice()); // the slice keeps the caller's buffer reachable
+        // The slice keeps the caller's buffer reachable, in its byte order (slice() alone is big-endian).
+        return new PinnedHostBuffer(h, buffer.slice().order(buffer.order()));
     }
 
     private static final int CUDA_ERROR_INVALID_VALUE = 1;
@@ -210,8 +211,10 @@ public final class PinnedHostBuffer implements AutoCloseable {
     /**
      * A direct {@link ByteBuffer} over this memory (position 0, capacity {@link #size()}), to fill
      * or read it. For {@link #allocate(long) allocated} memory the view holds its own reference:
-     * the memory stays allocated until the view is unreachable, even after {@link #close()}. For
-     * {@link #register(ByteBuffer) registered} memory it is a duplicate of the caller's buffer.
+     * the memory stays allocated until the view is unreachable, even after {@link #close()}, and
+     * its byte order is the platform's ({@link java.nio.ByteOrder#nativeOrder()}), as for a
+     * {@code VirtualMemoryBuffer}'s view. For {@link #register(ByteBuffer) registered} memory it
+     * is a duplicate of the caller's buffer, in that buffer's byte order.
      *
      * @throws IllegalStateException when closed, or when larger than 2 GiB - 1
      */
@@ -223,7 +226,10 @@ public final class PinnedHostBuffer implements AutoCloseable {
         acquire();
         try {
             if (registered != null) {
-                return registered.duplicate(); // the registered bytes, position 0
+                // The registered bytes, position 0, in the caller's byte order: a plain
+                // duplicate() is always big-endian, whatever the caller's buffer (an
+                // independent probe: every other view here is in native order).
+                return registered.duplicate().order(registered.order());
             }
             NativePinnedHandle viewRef = new NativePinnedHandle(handle);
             ByteBuffer view;
