@@ -54,7 +54,8 @@ class ForeignWorkRecordTest {
              Stream s = Stream.builder(0).nonBlocking(true).build()) {
             b.recordUse(s);
             s.synchronize();
-            StreamTestSupport.FailedRecordOutcome o = StreamTestSupport.withAFailingRecord(s, launch -> b.withAddress(s, address -> launch.run()));
+            StreamTestSupport.FailedRecordOutcome o = StreamTestSupport.withAFailingRecord(s,
+                    launch -> b.withAddress(s, address -> launch.run()));
             CudaException e = assertInstanceOf(CudaException.class, o.thrown(), "the failed record is thrown");
             assertEquals("CUDA_ERROR_OUT_OF_MEMORY", e.resultName(), e.getMessage());
             assertTrue(o.workRanBeforeTheThrow(), "withAddress(stream, ...) threw while the kernel it launched was "
@@ -75,7 +76,8 @@ class ForeignWorkRecordTest {
             b.recordUse(s);
             s.synchronize();
             RuntimeException boom = new RuntimeException("the action's own failure");
-            StreamTestSupport.FailedRecordOutcome o = StreamTestSupport.withAFailingRecord(s, launch -> b.withAddress(s, address -> {
+            StreamTestSupport.FailedRecordOutcome o = StreamTestSupport.withAFailingRecord(s,
+                    launch -> b.withAddress(s, address -> {
                 launch.run();
                 throw boom;
             }));

@@ -4,7 +4,6 @@ import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertNull;
 
 import java.util.Map;
-import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -27,18 +26,11 @@ class FromFdsInHostFunctionTest {
             Map<String, String> before = TestSupport.fdTargets();
             AtomicReference<Throwable> thrown = new AtomicReference<>();
             AtomicInteger chunks = new AtomicInteger(-1);
-            CountDownLatch ran = new CountDownLatch(1);
-            d.useFds(fds -> s.launchHostFunction(() -> {
+            d.useFds(fds -> thrown.set(HostFunctionCallsTest.inHostFunction(s, () -> {
                 try (BufferDescriptor copy = BufferDescriptor.fromFds(fds, d.sizes(), d.handleType(), d.size())) {
                     chunks.set(copy.chunkCount());
-                } catch (Throwable t) {
-                    thrown.set(t);
-                } finally {
-                    ran.countDown();
                 }
-            }));
-            StreamTestSupport.await(ran, "the host function");
-            s.synchronize();
+            })));
             assertNull(thrown.get(), "fromFds in a host function (no CUDA call) threw");
             assertEquals(1, chunks.get());
             TestSupport.assertNoNewFds(before, "after fromFds and close in a host function");

@@ -23,7 +23,7 @@ import org.junit.jupiter.api.Test;
  */
 class HostFunctionCallsTest {
     /** Runs {@code action} in a host function on {@code s} and returns what it threw (or null). */
-    private static Throwable inHostFunction(Stream s, Runnable action) {
+    static Throwable inHostFunction(Stream s, Runnable action) {
         AtomicReference<Throwable> thrown = new AtomicReference<>();
         CountDownLatch ran = new CountDownLatch(1);
         s.launchHostFunction(() -> {
