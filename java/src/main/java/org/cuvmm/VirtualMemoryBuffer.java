@@ -34,7 +34,12 @@ import org.cuvmm.internal.jni.NativeStreamHandle;
  * {@link #recordUse(Stream)}) is waited for before the memory is released: {@link #close()}
  * blocks until it completed, {@link #close(Stream)} releases later in stream order without
  * blocking (see "Streams" below). {@code close()} is idempotent; any other use after close throws
- * {@link IllegalStateException}. A buffer that is never closed is released by a cleaner with
+ * {@link IllegalStateException} ("... is closed; it cannot be used after close()"), checked
+ * before the arguments: a null, out-of-range or closed argument given to a closed buffer still
+ * reads "is closed". Only the close methods ({@code close()}, {@code close(Stream)},
+ * {@code closeWhenUnused()}) and the plain accessors ({@link #size()}, {@link #origin()},
+ * {@link #resource()}, {@link #isClosed()}, {@link #isClosePending()}, {@link #leaseCount()},
+ * {@code toString()}) answer after close. A buffer that is never closed is released by a cleaner with
  * a warning ({@link LeakDetection}); a {@linkplain BufferOrigin#POOLED pooled} one is instead
  * taken back by its pool with the same warning (see {@link org.cuvmm.pool.VirtualMemoryPool},
  * "Leaks").
@@ -418,6 +423,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
     /** Copies all of {@code src} to the start of this buffer. */
     public void copyFrom(byte[] src) {
+        requireOpen(); // closed first, whatever the arguments (the class javadoc's rule)
         Checks.notNull("src", src);
         copyFrom(0, src, 0, src.length);
     }
@@ -445,6 +451,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
     /** Copies the start of this buffer into all of {@code dst}. */
     public void copyTo(byte[] dst) {
+        requireOpen(); // closed first, whatever the arguments (the class javadoc's rule)
         Checks.notNull("dst", dst);
         copyTo(0, dst, 0, dst.length);
     }
@@ -597,6 +604,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * @throws CudaException when the driver (or cuvmm's access check) refuses
      */
     public void copyFromAsync(long offset, PinnedHostBuffer src, long srcOffset, long length, Stream stream) {
+        requireOpen(); // closed first, whatever the arguments (the class javadoc's rule)
         AsyncCopies.fromPinned(this, offset, Checks.notNull("src", src), srcOffset, length, Checks.notNull("stream", stream));
     }
 
@@ -607,6 +615,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * {@code stream} on both. Throws as {@link #copyFromAsync(long, PinnedHostBuffer, long, long, Stream)}.
      */
     public void copyToAsync(long offset, PinnedHostBuffer dst, long dstOffset, long length, Stream stream) {
+        requireOpen(); // closed first, whatever the arguments (the class javadoc's rule)
         AsyncCopies.toPinned(this, offset, Checks.notNull("dst", dst), dstOffset, length, Checks.notNull("stream", stream));
     }
 
@@ -620,6 +629,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * buffers. Throws as {@link #copyFromAsync(long, PinnedHostBuffer, long, long, Stream)}.
      */
     public void copyFromAsync(long offset, VirtualMemoryBuffer src, long srcOffset, long length, Stream stream) {
+        requireOpen(); // closed first, whatever the arguments (the class javadoc's rule)
         AsyncCopies.fromBuffer(this, offset, Checks.notNull("src", src), srcOffset, length, Checks.notNull("stream", stream));
     }
 
@@ -632,6 +642,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * {@link #copyFromAsync(long, PinnedHostBuffer, long, long, Stream)}.
      */
     public void copyFromAsync(long offset, byte[] src, int srcOffset, int length, Stream stream) {
+        requireOpen(); // closed first, whatever the arguments (the class javadoc's rule)
         AsyncCopies.fromArray(this, offset, Checks.notNull("src", src), srcOffset, length, Checks.notNull("stream", stream));
     }
 
@@ -641,6 +652,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * Throws as {@link #copyFromAsync(long, PinnedHostBuffer, long, long, Stream)}.
      */
     public void fillAsync(long offset, long length, byte value, Stream stream) {
+        requireOpen(); // closed first, whatever the arguments (the class javadoc's rule)
         AsyncCopies.fill(this, offset, length, value, Checks.notNull("stream", stream));
     }
 
@@ -657,6 +669,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      *     record), so a close after the failure releases nothing under it
      */
     public void recordUse(Stream stream) {
+        requireOpen(); // closed first, whatever the arguments (the class javadoc's rule)
         AsyncCopies.recordUse(this, Checks.notNull("stream", stream));
     }
 
@@ -673,6 +686,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * @throws CudaException when the driver refuses the record, after waiting for the stream
      */
     public void withAddress(Stream stream, java.util.function.LongConsumer action) {
+        requireOpen(); // closed first, whatever the arguments (the class javadoc's rule)
         AsyncCopies.withAddress(this, address, Checks.notNull("stream", stream), Checks.notNull("action", action));
     }
 
@@ -935,6 +949,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      *     fd stays open
      */
     public BufferDescriptor exportChunks(int... chunkIndices) {
+        requireOpen(); // closed first, whatever the arguments (the class javadoc's rule)
         Checks.notNull("chunkIndices", chunkIndices);
         int[] chunks = chunkIndices.clone(); // checked and exported: the same array
         requireIpcEnabled("exportChunks");
@@ -1014,6 +1029,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * @throws IllegalStateException when this buffer is closed
      */
     public VirtualMemoryBuffer share(Runnable whenGone) {
+        requireOpen(); // closed first, whatever the arguments (the class javadoc's rule)
         Checks.notNull("whenGone", whenGone);
         acquire();
         try {
@@ -1059,6 +1075,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * @throws IllegalStateException when the buffer is closed
      */
     public void withAddress(java.util.function.LongConsumer action) {
+        requireOpen(); // closed first, whatever the arguments (the class javadoc's rule)
         Checks.notNull("action", action);
         acquire();
         try {
@@ -1080,6 +1097,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * @throws IllegalStateException when the buffer is closed
      */
     public BufferLease lease(String holder) {
+        requireOpen(); // closed first, whatever the arguments (the class javadoc's rule)
         Checks.notNull("holder", holder);
         return newLease(holder);
     }
@@ -1100,6 +1118,7 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * @throws IllegalStateException when the buffer is closed
      */
     public BufferLease leaseDescribedBy(java.util.function.Supplier<String> holder) {
+        requireOpen(); // closed first, whatever the arguments (the class javadoc's rule)
         Checks.notNull("holder", holder);
         return newLease(holder);
     }
@@ -1260,7 +1279,8 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
 
     /** {@code alignment}: the addressAlignment of the options {@code spec} was built from (for messages). */
     VirtualMemoryBuffer grow(NativeSpecHandle spec, long newSize, long alignment) {
-        acquire();
+        // modifyAllocation's argument: closed after its check, it is named as that argument too.
+        acquireArgument("buffer");
         try {
             NativeRangeHandle out = new NativeRangeHandle();
             NativeStatus st = NativeCalls.status();

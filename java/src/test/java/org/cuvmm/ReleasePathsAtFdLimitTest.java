@@ -191,7 +191,9 @@ class ReleasePathsAtFdLimitTest {
                 result = "CLOSE FAILED " + t;
                 t.printStackTrace(System.out);
             }
-            Thread.sleep(1000);
+            // Stream-ordered releases handed to the reaper run while the fds are still taken: up
+            // to 1 s, returning as soon as it has nothing pending (it was a plain 1 s sleep).
+            StreamOrderedRelease.awaitIdle(1000);
             for (FileInputStream f : hog) f.close();
             if (!StreamOrderedRelease.awaitIdle(10_000)) System.out.println("REAPER NOT IDLE");
             System.out.println("HELD " + hog.size());
