@@ -678,7 +678,7 @@ public final class VirtualMemoryPool implements AutoCloseable {
             return this;
         }
 
-        /** The pool's name, in messages and JMX object names. */
+        /** The pool's name, in messages and JMX object names; null (the default) names it "pool-N". */
         public Builder name(String name) {
             this.name = name;
             return this;

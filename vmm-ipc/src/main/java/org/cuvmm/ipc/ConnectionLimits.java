@@ -1,7 +1,8 @@
 package org.cuvmm.ipc;
 
 import java.time.Duration;
-import java.util.Objects;
+
+import org.cuvmm.internal.Checks;
 
 /**
  * What one {@link SharingServer} allows its clients, so that no peer can exhaust it: how many
@@ -41,7 +42,7 @@ public record ConnectionLimits(int maxConnections, int maxLeasesPerConnection, D
     }
 
     static Duration checkTimeout(String name, Duration d) {
-        Objects.requireNonNull(d, name);
+        Checks.notNull(name, d);
         if (d.isNegative()) {
             throw new IllegalArgumentException(name + ": " + d + " (expected: a positive duration, or Duration.ZERO "
                     + "for none)");

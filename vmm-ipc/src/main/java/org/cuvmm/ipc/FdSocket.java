@@ -14,6 +14,7 @@ import jnr.unixsocket.Credentials;
 import jnr.unixsocket.UnixSocketAddress;
 import jnr.unixsocket.UnixSocketChannel;
 import jnr.unixsocket.UnixSocketOptions;
+import org.cuvmm.internal.Checks;
 
 /**
  * A connected Unix-domain stream socket that sends and receives bytes together with file
@@ -224,7 +225,7 @@ public final class FdSocket implements Closeable {
     }
 
     static Path checkPath(Path path) {
-        Objects.requireNonNull(path, "path");
+        Checks.notNull("path", path);
         int bytes = path.toString().getBytes(StandardCharsets.UTF_8).length;
         if (bytes == 0 || bytes > MAX_PATH_BYTES) {
             throw new IllegalArgumentException("path: " + path + " (expected: 1 to " + MAX_PATH_BYTES
@@ -247,7 +248,7 @@ public final class FdSocket implements Closeable {
 
     /** {@link #send(byte[], int, int, int[])} of all of {@code data}. */
     public void send(byte[] data, int[] fds) throws IOException {
-        Objects.requireNonNull(data, "data");
+        Checks.notNull("data", data);
         send(data, 0, data.length, fds);
     }
 
@@ -270,7 +271,41 @@ public final class FdSocket implements Closeable {
      *     bad fd included); the message says which
      */
     public void send(byte[] data, int offset, int length, int[] fds) throws IOException {
-        Objects.requireNonNull(data, "data");
+        send(data, offset, length, fds, false, 0);
+    }
+
+    /**
+     * As {@link #send(byte[], int, int, int[])}, but never waiting past {@code deadlineNanos}
+     * ({@link System#nanoTime()}) for room in the socket's send buffer: each {@code sendmsg}
+     * is non-blocking ({@code MSG_DONTWAIT}) and a full buffer is waited for in {@code poll}
+     * ({@code POLLOUT}) until the deadline. For {@link SharingClient}, whose requests must not
+     * outlive their timeout when the server stops reading. Package-private.
+     *
+     * @throws SendTimeoutException the deadline passed with bytes unsent; its {@link
+     *     SendTimeoutException#bytesTransferred} says how many went (0: the stream is in step,
+     *     the fds did not go; more: the peer has part of a frame, the stream is out of step)
+     */
+    void send(byte[] data, int offset, int length, int[] fds, long deadlineNanos) throws IOException {
+        send(data, offset, length, fds, true, deadlineNanos);
+    }
+
+    /**
+     * A bounded send ({@link #send(byte[], int, int, int[], long)}) whose deadline passed.
+     * Package-private: the client turns it into its own IOException.
+     */
+    static final class SendTimeoutException extends SocketTimeoutException {
+        private static final long serialVersionUID = 1L;
+
+        SendTimeoutException(int sent, int length) {
+            super("send: " + sent + " of " + length + " bytes sent when the deadline passed (the peer is not reading: "
+                    + "the socket's send buffer stayed full)");
+            bytesTransferred = sent;
+        }
+    }
+
+    private void send(byte[] data, int offset, int length, int[] fds, boolean bounded, long deadlineNanos)
+            throws IOException {
+        Checks.notNull("data", data);
         Objects.checkFromIndexSize(offset, length, data.length);
         int[] f = fds == null ? ReceivedMessage.NO_FDS : fds; // shared, never written: no array per call
         if (f.length > NativeIo.MAX_FDS_PER_MESSAGE) {
@@ -300,10 +335,16 @@ public final class FdSocket implements Closeable {
                     int r;
                     int errno;
                     do {
-                        r = io.sendmsg(fd, n, control, NativeIo.MSG_NOSIGNAL);
+                        r = io.sendmsg(fd, n, control, NativeIo.MSG_NOSIGNAL | (bounded ? NativeIo.MSG_DONTWAIT : 0));
                         errno = r < 0 ? -r : 0;
                     } while (r < 0 && errno == NativeIo.EINTR);
                     String call = control > 0 ? "sendmsg" : "send"; // NativeMsg.sendmsg: send with no fds
+                    if (r < 0 && errno == NativeIo.EAGAIN && bounded) { // the buffer is full: wait for room
+                        long left = deadlineNanos - System.nanoTime();
+                        if (left <= 0) throw new SendTimeoutException(sent, length);
+                        pollOut(pollMillis(left));
+                        continue; // the same piece again (its fds too, if it was the first)
+                    }
                     if (r < 0) {
                         if (guard.isClosed()) throw new ClosedChannelException();
                         if (errno == NativeIo.EPIPE || errno == NativeIo.ECONNRESET) {
@@ -933,6 +974,17 @@ public final class FdSocket implements Closeable {
         int r = NativeIo.poll(pollFd, 1, timeoutMillis);
         if (r >= 0) return r > 0;
         if (-r == NativeIo.EINTR) return false;
+        if (guard.isClosed()) throw new ClosedChannelException();
+        throw new IOException("poll: " + NativeIo.strerror(-r));
+    }
+
+    /** One {@code poll} (the guard entered) for room to write, up to {@code timeoutMillis}; returns either way. */
+    private void pollOut(int timeoutMillis) throws IOException {
+        java.nio.ByteBuffer pollFd = java.nio.ByteBuffer.allocate(8).order(java.nio.ByteOrder.nativeOrder());
+        pollFd.putInt(0, fd);
+        pollFd.putShort(4, NativeIo.POLLOUT);
+        int r = NativeIo.poll(pollFd, 1, timeoutMillis);
+        if (r >= 0 || -r == NativeIo.EINTR) return; // ready, timed out or interrupted: the caller sends or checks again
         if (guard.isClosed()) throw new ClosedChannelException();
         throw new IOException("poll: " + NativeIo.strerror(-r));
     }

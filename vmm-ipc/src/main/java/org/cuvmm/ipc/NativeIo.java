@@ -90,6 +90,9 @@ final class NativeIo {
     /** {@code poll(2)}'s {@code POLLIN}: data (or end of stream, or an error) to read. */
     static final short POLLIN = 0x1;
 
+    /** {@code poll(2)}'s {@code POLLOUT}: room to write (or an error, or the peer gone). */
+    static final short POLLOUT = 0x4;
+
     /**
      * libc's {@code poll}, bound by jnr-ffi's {@link jnr.ffi.LibraryLoader} (jnr-posix has no
      * {@code poll}). Public only because jnr-ffi's generated class, defined in a class loader

@@ -6,7 +6,6 @@ import java.nio.file.Path;
 import java.time.Duration;
 import java.util.LinkedHashSet;
 import java.util.List;
-import java.util.Objects;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CopyOnWriteArrayList;
 import java.util.concurrent.ExecutionException;
@@ -20,6 +19,7 @@ import java.util.function.Consumer;
 import org.cuvmm.BufferDescriptor;
 import org.cuvmm.HandleType;
 import org.cuvmm.VirtualMemoryResource;
+import org.cuvmm.internal.Checks;
 
 /**
  * Attaches to buffers a {@link SharingServer} publishes (docs/PROTOCOL.md).
@@ -240,7 +240,7 @@ public final class SharingClient implements AutoCloseable {
 
         /** Shown in the server's events and logs, 0 to 255 bytes of UTF-8 (default {@code "java pid N"}). */
         public Builder clientName(String name) {
-            Objects.requireNonNull(name, "clientName");
+            Checks.notNull("clientName", name);
             new Messages.Hello(name).encode(); // validates the name
             clientName = name;
             return this;
@@ -290,7 +290,7 @@ public final class SharingClient implements AutoCloseable {
 
         /** How long a request waits for its reply (default 30 s); also {@link SharingClient#setTimeout}. */
         public Builder timeout(Duration d) {
-            Objects.requireNonNull(d, "timeout");
+            Checks.notNull("timeout", d);
             if (d.isNegative() || d.isZero()) throw new IllegalArgumentException("timeout: " + d + " (expected: > 0)");
             timeout = d;
             return this;
@@ -368,15 +368,17 @@ public final class SharingClient implements AutoCloseable {
 
     /**
      * How long a request waits for its reply (default 30 s), counted from just before its
-     * frame is sent. The send itself is not bounded: it returns as soon as the kernel takes the
-     * frame, which it does at once unless this connection's socket buffer is full, that is,
-     * unless the server has stopped reading while hundreds of frames were sent to it; then
-     * the send waits until the server reads again or the connection ends.
+     * frame is sent. The send is within it too: the kernel takes a frame at once unless this
+     * connection's socket buffer is full (the server stopped reading while hundreds of frames
+     * were sent to it); then the send waits for room until the deadline at most, and a
+     * request whose frame could not go at all fails with an {@code IOException} ("... could not
+     * be sent within ...: the server is not reading"), the connection kept. A frame sent in
+     * part by then ends the connection (docs/PROTOCOL.md, section 12, "The client's sends").
      *
      * @throws IllegalArgumentException for a zero or negative {@code timeout}
      */
     public void setTimeout(Duration timeout) {
-        Objects.requireNonNull(timeout, "timeout");
+        Checks.notNull("timeout", timeout);
         if (timeout.isNegative() || timeout.isZero()) {
             throw new IllegalArgumentException("timeout: " + timeout + " (expected: > 0)");
         }
@@ -401,7 +403,7 @@ public final class SharingClient implements AutoCloseable {
      *
      * @throws NullPointerException when {@code listener} is null (the message names it)
      */
-    public void addDropListener(Consumer<DropNotice> listener) { dropListeners.add(Objects.requireNonNull(listener, "listener")); }
+    public void addDropListener(Consumer<DropNotice> listener) { dropListeners.add(Checks.notNull("listener", listener)); }
 
     /** Removes {@code listener} (no effect when it was not added, or is null); a notice already being delivered may still reach it. */
     public void removeDropListener(Consumer<DropNotice> listener) { dropListeners.remove(listener); }
@@ -445,7 +447,7 @@ public final class SharingClient implements AutoCloseable {
      */
     public Attachment attach(String name, VirtualMemoryResource resource) throws IOException {
         SharingServer.checkName(name);
-        Objects.requireNonNull(resource, "resource");
+        Checks.notNull("resource", resource);
         if (resource.isClosed()) {
             // Up front: the import would fail after a whole round trip and a lease granted and
             // given back, reported as a SharingException with no code (an independent probe).
@@ -650,7 +652,8 @@ public final class SharingClient implements AutoCloseable {
                 return;
             }
             try {
-                FrameIO.write(socket, new Messages.Forget(ids), id, null, wireVersion());
+                writeWithin(new Messages.Forget(ids), id, wireVersion(), deadlineAfter(System.nanoTime(), timeoutNanos),
+                        true);
             } catch (IOException | RuntimeException e) {
                 pending.remove(id);
                 reply.completeExceptionally(e);
@@ -807,7 +810,9 @@ public final class SharingClient implements AutoCloseable {
             long now = System.nanoTime();
             token.noteRequest(now);
             try {
-                FrameIO.write(socket, m, id, null, frameVersion);
+                writeWithin(m, id, frameVersion, deadlineAfter(now, timeoutNanos), false);
+            } catch (SendTimedOut e) {
+                throw e.getCause();
             } catch (IOException e) {
                 // The server may have closed right after an ERROR (NOT_ALLOWED): report that.
                 reader.join(1000);
@@ -1198,9 +1203,52 @@ public final class SharingClient implements AutoCloseable {
         }
     }
 
+    /**
+     * Sends one frame, waiting for room in the socket's send buffer until {@code deadline} at
+     * most ({@link FdSocket#send(byte[], int, int, int[], long)}): a server that stops reading
+     * cannot hold a caller past its timeout (it could, while a send blocked until the server
+     * read again). A frame not sent at all leaves the stream in step: a request fails alone,
+     * unless {@code endOnTimeout} (the event thread's FORGETs and RELEASEs, which the protocol
+     * needs delivered: a server that read nothing for a whole timeout is taken as stuck). A
+     * frame sent in part leaves the server holding half a frame: the connection ends either way.
+     *
+     * @throws SendTimedOut when the deadline passed; its cause is the request's IOException
+     */
+    private void writeWithin(Messages.Message m, int requestId, int frameVersion, long deadline, boolean endOnTimeout)
+            throws IOException {
+        byte[] frame = Frame.encode(m, requestId, frameVersion);
+        try {
+            socket.send(frame, 0, frame.length, Frame.NO_FDS, deadline);
+        } catch (FdSocket.SendTimeoutException e) {
+            boolean partial = e.bytesTransferred > 0;
+            IOException why = new IOException(m.type() + " to " + path + (partial ? ": " + e.bytesTransferred + " of "
+                    + frame.length + " bytes sent" : " could not be sent") + " within " + timeout + ": the server is "
+                    + "not reading (this connection's send buffer stayed full)" + (partial || endOnTimeout
+                    ? "; the connection is closed" + (partial ? " (the server holds part of a frame)" : "") : ""), e);
+            if (partial || endOnTimeout) fail(why);
+            throw new SendTimedOut(why);
+        }
+    }
+
+    /** {@link #writeWithin}'s deadline passed; the cause says what was (not) sent and whether the connection ended. */
+    private static final class SendTimedOut extends IOException {
+        private static final long serialVersionUID = 1L;
+
+        SendTimedOut(IOException why) {
+            super(why.getMessage(), why);
+        }
+
+        @Override
+        public synchronized IOException getCause() {
+            return (IOException) super.getCause();
+        }
+    }
+
     private void sendQuietly(Messages.Message m, int requestId) {
         try {
-            FrameIO.write(socket, m, requestId, null, wireVersion());
+            writeWithin(m, requestId, wireVersion(), deadlineAfter(System.nanoTime(), timeoutNanos), true);
+        } catch (SendTimedOut e) {
+            LOG.log(System.Logger.Level.DEBUG, "sending " + m.type() + " failed: " + e.getCause().getMessage());
         } catch (IOException | RuntimeException e) {
             LOG.log(System.Logger.Level.DEBUG, "sending " + m.type() + " failed: " + e);
         }

@@ -8,7 +8,6 @@ import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Collections;
 import java.util.List;
-import java.util.Objects;
 import java.util.Set;
 import java.util.TreeSet;
 import java.util.concurrent.ConcurrentHashMap;
@@ -21,6 +20,7 @@ import org.cuvmm.BufferDescriptor;
 import org.cuvmm.BufferLease;
 import org.cuvmm.HandleType;
 import org.cuvmm.VirtualMemoryBuffer;
+import org.cuvmm.internal.Checks;
 
 /**
  * Publishes named {@link VirtualMemoryBuffer}s to other processes over a Unix-domain socket,
@@ -203,7 +203,7 @@ public final class SharingServer implements AutoCloseable {
         }
 
         private static void checkUids(String method, int[] uids) {
-            Objects.requireNonNull(uids, "uids");
+            Checks.notNull("uids", uids);
             for (int u : uids) {
                 if (u < 0) throw new IllegalArgumentException(method + ": uid " + u + " (expected: uids >= 0)");
             }
@@ -266,7 +266,7 @@ public final class SharingServer implements AutoCloseable {
          * gives the group no access (0600 or 0606: a group would then admit nobody).
          */
         public Builder socketFileGroup(String group) {
-            Objects.requireNonNull(group, "group");
+            Checks.notNull("group", group);
             if (group.isEmpty()) throw new IllegalArgumentException("socketFileGroup: \"\" (expected: a group name)");
             fileGroup = group;
             return this;
@@ -317,7 +317,7 @@ public final class SharingServer implements AutoCloseable {
          * @throws NullPointerException when {@code l} is null (the message names {@code listener})
          */
         public Builder listener(SharingListener l) {
-            listeners.add(Objects.requireNonNull(l, "listener"));
+            listeners.add(Checks.notNull("listener", l));
             return this;
         }
 
@@ -385,7 +385,7 @@ public final class SharingServer implements AutoCloseable {
      */
     public void publish(String name, VirtualMemoryBuffer buffer) {
         checkName(name);
-        Objects.requireNonNull(buffer, "buffer");
+        Checks.notNull("buffer", buffer);
         requireOpen();
         if (buffer.isClosed()) throw new IllegalStateException("publish '" + name + "': " + buffer + " is closed");
         if (!buffer.resource().isIpcEnabled()) {
@@ -430,7 +430,7 @@ public final class SharingServer implements AutoCloseable {
      * @return false when {@code name} was not published
      */
     public boolean unpublish(String name) {
-        Objects.requireNonNull(name, "name");
+        Checks.notNull("name", name);
         Publication p = published.remove(name);
         if (p == null) return false;
         for (Publication.Lease l : p.withdraw()) {
@@ -443,7 +443,7 @@ public final class SharingServer implements AutoCloseable {
     }
 
     /** True when {@code name} is published. */
-    public boolean isPublished(String name) { return published.containsKey(Objects.requireNonNull(name, "name")); }
+    public boolean isPublished(String name) { return published.containsKey(Checks.notNull("name", name)); }
 
     /** The published names, sorted. */
     public Set<String> publishedNames() { return Collections.unmodifiableSet(new TreeSet<>(published.keySet())); }
@@ -459,7 +459,7 @@ public final class SharingServer implements AutoCloseable {
      * {@code closeWhenUnused()}, or wait for the buffer's own {@code leaseCount()} to read 0.
      */
     public int leaseCount(String name) {
-        Publication p = published.get(Objects.requireNonNull(name, "name"));
+        Publication p = published.get(Checks.notNull("name", name));
         return p == null ? 0 : p.leaseCount();
     }
 
@@ -578,7 +578,7 @@ public final class SharingServer implements AutoCloseable {
      *
      * @throws NullPointerException when {@code l} is null (the message names {@code listener})
      */
-    public void addListener(SharingListener l) { listeners.add(Objects.requireNonNull(l, "listener")); }
+    public void addListener(SharingListener l) { listeners.add(Checks.notNull("listener", l)); }
 
     /** Removes {@code l} (no effect when it is not added, or null); an event already being delivered may still reach it. Thread-safe. */
     public void removeListener(SharingListener l) { listeners.remove(l); }
@@ -1171,7 +1171,7 @@ public final class SharingServer implements AutoCloseable {
     }
 
     static void checkName(String name) {
-        Objects.requireNonNull(name, "name");
+        Checks.notNull("name", name);
         int n = utf8Length(name);
         if (n < 1 || n > Protocol.MAX_NAME_BYTES) {
             throw new IllegalArgumentException("name: \"" + Messages.truncate(name, 64) + "\" is " + n

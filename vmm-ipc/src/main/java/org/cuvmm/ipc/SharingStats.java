@@ -1,7 +1,8 @@
 package org.cuvmm.ipc;
 
 import java.util.List;
-import java.util.Objects;
+
+import org.cuvmm.internal.Checks;
 
 /**
  * A snapshot of a {@link SharingServer}'s sharing state ({@link SharingServer#stats()}).
@@ -37,7 +38,7 @@ public record SharingStats(List<ConnectionStats> connections, List<ReleasedAlloc
 
     /** An unmodifiable copy of {@code list}; a null list or element throws NPE naming {@code what}. */
     private static <T> List<T> copyNamed(List<T> list, String what) {
-        Objects.requireNonNull(list, what);
+        Checks.notNull(what, list);
         for (int i = 0; i < list.size(); i++) {
             if (list.get(i) == null) throw new NullPointerException(what + ": element " + i + " is null (expected: no null element)");
         }
