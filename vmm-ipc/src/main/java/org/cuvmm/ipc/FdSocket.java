@@ -124,8 +124,9 @@ public final class FdSocket implements Closeable {
      */
     private boolean outOfStep;
     /**
-     * recvmsg and poll calls made on this socket (tests and the benchmark count them). Written
-     * only under {@link #receiveLock} (one writer at a time), read by anyone: plain counters
+     * recvmsg calls and read polls ({@code POLLIN}) made on this socket (tests and the
+     * benchmark count them; a bounded send's wait for room, {@code POLLOUT}, is not counted).
+     * Written only under {@link #receiveLock} (one writer at a time), read by anyone: plain counters
      * with opaque stores, no atomic read-modify-write per call (issue 11).
      */
     private long recvmsgCalls;
@@ -342,7 +343,7 @@ public final class FdSocket implements Closeable {
                     if (r < 0 && errno == NativeIo.EAGAIN && bounded) { // the buffer is full: wait for room
                         long left = deadlineNanos - System.nanoTime();
                         if (left <= 0) throw new SendTimeoutException(sent, length);
-                        pollOut(pollMillis(left));
+                        poll(NativeIo.POLLOUT, pollMillis(left)); // ready or not: send or check again
                         continue; // the same piece again (its fds too, if it was the first)
                     }
                     if (r < 0) {
@@ -965,26 +966,23 @@ public final class FdSocket implements Closeable {
      * has entered the guard. False: time ran out or a signal.
      */
     private boolean pollIn(int timeoutMillis) throws IOException {
+        count(POLL_CALLS);
+        return poll(NativeIo.POLLIN, timeoutMillis);
+    }
+
+    /**
+     * One {@code poll} on this socket for {@code events}, up to {@code timeoutMillis}: true when
+     * ready, false when it timed out or a signal ended it ({@code EINTR}).
+     */
+    private boolean poll(short events, int timeoutMillis) throws IOException {
         // One struct pollfd per call (8 bytes, on the heap: jnr copies it in and out); rare
-        // (near a deadline, or an idle reader), so not worth a kept native buffer.
+        // (near a deadline, an idle reader, a full send buffer), so not worth a kept native buffer.
         java.nio.ByteBuffer pollFd = java.nio.ByteBuffer.allocate(8).order(java.nio.ByteOrder.nativeOrder());
         pollFd.putInt(0, fd);
-        pollFd.putShort(4, NativeIo.POLLIN);
-        count(POLL_CALLS);
+        pollFd.putShort(4, events);
         int r = NativeIo.poll(pollFd, 1, timeoutMillis);
         if (r >= 0) return r > 0;
         if (-r == NativeIo.EINTR) return false;
-        if (guard.isClosed()) throw new ClosedChannelException();
-        throw new IOException("poll: " + NativeIo.strerror(-r));
-    }
-
-    /** One {@code poll} (the guard entered) for room to write, up to {@code timeoutMillis}; returns either way. */
-    private void pollOut(int timeoutMillis) throws IOException {
-        java.nio.ByteBuffer pollFd = java.nio.ByteBuffer.allocate(8).order(java.nio.ByteOrder.nativeOrder());
-        pollFd.putInt(0, fd);
-        pollFd.putShort(4, NativeIo.POLLOUT);
-        int r = NativeIo.poll(pollFd, 1, timeoutMillis);
-        if (r >= 0 || -r == NativeIo.EINTR) return; // ready, timed out or interrupted: the caller sends or checks again
         if (guard.isClosed()) throw new ClosedChannelException();
         throw new IOException("poll: " + NativeIo.strerror(-r));
     }
