@@ -812,7 +812,7 @@ public final class SharingClient implements AutoCloseable {
             try {
                 writeWithin(m, id, frameVersion, deadlineAfter(now, timeoutNanos), false);
             } catch (SendTimedOut e) {
-                throw e.getCause();
+                throw e; // as it is: not one to wait for the reader over
             } catch (IOException e) {
                 // The server may have closed right after an ERROR (NOT_ALLOWED): report that.
                 reader.join(1000);
@@ -1212,7 +1212,7 @@ public final class SharingClient implements AutoCloseable {
      * needs delivered: a server that read nothing for a whole timeout is taken as stuck). A
      * frame sent in part leaves the server holding half a frame: the connection ends either way.
      *
-     * @throws SendTimedOut when the deadline passed; its cause is the request's IOException
+     * @throws SendTimedOut when the deadline passed
      */
     private void writeWithin(Messages.Message m, int requestId, int frameVersion, long deadline, boolean endOnTimeout)
             throws IOException {
@@ -1221,34 +1221,27 @@ public final class SharingClient implements AutoCloseable {
             socket.send(frame, 0, frame.length, Frame.NO_FDS, deadline);
         } catch (FdSocket.SendTimeoutException e) {
             boolean partial = e.bytesTransferred > 0;
-            IOException why = new IOException(m.type() + " to " + path + (partial ? ": " + e.bytesTransferred + " of "
+            SendTimedOut why = new SendTimedOut(m.type() + " to " + path + (partial ? ": " + e.bytesTransferred + " of "
                     + frame.length + " bytes sent" : " could not be sent") + " within " + timeout + ": the server is "
                     + "not reading (this connection's send buffer stayed full)" + (partial || endOnTimeout
                     ? "; the connection is closed" + (partial ? " (the server holds part of a frame)" : "") : ""), e);
             if (partial || endOnTimeout) fail(why);
-            throw new SendTimedOut(why);
+            throw why;
         }
     }
 
-    /** {@link #writeWithin}'s deadline passed; the cause says what was (not) sent and whether the connection ended. */
+    /** {@link #writeWithin}'s deadline passed: the message says what was (not) sent and whether the connection ended. */
     private static final class SendTimedOut extends IOException {
         private static final long serialVersionUID = 1L;
 
-        SendTimedOut(IOException why) {
-            super(why.getMessage(), why);
-        }
-
-        @Override
-        public synchronized IOException getCause() {
-            return (IOException) super.getCause();
+        SendTimedOut(String message, Throwable cause) {
+            super(message, cause);
         }
     }
 
     private void sendQuietly(Messages.Message m, int requestId) {
         try {
             writeWithin(m, requestId, wireVersion(), deadlineAfter(System.nanoTime(), timeoutNanos), true);
-        } catch (SendTimedOut e) {
-            LOG.log(System.Logger.Level.DEBUG, "sending " + m.type() + " failed: " + e.getCause().getMessage());
         } catch (IOException | RuntimeException e) {
             LOG.log(System.Logger.Level.DEBUG, "sending " + m.type() + " failed: " + e);
         }
