@@ -372,8 +372,9 @@ public final class SharingClient implements AutoCloseable {
      * connection's socket buffer is full (the server stopped reading while hundreds of frames
      * were sent to it); then the send waits for room until the deadline at most, and a
      * request whose frame could not go at all fails with an {@code IOException} ("... could not
-     * be sent within ...: the server is not reading"), the connection kept. A frame sent in
-     * part by then ends the connection (docs/PROTOCOL.md, section 12, "The client's sends").
+     * be sent within ...: the server is not reading"), the connection kept; a RELEASE (an
+     * attachment's close) that cannot go, or a frame sent in part by then, ends the connection
+     * (docs/PROTOCOL.md, section 12, "The client's sends").
      *
      * @throws IllegalArgumentException for a zero or negative {@code timeout}
      */
@@ -810,10 +811,11 @@ public final class SharingClient implements AutoCloseable {
             long now = System.nanoTime();
             token.noteRequest(now);
             try {
-                writeWithin(m, id, frameVersion, deadlineAfter(now, timeoutNanos), false);
-            } catch (SendTimedOut e) {
-                throw e; // as it is: not one to wait for the reader over
+                // A RELEASE that cannot go ends the connection (then the server frees the lease):
+                // failed alone, the lease would stay held there while this client let it go.
+                writeWithin(m, id, frameVersion, deadlineAfter(now, timeoutNanos), m instanceof Messages.Release);
             } catch (IOException e) {
+                if (e.getCause() instanceof FdSocket.SendTimeoutException) throw e; // writeWithin's own message
                 // The server may have closed right after an ERROR (NOT_ALLOWED): report that.
                 reader.join(1000);
                 IOException why = failure;
@@ -1208,11 +1210,12 @@ public final class SharingClient implements AutoCloseable {
      * most ({@link FdSocket#send(byte[], int, int, int[], long)}): a server that stops reading
      * cannot hold a caller past its timeout (it could, while a send blocked until the server
      * read again). A frame not sent at all leaves the stream in step: a request fails alone,
-     * unless {@code endOnTimeout} (the event thread's FORGETs and RELEASEs, which the protocol
-     * needs delivered: a server that read nothing for a whole timeout is taken as stuck). A
-     * frame sent in part leaves the server holding half a frame: the connection ends either way.
+     * unless {@code endOnTimeout} (every RELEASE and FORGET: unsent, the server would keep a
+     * lease or an id this client has let go; ending the connection frees them there). A frame
+     * sent in part leaves the server holding half a frame: the connection ends either way.
      *
-     * @throws SendTimedOut when the deadline passed
+     * @throws IOException when the deadline passed: its message says what was (not) sent and
+     *     whether the connection ended; its cause is the {@link FdSocket.SendTimeoutException}
      */
     private void writeWithin(Messages.Message m, int requestId, int frameVersion, long deadline, boolean endOnTimeout)
             throws IOException {
@@ -1221,21 +1224,12 @@ public final class SharingClient implements AutoCloseable {
             socket.send(frame, 0, frame.length, Frame.NO_FDS, deadline);
         } catch (FdSocket.SendTimeoutException e) {
             boolean partial = e.bytesTransferred > 0;
-            SendTimedOut why = new SendTimedOut(m.type() + " to " + path + (partial ? ": " + e.bytesTransferred + " of "
+            IOException why = new IOException(m.type() + " to " + path + (partial ? ": " + e.bytesTransferred + " of "
                     + frame.length + " bytes sent" : " could not be sent") + " within " + timeout + ": the server is "
                     + "not reading (this connection's send buffer stayed full)" + (partial || endOnTimeout
                     ? "; the connection is closed" + (partial ? " (the server holds part of a frame)" : "") : ""), e);
             if (partial || endOnTimeout) fail(why);
             throw why;
-        }
-    }
-
-    /** {@link #writeWithin}'s deadline passed: the message says what was (not) sent and whether the connection ended. */
-    private static final class SendTimedOut extends IOException {
-        private static final long serialVersionUID = 1L;
-
-        SendTimedOut(String message, Throwable cause) {
-            super(message, cause);
         }
     }
 

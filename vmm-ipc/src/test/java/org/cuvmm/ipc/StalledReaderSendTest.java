@@ -80,6 +80,69 @@ class StalledReaderSendTest {
         assertFdsBack(fds, "after the client and the fake server closed");
     }
 
+    /**
+     * An attachment's RELEASE that cannot go within the timeout ends the connection (the server
+     * then frees the lease), where failing that request alone would leave the lease held on the
+     * server while the client had let it go. The close returns, quietly (the lease ended with the
+     * connection, as Attachment.close says), and the server reads the end of the stream.
+     */
+    @Test
+    void aReleaseThatCannotBeSentEndsTheConnection() throws Exception {
+        Map<String, Integer> fds = fdSnapshot();
+        Path sock = IpcTestSupport.socketPath();
+        CountDownLatch filled = new CountDownLatch(1);
+        try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
+             org.cuvmm.VirtualMemoryBuffer buffer = resource.allocate(resource.granularity());
+             FdServerSocket server = FdServerSocket.bind(sock)) {
+            // A version-1 server that grants one lease, then reads nothing until the client's
+            // send buffer is full, then reads to the end of the stream (what the client does last).
+            CompletableFuture<Boolean> fake = CompletableFuture.supplyAsync(() -> {
+                try (FdSocket s = server.accept()) {
+                    try (Frame hello = FrameIO.read(s)) {
+                        FrameIO.write(s, new Messages.HelloOk(1, Protocol.MAX_FDS_PER_FRAME), hello.requestId, null);
+                    }
+                    try (Frame attach = FrameIO.read(s); org.cuvmm.BufferDescriptor d = buffer.exportDescriptor()) {
+                        Messages.Descriptor m = new Messages.Descriptor(1, Protocol.HANDLE_TYPE_POSIX_FD, d.size(),
+                                d.sizes());
+                        d.useFds(f -> FrameIO.write(s, m, attach.requestId, f));
+                    }
+                    filled.await();
+                    for (boolean end = false; !end; ) { // the filler's bytes, then the end of the stream
+                        try (ReceivedMessage r = s.receive(1 << 16)) {
+                            end = r.endOfStream();
+                        }
+                    }
+                    return true;
+                } catch (IOException e) {
+                    throw new UncheckedIOException(e);
+                } catch (InterruptedException e) {
+                    Thread.currentThread().interrupt();
+                    return false;
+                }
+            });
+            SharingClient client = SharingClient.builder(sock).protocolVersion(1).build();
+            try {
+                Attachment a = client.attach("b", resource);
+                client.setTimeout(Duration.ofMillis(300));
+                assertTrue(fillSendBuffer(client) > 0);
+                Future<Void> close = CompletableFuture.runAsync(a::close);
+                try {
+                    close.get(20, TimeUnit.SECONDS);
+                } catch (TimeoutException t) {
+                    throw new AssertionError("the attachment's close was still blocked 20 s after its 300 ms timeout");
+                }
+                assertTrue(a.isClosed());
+                assertTrue(!client.isConnected(), "a RELEASE that could not be sent ends the connection");
+                assertEquals(0, client.pendingReleases());
+            } finally {
+                filled.countDown();
+                client.closeNow();
+            }
+            assertTrue(fake.get(30, TimeUnit.SECONDS), "the server read the end of the stream");
+        }
+        assertFdsBack(fds, "after the connection ended over an unsent RELEASE");
+    }
+
     @Test
     void aBoundedSendOfMoreThanFitsSaysHowMuchWent() throws Exception {
         FdSocket[] pair = FdSocket.pair();
