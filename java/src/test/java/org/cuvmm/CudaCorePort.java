@@ -1,5 +1,8 @@
 package org.cuvmm;
 
+import java.io.IOException;
+import java.nio.file.Files;
+import java.nio.file.Path;
 import java.util.Arrays;
 
 /**
@@ -52,6 +55,18 @@ final class CudaCorePort {
     static long freeRegion(long bytes) {
         try (VirtualMemoryResource probe = resource(0); VirtualMemoryBuffer b = probe.allocate(bytes)) {
             return b.address();
+        }
+    }
+
+    /**
+     * The inode behind fd {@code fd} of this process, or null once it is closed (tells a reused
+     * fd number from the same file).
+     */
+    static Object fdInode(int fd) {
+        try {
+            return Files.getAttribute(Path.of("/proc/self/fd/" + fd), "unix:ino");
+        } catch (IOException | UnsupportedOperationException gone) {
+            return null;
         }
     }
 }

@@ -18,8 +18,6 @@ import static org.cuvmm.CudaCorePort.resource;
 
 import java.io.File;
 import java.io.IOException;
-import java.nio.file.Files;
-import java.nio.file.Path;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.HexFormat;
@@ -85,14 +83,6 @@ class CudaCoreVmmPortGapsTest {
         byte[] b = new byte[n];
         for (int i = 0; i < n; i++) b[i] = (byte) (seed + i);
         return b;
-    }
-
-    private static Object fdInode(int fd) {
-        try {
-            return Files.getAttribute(Path.of("/proc/self/fd/" + fd), "unix:ino");
-        } catch (IOException | UnsupportedOperationException gone) {
-            return null;
-        }
     }
 
     private static String hex16(int value) {
@@ -379,7 +369,7 @@ class CudaCoreVmmPortGapsTest {
                 for (int i = 0; i < 3; i++) moved.fill(i * gran, gran, (byte) values[i]);
                 BufferDescriptor desc = moved.exportDescriptor();
                 int[] fds = desc.fds();
-                Object[] inodes = Arrays.stream(fds).mapToObj(CudaCoreVmmPortGapsTest::fdInode).toArray();
+                Object[] inodes = Arrays.stream(fds).mapToObj(CudaCorePort::fdInode).toArray();
                 List<String> out = runChild(fds, importArgs("adopt", 0, desc, 2 * gran, gran, 0x44, 0, gran, 2 * gran));
                 desc.close();
                 assertEquals("IMPORTED true " + 3 * gran + " IMPORTED device 0", line(out, "IMPORTED"),
@@ -390,7 +380,7 @@ class CudaCoreVmmPortGapsTest {
                 assertEquals("RELEASED true", line(out, "RELEASED"));
                 assertArrayEquals(bytes(0x44, 16), read(moved, 2 * gran, 16));
                 for (int i = 0; i < fds.length; i++) {
-                    Object now = fdInode(fds[i]);
+                    Object now = CudaCorePort.fdInode(fds[i]);
                     assertTrue(now == null || !now.equals(inodes[i]), "fd " + fds[i] + " is closed with the descriptor");
                 }
             } finally {

@@ -105,14 +105,6 @@ class CudaCoreVmmPortTest {
         }
     }
 
-    private static Object fdInode(int fd) {
-        try {
-            return Files.getAttribute(Path.of("/proc/self/fd/" + fd), "unix:ino");
-        } catch (IOException | UnsupportedOperationException gone) {
-            return null;
-        }
-    }
-
     /** An open fd of this process that is not a memory handle (a pipe of the JVM or a plain file). */
     private static int plainFileFd(List<java.io.Closeable> toClose) throws IOException {
         Path file = Files.createTempFile("cuda-core-port", ".bin");
@@ -984,11 +976,11 @@ class CudaCoreVmmPortTest {
             again.close();
             assertEquals(fds0 + 2, openFds());
             int[] numbers = desc.fds();
-            Object[] inodes = Arrays.stream(numbers).mapToObj(CudaCoreVmmPortTest::fdInode).toArray();
+            Object[] inodes = Arrays.stream(numbers).mapToObj(CudaCorePort::fdInode).toArray();
             desc.close();
             assertEquals(fds0, openFds(), "the buffer alone must hold no file descriptors");
             for (int i = 0; i < numbers.length; i++) {
-                Object now = fdInode(numbers[i]);
+                Object now = CudaCorePort.fdInode(numbers[i]);
                 assertTrue(now == null || !now.equals(inodes[i]), "fd " + numbers[i] + " closed");
             }
             buf.close();
@@ -1242,11 +1234,11 @@ class CudaCoreVmmPortTest {
         try (VirtualMemoryResource mr = resource(0); VirtualMemoryBuffer buf = allocate1(mr)) {
             BufferDescriptor desc = buf.exportDescriptor();
             int fd = desc.fds()[0];
-            Object inode = fdInode(fd);
+            Object inode = CudaCorePort.fdInode(fd);
             assertNotNull(inode, "open");
             assertTrue(fdTarget(fd).contains("memfd:") || !TestSupport.onHostDriver(), fdTarget(fd));
             desc.close(); // the buffer keeps no descriptor, so this closes the fd
-            Object now = fdInode(fd);
+            Object now = CudaCorePort.fdInode(fd);
             assertTrue(now == null || !now.equals(inode), "closed");
             assertThrows(IllegalStateException.class, desc::fds);
         }
