@@ -191,7 +191,7 @@ class DriverObservationsTest {
         List<String> seen = new ArrayList<>();
         Path dir = Files.createTempDirectory("cuvmm-b45");
         try {
-            Set<Integer> before = Fds.open();
+            Set<String> before = Fds.pipes();
             Pipe pipe = Pipe.open();
             try (Pipe.SourceChannel source = pipe.source(); Pipe.SinkChannel sink = pipe.sink()) {
                 seen.add(importFd("a pipe", Fds.newPipe(before)));
@@ -418,10 +418,27 @@ class DriverObservationsTest {
             return fds;
         }
 
-        /** The lowest pipe fd opened since {@code before} (the pipe the caller holds keeps it open). */
-        static Held newPipe(Set<Integer> before) {
+        /** The pipes open now, as their /proc/self/fd targets ("pipe:[inode]"). */
+        static Set<String> pipes() {
+            Set<String> pipes = new HashSet<>();
+            for (int fd : open()) {
+                String t = target(fd);
+                if (t.startsWith("pipe:")) pipes.add(t);
+            }
+            return pipes;
+        }
+
+        /**
+         * The lowest fd of a pipe not among {@code before} (the pipe the caller holds keeps it
+         * open). By the pipe, not by the fd number: another pipe of this process closed
+         * meanwhile (the JDK's process launcher holds one for a moment after a child exits) may
+         * have freed the very number the new pipe took, and a number already seen was then
+         * taken for an old fd (the test skipped, "no pipe fd found", in one CI run).
+         */
+        static Held newPipe(Set<String> before) {
             for (int fd : new TreeSet<>(open())) {
-                if (!before.contains(fd) && target(fd).startsWith("pipe:")) return new Held(fd, null);
+                String t = target(fd);
+                if (t.startsWith("pipe:") && !before.contains(t)) return new Held(fd, null);
             }
             Assumptions.abort("no pipe fd found in /proc/self/fd");
             return null;
