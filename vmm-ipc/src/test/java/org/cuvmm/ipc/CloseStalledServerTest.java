@@ -44,9 +44,7 @@ class CloseStalledServerTest {
             CompletableFuture<List<FrameType>> fake = CompletableFuture.supplyAsync(() -> {
                 List<FrameType> unanswered = new ArrayList<>();
                 try (FdSocket s = server.accept()) {
-                    try (Frame hello = FrameIO.read(s)) {
-                        FrameIO.write(s, new Messages.HelloOk(1, Protocol.MAX_FDS_PER_FRAME), hello.requestId, null);
-                    }
+                    IpcTestSupport.answerHelloV1(s);
                     for (int lease = 1; lease <= ATTACHMENTS; lease++) {
                         try (Frame attach = FrameIO.read(s); BufferDescriptor d = buffer.exportDescriptor()) {
                             Messages.Descriptor m = new Messages.Descriptor(lease, Protocol.HANDLE_TYPE_POSIX_FD,

@@ -71,7 +71,13 @@ final class IpcTestSupport {
     /** True when {@code fd} is open in this process. */
     static boolean isOpen(int fd) { return OpenFds.isOpen(fd); }
 
-    /** A fresh short socket path in its own temporary directory. */
+    /** A fake version-1 server's first step: reads the client's HELLO and answers HELLO_OK version 1. */
+    static void answerHelloV1(FdSocket s) throws IOException {
+        try (Frame hello = FrameIO.read(s)) {
+            FrameIO.write(s, new Messages.HelloOk(1, Protocol.MAX_FDS_PER_FRAME), hello.requestId, null);
+        }
+    }
+
     /** A fake version-2 server's first step: reads the client's HELLO and answers HELLO_OK version 2. */
     static void answerHelloV2(FdSocket s) throws IOException {
         try (Frame hello = FrameIO.read(s)) {
@@ -128,6 +134,7 @@ final class IpcTestSupport {
                 new int[] {Protocol.CHUNK_FLAG_FD});
     }
 
+    /** A fresh short socket path in its own temporary directory. */
     static Path socketPath() throws IOException {
         Path dir = Files.createTempDirectory(Path.of("/tmp"), "cvmm");
         dir.toFile().deleteOnExit();

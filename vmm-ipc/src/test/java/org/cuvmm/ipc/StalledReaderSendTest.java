@@ -39,9 +39,7 @@ class StalledReaderSendTest {
             // A version-1 server that answers HELLO, then reads nothing until the test is done.
             CompletableFuture<Void> fake = CompletableFuture.runAsync(() -> {
                 try (FdSocket s = server.accept()) {
-                    try (Frame hello = FrameIO.read(s)) {
-                        FrameIO.write(s, new Messages.HelloOk(1, Protocol.MAX_FDS_PER_FRAME), hello.requestId, null);
-                    }
+                    IpcTestSupport.answerHelloV1(s);
                     done.await();
                 } catch (IOException e) {
                     throw new UncheckedIOException(e);
@@ -98,9 +96,7 @@ class StalledReaderSendTest {
             // send buffer is full, then reads to the end of the stream (what the client does last).
             CompletableFuture<Boolean> fake = CompletableFuture.supplyAsync(() -> {
                 try (FdSocket s = server.accept()) {
-                    try (Frame hello = FrameIO.read(s)) {
-                        FrameIO.write(s, new Messages.HelloOk(1, Protocol.MAX_FDS_PER_FRAME), hello.requestId, null);
-                    }
+                    IpcTestSupport.answerHelloV1(s);
                     try (Frame attach = FrameIO.read(s); org.cuvmm.BufferDescriptor d = buffer.exportDescriptor()) {
                         Messages.Descriptor m = new Messages.Descriptor(1, Protocol.HANDLE_TYPE_POSIX_FD, d.size(),
                                 d.sizes());
