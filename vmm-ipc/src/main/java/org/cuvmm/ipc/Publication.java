@@ -35,6 +35,13 @@ final class Publication {
         private volatile boolean sent;
         /** Threads in {@link #awaitSent} (counted under this object's monitor): {@link #run()} notifies only when one waits. */
         private volatile int waiters;
+        /**
+         * Set by the connection's reader when the client's RELEASE ends this lease, before
+         * the RELEASED is queued: a DROP for it not sent by then is skipped, so no DROP ever
+         * follows the RELEASED of its lease (PROTOCOL.md section 5). An end of the connection
+         * does not set it: the DROPs of an ending connection still go first (section 6).
+         */
+        private volatile boolean releasedByClient;
 
         Lease(long id, Publication publication, ServerConnection connection, BufferLease bufferLease) {
             this.id = id;
@@ -53,6 +60,15 @@ final class Publication {
 
         /** True once the DESCRIPTOR has left (all its bytes, its fds with them). */
         boolean isSent() { return sent; }
+
+        /** The client's RELEASE ends this lease (the reader, before it queues the RELEASED). */
+        void markReleasedByClient() { releasedByClient = true; }
+
+        /** Whether the client's RELEASE ended this lease. */
+        boolean isReleasedByClient() { return releasedByClient; }
+
+        /** Whether this lease's DROP may go now: its DESCRIPTOR left and the client has not released it. */
+        boolean dropWanted() { return sent && !releasedByClient; }
 
         /** The DESCRIPTOR has left (the writer's onSent): wakes a RELEASE waiting for it. */
         @Override

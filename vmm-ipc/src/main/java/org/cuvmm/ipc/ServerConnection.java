@@ -349,11 +349,16 @@ final class ServerConnection {
     /** Test seam: run when a parked DROP's offer was refused, before it is parked again. Null: nothing. */
     static volatile Runnable afterNoticeRefused;
 
+    /** Test seam: run after a DROP's lease was found held, right before the DROP is offered. Null: nothing. */
+    static volatile Runnable beforeDropOffered;
+
     private void offerUnsentDrops() {
         Messages.Drop d;
         while ((d = unsentDrops.poll()) != null) {
             Publication.Lease lease = leases.get(d.leaseId());
-            if (lease == null) continue; // released meanwhile: nothing to tell
+            if (lease == null || lease.isReleasedByClient()) continue; // released meanwhile: nothing to tell
+            Runnable before = beforeDropOffered;
+            if (before != null) before.run();
             // offer, not tryOffer (see offerUnsentEvicts); the refused item carries no fd.
             if (!out.offer(dropItem(d, lease))) {
                 Runnable seam = afterNoticeRefused;
@@ -390,9 +395,13 @@ final class ServerConnection {
      * connection ends) and still sends fd-less frames, and a DROP must never name a lease the
      * client did not get (PROTOCOL.md section 5: "at any time after the DESCRIPTOR of their
      * lease"; an independent probe read one when the server closed right after an unpublish).
+     * Nor after the RELEASED of its lease: a DROP offered by an unpublish that found the lease
+     * held just before the client's RELEASE ended it would be queued behind that RELEASED; the
+     * writer skips it ({@link Publication.Lease#dropWanted}, asked as it takes the frame, sees
+     * the release, which happened before the RELEASED was queued).
      */
     private SendQueue.Item dropItem(Messages.Drop d, Publication.Lease lease) {
-        return new SendQueue.Item(encode(d, 0), null, null, null, lease::isSent);
+        return new SendQueue.Item(encode(d, 0), null, null, null, lease::dropWanted);
     }
 
     /** On the reader: sends the DROPs and EVICT ids that could not be queued at once (waits for room, like a reply). */
@@ -400,7 +409,7 @@ final class ServerConnection {
         Messages.Drop d;
         while ((d = unsentDrops.poll()) != null) {
             Publication.Lease lease = leases.get(d.leaseId());
-            if (lease != null) out.put(dropItem(d, lease));
+            if (lease != null && !lease.isReleasedByClient()) out.put(dropItem(d, lease));
         }
         if (unsentEvicts.isEmpty()) return;
         java.util.List<Long> batch = new java.util.ArrayList<>();

@@ -996,6 +996,9 @@ public final class SharingServer implements AutoCloseable {
                     + " is not held by this connection (never granted, already released, or another connection's)");
             return;
         }
+        // Before the RELEASED is queued: a DROP of this lease not sent by then never goes
+        // (the writer asks dropWanted() as it takes it), so none follows the RELEASED.
+        lease.markReleasedByClient();
         int left = endLease(c, leaseId, lease);
         c.send(requestId, new Messages.Released(leaseId));
         if (listeners.isEmpty()) return;
