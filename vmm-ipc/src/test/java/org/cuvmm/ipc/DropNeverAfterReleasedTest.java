@@ -1,6 +1,5 @@
 package org.cuvmm.ipc;
 
-import static org.cuvmm.ipc.IpcTestSupport.str;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
@@ -67,16 +66,7 @@ class DropNeverAfterReleasedTest {
              SharingServer server = SharingServer.builder(sock).build()) {
             server.publish("x", x);
             try (FdSocket s = FdSocket.connect(sock)) {
-                s.send(IpcTestSupport.frame(1, 1, str("drop-after-released")), null);
-                try (Frame f = FrameIO.read(s)) {
-                    assertSame(FrameType.HELLO_OK, f.type, "got " + f);
-                }
-                s.send(IpcTestSupport.frame(3, 2, str("x")), null);
-                long lease;
-                try (Frame f = FrameIO.read(s)) {
-                    assertSame(FrameType.DESCRIPTOR, f.type, "got " + f);
-                    lease = ((Messages.Descriptor) f.message).leaseId();
-                }
+                long lease = IpcTestSupport.helloAndAttachV1(s, "drop-after-released", "x");
 
                 CountDownLatch atSeam = new CountDownLatch(1);
                 CountDownLatch go = new CountDownLatch(1);

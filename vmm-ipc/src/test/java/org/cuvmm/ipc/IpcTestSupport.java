@@ -85,6 +85,23 @@ final class IpcTestSupport {
         }
     }
 
+    /**
+     * A raw version-1 client's first two steps on {@code s}: HELLO (request 1, as {@code
+     * clientName}), then ATTACH {@code name} (request 2). Returns the DESCRIPTOR's lease id;
+     * its fds are closed.
+     */
+    static long helloAndAttachV1(FdSocket s, String clientName, String name) throws IOException {
+        s.send(frame(1, 1, str(clientName)), null);
+        try (Frame f = FrameIO.read(s)) {
+            org.junit.jupiter.api.Assertions.assertSame(FrameType.HELLO_OK, f.type, "got " + f);
+        }
+        s.send(frame(3, 2, str(name)), null);
+        try (Frame f = FrameIO.read(s)) {
+            org.junit.jupiter.api.Assertions.assertSame(FrameType.DESCRIPTOR, f.type, "got " + f);
+            return ((Messages.Descriptor) f.message).leaseId();
+        }
+    }
+
     /** What a fake server does with the one connection it accepts. */
     @FunctionalInterface
     interface FakeConnection {
