@@ -64,9 +64,6 @@ final class Publication {
         /** The client's RELEASE ends this lease (the reader, before it queues the RELEASED). */
         void markReleasedByClient() { releasedByClient = true; }
 
-        /** Whether the client's RELEASE ended this lease. */
-        boolean isReleasedByClient() { return releasedByClient; }
-
         /** Whether this lease's DROP may go now: its DESCRIPTOR left and the client has not released it. */
         boolean dropWanted() { return sent && !releasedByClient; }
 

@@ -356,7 +356,7 @@ final class ServerConnection {
         Messages.Drop d;
         while ((d = unsentDrops.poll()) != null) {
             Publication.Lease lease = leases.get(d.leaseId());
-            if (lease == null || lease.isReleasedByClient()) continue; // released meanwhile: nothing to tell
+            if (lease == null) continue; // released meanwhile: nothing to tell
             Runnable before = beforeDropOffered;
             if (before != null) before.run();
             // offer, not tryOffer (see offerUnsentEvicts); the refused item carries no fd.
@@ -409,7 +409,7 @@ final class ServerConnection {
         Messages.Drop d;
         while ((d = unsentDrops.poll()) != null) {
             Publication.Lease lease = leases.get(d.leaseId());
-            if (lease != null && !lease.isReleasedByClient()) out.put(dropItem(d, lease));
+            if (lease != null) out.put(dropItem(d, lease));
         }
         if (unsentEvicts.isEmpty()) return;
         java.util.List<Long> batch = new java.util.ArrayList<>();
