@@ -49,7 +49,54 @@ else
     echo "sanitizers unavailable; building without"
 fi
 
-# Each source is compiled once; both tests link the host driver's objects.
+# The builds run in the background, as many at a time as there are CPUs: compiled one after
+# the other they were most of this script's time (about 3 of its 4 minutes in CI, on two
+# CPUs). Each job's output goes to its own log, printed once the job has ended, so two
+# compilers' messages never interleave; a failed job fails the script (its status, after
+# every job started has ended and been printed).
+max_jobs="$(nproc 2>/dev/null || echo 1)"
+job_pids=()
+job_logs=()
+job_names=()
+start_job() { # name command [args...]
+    while (( $(jobs -pr | wc -l) >= max_jobs )); do
+        wait -n || true # a failure is reported by finish_jobs, which waits for each job by its pid
+    done
+    local log="$work/job-${#job_pids[@]}.log"
+    "${@:2}" >"$log" 2>&1 &
+    job_pids+=("$!")
+    job_logs+=("$log")
+    job_names+=("$1")
+}
+finish_jobs() {
+    local i job_status first_failure=0
+    for i in "${!job_pids[@]}"; do
+        job_status=0
+        wait "${job_pids[$i]}" || job_status=$?
+        cat "${job_logs[$i]}"
+        if (( job_status != 0 )); then
+            echo "FAIL: building ${job_names[$i]} (exit status $job_status)"
+            if (( first_failure == 0 )); then first_failure=$job_status; fi
+        fi
+    done
+    job_pids=()
+    job_logs=()
+    job_names=()
+    if (( first_failure != 0 )); then exit "$first_failure"; fi
+}
+
+# ThreadSanitizer, for host_stream_test again (data races in the stream workers' queues).
+tsan=(-fsanitize=thread)
+tsan_available=0
+if echo 'int main(){return 0;}' | "$cxx" -x c++ "${tsan[@]}" - -o "$work/probe-tsan" >/dev/null 2>&1 \
+        && "$work/probe-tsan" >/dev/null 2>&1; then
+    tsan_available=1
+    tflags=(-std=c++17 -O1 -g -Wall -Wextra -I"$native" -pthread "${tsan[@]}")
+    mkdir -p "$work/tsan"
+fi
+
+# First the objects (each source compiled once; the tests link the host driver's) and what
+# needs none of them.
 objects=()
 for src in "$native"/host/*.cpp "$native"/*.cpp; do
     base="$(basename "$src" .cpp)"
@@ -58,23 +105,57 @@ for src in "$native"/host/*.cpp "$native"/*.cpp; do
         */jni_api.cpp) continue ;;  # the JNI facade needs JavaCPP's generated code
         *) obj="$work/$base.o" ;;
     esac
-    "$cxx" "${flags[@]}" -c "$src" -o "$obj"
+    start_job "${src#"$native"/}" "$cxx" "${flags[@]}" -c "$src" -o "$obj"
     objects+=("$obj")
 done
-host_objects=("$work"/host-*.o "$work/cuda_errors.o")
-"$cxx" "${flags[@]}" "$here/host_driver_test.cpp" "${host_objects[@]}" -o "$work/host_driver_test"
-"$cxx" "${flags[@]}" "$here/vmm_test.cpp" "${objects[@]}" -ldl -o "$work/vmm_test"
+if (( tsan_available )); then
+    for src in "$native"/host/*.cpp "$native/cuda_errors.cpp"; do
+        obj="$work/tsan/$(basename "$src" .cpp).o"
+        start_job "${src#"$native"/} (ThreadSanitizer)" "$cxx" "${tflags[@]}" -c "$src" -o "$obj"
+    done
+fi
 # A stand-in libcuda (no sanitizers: a plain shared library dlopened by vmm_test).
-"$cxx" -std=c++17 -O1 -shared -fPIC -I"$native" "$here/fake_cuda.cpp" -o "$work/libfakecuda.so"
-"$cxx" "${flags[@]}" "$here/host_stream_test.cpp" "$here/host_stream_test_more.cpp" "$here/host_stream_test_inline.cpp" \
-    "${host_objects[@]}" \
-    -o "$work/host_stream_test"
+start_job libfakecuda.so "$cxx" -std=c++17 -O1 -shared -fPIC -I"$native" "$here/fake_cuda.cpp" \
+    -o "$work/libfakecuda.so"
+# Out of memory while the host library sets itself up (no sanitizers: this test replaces
+# operator new, exported with -rdynamic to the library).
+start_job hostcuda_oom_test "$cxx" -std=c++17 -O1 -g -Wall -Wextra -I"$native" -pthread -rdynamic \
+    "$here/hostcuda_oom_test.cpp" -ldl -o "$work/hostcuda_oom_test"
+# The host library, as native/Makefile builds it (plain -O2, no sanitizers: dlopen'ed by an
+# instrumented test), unless Maven's build of it is named.
+hostcuda_dir="${HOSTCUDA_DIR:-}"
+if [[ -z "$hostcuda_dir" ]]; then
+    start_job "the host library (make hostcuda)" make --no-print-directory -s -C "$native" BUILD="$work/make" hostcuda
+    hostcuda_dir="$work/make/hostcuda"
+fi
+finish_jobs
+
+# Then the tests, linked with those objects.
+host_objects=("$work"/host-*.o "$work/cuda_errors.o")
+# The longest first (host_stream_test and its ThreadSanitizer build), for the shortest wait.
+start_job host_stream_test "$cxx" "${flags[@]}" "$here/host_stream_test.cpp" "$here/host_stream_test_more.cpp" \
+    "$here/host_stream_test_inline.cpp" "${host_objects[@]}" -o "$work/host_stream_test"
+if (( tsan_available )); then
+    start_job host_stream_test_tsan "$cxx" "${tflags[@]}" "$here/host_stream_test.cpp" \
+        "$here/host_stream_test_more.cpp" "$here/host_stream_test_inline.cpp" "$work"/tsan/*.o \
+        -o "$work/host_stream_test_tsan"
+fi
+start_job host_driver_test "$cxx" "${flags[@]}" "$here/host_driver_test.cpp" "${host_objects[@]}" \
+    -o "$work/host_driver_test"
+start_job vmm_test "$cxx" "${flags[@]}" "$here/vmm_test.cpp" "${objects[@]}" -ldl -o "$work/vmm_test"
+start_job hostcuda_test "$cxx" "${flags[@]}" "$here/hostcuda_test.cpp" "$here/hostcuda_test_vmm.cpp" \
+    "$work/cuda_driver.o" "$work/cuda_errors.o" -ldl -o "$work/hostcuda_test"
+if [[ -f "$cuda_include/cuda.h" ]]; then
+    start_job cuda_errors_check "$cxx" "${flags[@]}" "$here/cuda_errors_check.cpp" "$work/cuda_errors.o" \
+        -o "$work/cuda_errors_check"
+fi
+finish_jobs
+
 status=0
 "$work/host_driver_test" || status=$?
 # The CUresult names (cuda_errors.cpp) against a real cuda.h's enum, when there is one: every
 # code named exactly as its enumerator, no code the header lacks.
 if [[ -f "$cuda_include/cuda.h" ]]; then
-    "$cxx" "${flags[@]}" "$here/cuda_errors_check.cpp" "$work/cuda_errors.o" -o "$work/cuda_errors_check"
     errors_status=0
     header_version="$(sed -nE 's/^#define CUDA_VERSION[[:space:]]+([0-9]+).*/\1/p' "$cuda_include/cuda.h" | head -n 1)"
     sed -n '/typedef enum cudaError_enum/,/} CUresult;/p' "$cuda_include/cuda.h" \
@@ -91,13 +172,7 @@ stream_status=0
 "$work/host_stream_test" || stream_status=$?
 if [[ $status -eq 0 ]]; then status=$stream_status; fi
 
-# The host library, as native/Makefile builds it (plain -O2, no sanitizers: dlopen'ed by
-# an instrumented test). Its exports: C names starting with "cu" only, no C++ symbol.
-hostcuda_dir="${HOSTCUDA_DIR:-}"
-if [[ -z "$hostcuda_dir" ]]; then
-    make --no-print-directory -s -C "$native" BUILD="$work/make" hostcuda
-    hostcuda_dir="$work/make/hostcuda"
-fi
+# The host library's exports: C names starting with "cu" only, no C++ symbol.
 hostcuda_lib="$hostcuda_dir/libcuda.so.1"
 hostcuda_status=0
 foreign="$(nm -D --defined-only "$hostcuda_lib" | awk '{print $3}' | grep -v '^cu' || true)"
@@ -119,14 +194,9 @@ if ! readelf -d "$hostcuda_lib" | grep -q 'Library soname: \[libcuda.so.1\]'; th
     echo "FAIL: $hostcuda_lib has no SONAME libcuda.so.1"
     hostcuda_status=1
 fi
-"$cxx" "${flags[@]}" "$here/hostcuda_test.cpp" "$here/hostcuda_test_vmm.cpp" "$work/cuda_driver.o" \
-    "$work/cuda_errors.o" -ldl -o "$work/hostcuda_test"
 "$work/hostcuda_test" "$hostcuda_lib" || hostcuda_status=$?
 CUVMM_HOST_DEVICES=9 "$work/hostcuda_test" "$hostcuda_lib" bad-config || hostcuda_status=$?
-# Out of memory while the library sets itself up: no exception crosses extern "C" (no
-# sanitizers: this test replaces operator new, exported with -rdynamic to the library).
-"$cxx" -std=c++17 -O1 -g -Wall -Wextra -I"$native" -pthread -rdynamic "$here/hostcuda_oom_test.cpp" -ldl \
-    -o "$work/hostcuda_oom_test"
+# Out of memory while the library sets itself up: no exception crosses extern "C".
 "$work/hostcuda_oom_test" "$hostcuda_lib" || hostcuda_status=$?
 # Digits only, bounds stated (library.cpp): each refused with one stderr line naming them.
 bad_configs=(
@@ -144,17 +214,7 @@ if [[ $status -eq 0 ]]; then status=$hostcuda_status; fi
 
 # The stream workers are threads: host_stream_test again under ThreadSanitizer (data races
 # in the queues), when the toolchain has it. Its fork()ed tests are skipped there.
-tsan=(-fsanitize=thread)
-if echo 'int main(){return 0;}' | "$cxx" -x c++ "${tsan[@]}" - -o "$work/probe-tsan" >/dev/null 2>&1 \
-        && "$work/probe-tsan" >/dev/null 2>&1; then
-    tflags=(-std=c++17 -O1 -g -Wall -Wextra -I"$native" -pthread "${tsan[@]}")
-    mkdir -p "$work/tsan"
-    for src in "$native"/host/*.cpp "$native/cuda_errors.cpp"; do
-        "$cxx" "${tflags[@]}" -c "$src" -o "$work/tsan/$(basename "$src" .cpp).o"
-    done
-    "$cxx" "${tflags[@]}" "$here/host_stream_test.cpp" "$here/host_stream_test_more.cpp" "$here/host_stream_test_inline.cpp" \
-        "$work"/tsan/*.o \
-        -o "$work/host_stream_test_tsan"
+if (( tsan_available )); then
     tsan_status=0
     CUVMM_TEST_NO_FORK=1 TSAN_OPTIONS="${TSAN_OPTIONS:-halt_on_error=1}" "$work/host_stream_test_tsan" \
         || tsan_status=$?
