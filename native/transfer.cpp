@@ -18,7 +18,7 @@ const char* access_name(unsigned long long flags) {
     switch (flags) {
         case CU_MEM_ACCESS_FLAGS_PROT_NONE: return "no";
         case CU_MEM_ACCESS_FLAGS_PROT_READ: return "READ";
-        case CU_MEM_ACCESS_FLAGS_PROT_READWRITE: return "READWRITE";
+        case CU_MEM_ACCESS_FLAGS_PROT_READWRITE: return "READ_WRITE"; // as AccessMode names it
         default: return "unknown";
     }
 }
@@ -75,7 +75,7 @@ void check_access(const Range& range, size_t offset, size_t bytes, int device, b
                               " of " + std::to_string(chunks) + ", bytes " + std::to_string(begin) + " to " +
                               std::to_string(at) + "); " + (write ? "writing" : "reading") + " it needs " +
                               access_name(need) + ". Refused by cuvmm before calling the driver (on a GPU the "
-                              "copy would fault the context); " + access_advice(range, device, write));
+                              "access would fault the context); " + access_advice(range, device, write));
     }
 }
 

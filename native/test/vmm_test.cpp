@@ -303,7 +303,7 @@ void test_copies_checked_before_the_driver() {
     std::snprintf(name, sizeof name, "VirtualMemoryBuffer[0x%llx, %zu bytes]",
                   static_cast<unsigned long long>(read_only->address()), read_only->size());
     expect_refused([&] { copy_host_to_range(*read_only, 0, host.data(), 16); }, Entry::cuMemcpyHtoD,
-                   {"device 0 has READ access", name, "needs READWRITE", "Refused by cuvmm"}, __LINE__);
+                   {"device 0 has READ access", name, "needs READ_WRITE", "Refused by cuvmm"}, __LINE__);
     expect_refused([&] { fill_range(*read_only, G, 16, 1); }, Entry::cuMemsetD8,
                    {"device 0 has READ access", "chunk 1 of 1"}, __LINE__);
     expect_refused([&] { copy_range_to_range(*read_only, 0, *rw, 0, 16); }, Entry::cuMemcpyDtoD,
@@ -373,7 +373,7 @@ void test_stream_boxes() {
     RangeRef zero_only = Range::allocate(rw_spec(0), G);
     std::vector<unsigned char> host(G, 3);
     expect_refused([&] { copy_host_to_range_async(*read_only, 0, host.data(), 16, *on_zero); }, Entry::cuMemcpyHtoDAsync,
-                   {"device 0 has READ access", "needs READWRITE"}, __LINE__);
+                   {"device 0 has READ access", "needs READ_WRITE"}, __LINE__);
     expect_refused([&] { fill_range_async(*zero_only, 0, 16, 1, *on_one); }, Entry::cuMemsetD8Async,
                    {"device 1 has no access to the destination"}, __LINE__);
     expect_refused([&] { copy_range_to_host_async(*zero_only, 0, host.data(), 16, *on_one); }, Entry::cuMemcpyDtoHAsync,

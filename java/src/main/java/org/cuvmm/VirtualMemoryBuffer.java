@@ -696,7 +696,8 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * it, and the memory is released (unmapped when this was its last holder; an import's
      * {@code whenUnmapped} runs then) by cuvmm's reaper thread ("cuvmm-stream-release") once
      * that event completed. Work queued on {@code stream} before this call may use the memory;
-     * work queued after may not. Like {@link #close()}: idempotent, refuses while calls or
+     * work queued after may not. Like {@link #close()}: idempotent (on a closed buffer it
+     * returns, whatever {@code stream} is, null included), refuses while calls or
      * leases hold the buffer, and any use after it throws. If the stream cannot be ordered (a
      * driver error), or the reaper thread cannot be started (for example
      * {@code OutOfMemoryError}: "unable to create native thread"), it falls back to waiting
@@ -706,10 +707,13 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * @throws IllegalStateException when another thread is inside a call on this buffer, or a
      *     lease holds it (nothing is released), or when {@code stream} is closed, or when called
      *     from a host function (it calls the driver; nothing is released: use {@link #close()})
+     * @throws NullPointerException when {@code stream} is null and this buffer is open
      */
     public void close(Stream stream) {
+        // Idempotent, as close(): whatever the stream (null included: an independent probe got
+        // a NullPointerException from a closed buffer) or the thread.
+        if (state.isClosed()) return;
         Checks.notNull("stream", stream);
-        if (state.isClosed()) return; // idempotent, as close(): whatever the stream or the thread
         // Before the state closes: a refusal half way (NativeCalls.status) would leak the range.
         HostFunctions.refuseInsideHostFunction("VirtualMemoryBuffer.close(Stream)");
         stream.acquireArgument();
@@ -869,6 +873,9 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      *     no fd stays open
      */
     public BufferDescriptor exportDescriptor() {
+        // Closed first (the class javadoc's rule): a closed buffer of a NONE resource said it
+        // was allocated without POSIX_FD (an independent probe).
+        requireOpen();
         requireIpcEnabled("exportDescriptor");
         acquire();
         try {

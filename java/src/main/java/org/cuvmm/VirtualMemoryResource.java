@@ -281,9 +281,12 @@ public final class VirtualMemoryResource implements AutoCloseable {
 
     /**
      * Returns a <em>new</em> buffer of {@code newSize} bytes whose first bytes are
-     * {@code buffer}'s memory; {@code buffer} stays valid and aliases it. Three outcomes
+     * {@code buffer}'s memory; {@code buffer} stays valid and aliases it. Four outcomes
      * ({@link VirtualMemoryBuffer#origin()}):
      * <ul>
+     * <li>{@link BufferOrigin#ALLOCATED}: {@code buffer} has no memory mapped (it came from
+     *     {@code allocate(0)}) and {@code newSize} is not 0: a new allocation, as {@link
+     *     #allocate(long)} makes;</li>
      * <li>{@link BufferOrigin#ALIAS}: {@code newSize} fits in what is already mapped: no driver call;</li>
      * <li>{@link BufferOrigin#GROWN_IN_PLACE}: the range right after the buffer was free: one
      *     new chunk mapped there, same address;</li>

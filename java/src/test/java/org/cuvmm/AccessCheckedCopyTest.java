@@ -25,7 +25,7 @@ class AccessCheckedCopyTest {
             assertEquals(htod, k.calls("cuMemcpyHtoDAsync"), "no cuMemcpyHtoDAsync for a refused copy");
             assertEquals("CUDA_ERROR_INVALID_VALUE", e.resultName());
             assertTrue(e.getMessage().contains("device 0 has READ access to the destination " + b), e.getMessage());
-            assertTrue(e.getMessage().contains("needs READWRITE"), e.getMessage());
+            assertTrue(e.getMessage().contains("needs READ_WRITE"), e.getMessage());
             // The advice for the buffer's own device: selfAccess, never peers of itself (which
             // create refuses: a review).
             assertTrue(e.getMessage().contains("allocate with selfAccess READ_WRITE (device 0 is the buffer's own "

@@ -14,6 +14,8 @@ import java.util.List;
 import java.util.Set;
 
 import org.junit.jupiter.api.Test;
+import org.junit.jupiter.params.ParameterizedTest;
+import org.junit.jupiter.params.provider.EnumSource;
 
 /**
  * The class javadoc's rule for a closed {@link VirtualMemoryBuffer}: every method that uses the
@@ -29,9 +31,15 @@ class ClosedBufferSaysSoFirstTest {
     private static final Set<String> USABLE_AFTER_CLOSE = Set.of("size", "origin", "resource", "isClosed",
             "isClosePending", "leaseCount", "toString", "close", "closeWhenUnused");
 
-    @Test
-    void everyMethodOfAClosedBufferSaysItIsClosedWhateverItsArguments() throws Exception {
-        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+    /**
+     * Both handle types: a buffer that cannot be exported (NONE) must say "is closed" too, not
+     * that it was allocated without POSIX_FD (exportDescriptor said that: an independent probe).
+     */
+    @ParameterizedTest
+    @EnumSource(value = HandleType.class, names = {"POSIX_FD", "NONE"})
+    void everyMethodOfAClosedBufferSaysItIsClosedWhateverItsArguments(HandleType handleType) throws Exception {
+        VirtualMemoryResourceOptions options = VirtualMemoryResourceOptions.builder().handleType(handleType).build();
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0, options)) {
             VirtualMemoryBuffer b = r.allocate(r.granularity());
             b.close();
             List<Method> methods = new ArrayList<>(Arrays.asList(VirtualMemoryBuffer.class.getMethods()));
@@ -60,8 +68,36 @@ class ClosedBufferSaysSoFirstTest {
                 }
             }
             assertTrue(called > 30, "public methods called: " + called);
-            if (!wrong.isEmpty()) fail("on a closed buffer, expected IllegalStateException \"... is closed\":\n"
-                    + String.join("\n", wrong));
+            if (!wrong.isEmpty()) fail("on a closed " + handleType + " buffer, expected IllegalStateException \"... is "
+                    + "closed\":\n" + String.join("\n", wrong));
+        }
+    }
+
+    /**
+     * The close methods are idempotent "whatever the stream": on a closed buffer they return,
+     * also given null (close(null) threw NullPointerException there: an independent probe). On
+     * an open buffer a null stream is still refused, naming the argument (BufferContractTest).
+     */
+    @Test
+    void theCloseMethodsOfAClosedBufferReturnWhateverTheirArguments() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            VirtualMemoryBuffer b = r.allocate(r.granularity());
+            b.close();
+            int called = 0;
+            for (Method m : VirtualMemoryBuffer.class.getMethods()) {
+                if (Modifier.isStatic(m.getModifiers()) || !m.getName().startsWith("close")) continue;
+                Object[] args = new Object[m.getParameterCount()];
+                Class<?>[] types = m.getParameterTypes();
+                for (int i = 0; i < args.length; i++) args[i] = neutral(types[i], false);
+                try {
+                    m.invoke(b, args);
+                } catch (InvocationTargetException e) {
+                    fail(m + " on a closed buffer threw " + e.getCause(), e.getCause());
+                }
+                called++;
+            }
+            assertEquals(3, called, "close(), close(Stream), closeWhenUnused()");
+            assertTrue(b.isClosed());
         }
     }
 
