@@ -858,7 +858,8 @@ public final class FdSocket implements Closeable {
             throw new FdTransferException(FdTransferException.Reason.CONTROL_TRUNCATED,
                     "the kernel dropped file descriptors (MSG_CTRUNC): this process is probably at its open-file "
                             + "limit (" + NativeIo.openFileLimitText() + "): raise it (ulimit -n, or setrlimit) or "
-                            + "close descriptors it no longer needs; closed the " + received.length + " that arrived",
+                            + "close descriptors it no longer needs" + (received.length == 0 ? " (none arrived)"
+                            : "; closed the " + received.length + " that arrived"),
                     data, received.length, true);
         }
         if (frameHeader && got == length && !eos) {

@@ -293,7 +293,7 @@ final class FrameIO {
         }
         throw new ProtocolException(ErrorCode.FD_COUNT_MISMATCH, false, requestId, lease, type + " says "
                 + expected + (m instanceof Messages.DescriptorV2 ? " chunks with the FD flag" : " chunks")
-                + " but arrived with " + got + " fds; closed them");
+                + " but arrived with " + got + " fds" + (got > 0 ? "; closed them" : ""));
     }
 
     /** The data of a frame's fd holder (never read or written). */

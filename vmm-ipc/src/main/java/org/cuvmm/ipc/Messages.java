@@ -330,7 +330,7 @@ final class Messages {
         java.util.Set<Long> seen = count > SCAN_DISTINCT_UP_TO ? new java.util.HashSet<>() : null;
         for (int i = 0; i < count; i++) {
             ids[i] = r.u64();
-            if (ids[i] == 0) throw r.bad("id " + i + " is 0 (expected: non-zero)");
+            if (ids[i] == 0) throw r.bad("id at index " + i + " is 0 (expected: non-zero ids)");
             if (seenBefore(ids, i, seen)) throw r.bad("id " + Long.toUnsignedString(ids[i]) + " appears twice");
         }
         return ids;

@@ -840,7 +840,7 @@ public final class SharingServer implements AutoCloseable {
             held = p.buffer.leaseDescribedBy(() -> "consumer " + c.describe() + ", lease " + id + " of '" + name + "' on "
                     + listenSocket.path());
         } catch (RuntimeException e) {
-            refuseAttach(c, requestId, name, p, e);
+            refuseAttach(c, requestId, name, p, "lease", e);
             return;
         }
         ConnectionIds ids = c.ids;
@@ -894,7 +894,7 @@ public final class SharingServer implements AutoCloseable {
             if (assigned != null) ids.rollback(assigned);
             p.endHold(held);
             if (e instanceof Error) throw e;
-            refuseAttach(c, requestId, name, p, e);
+            refuseAttach(c, requestId, name, p, "export", e);
             return;
         }
         int count = 0;
@@ -960,12 +960,15 @@ public final class SharingServer implements AutoCloseable {
      * name meanwhile (then closed the buffer, say: the failure is the withdrawal's, as the
      * later check of section 13.7 would have said), else INTERNAL with the failure's text (an
      * independent soak probe saw INTERNAL "buffer is closed" for an ATTACH racing unpublish).
+     * {@code step} says which step failed: "lease" (the buffer could not be held: closed, say)
+     * or "export" (an independent client read a closed buffer's refusal as a failed export).
      */
-    private static void refuseAttach(ServerConnection c, int requestId, String name, Publication p, Throwable e) {
+    private static void refuseAttach(ServerConnection c, int requestId, String name, Publication p, String step,
+                                     Throwable e) {
         if (p.isWithdrawn()) {
             c.reply(requestId, ErrorCode.UNKNOWN_NAME, withdrawn(name));
         } else {
-            c.reply(requestId, ErrorCode.INTERNAL, "cannot export '" + name + "': " + e.getMessage());
+            c.reply(requestId, ErrorCode.INTERNAL, "cannot " + step + " '" + name + "': " + e.getMessage());
         }
     }
 

@@ -204,7 +204,8 @@ class SharingTest {
             gone.close();
             e = assertThrows(SharingException.class, () -> c.attach("gone", r));
             assertEquals(ErrorCode.INTERNAL, e.code());
-            assertTrue(e.getMessage().contains("cannot export 'gone'"), e.getMessage());
+            assertTrue(e.getMessage().contains("cannot lease 'gone'") && e.getMessage().contains(" is closed"),
+                    e.getMessage());
             try (Attachment a = c.attach("x", r)) {
                 assertEquals(buf.size(), a.buffer().size());
             }
