@@ -1259,6 +1259,11 @@ public final class VirtualMemoryBuffer implements AutoCloseable {
      * {@link BufferLease#close()} or call instead.
      * For a pooled buffer this is how a producer hands back memory that consumers still map:
      * it returns to the pool only once every lease is gone.
+     *
+     * <p>Until the close runs the buffer is open ({@link #isClosePending()} says true): new
+     * leases can still be taken on it (a consumer attaching to a published buffer, say), and
+     * each one puts the close off until it ends. To stop new leases, stop handing the buffer
+     * out first (withdraw its publication), then call this.
      */
     public void closeWhenUnused() {
         closePending = true;

@@ -77,6 +77,26 @@ class BufferLeaseJavadocContractTest {
     }
 
     /**
+     * closeWhenUnused(): "Until the close runs the buffer is open ...: new leases can still be
+     * taken on it, and each one puts the close off until it ends."
+     */
+    @Test
+    void aLeaseTakenWhileTheCloseIsPendingPutsItOff() {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+            VirtualMemoryBuffer b = r.allocate(4);
+            BufferLease first = b.lease("first");
+            b.closeWhenUnused();
+            BufferLease late = b.lease("late");
+            first.close();
+            assertFalse(b.isClosed(), "closed while the lease taken after closeWhenUnused was held");
+            assertTrue(b.isClosePending());
+            late.close();
+            assertTrue(b.isClosed());
+            assertThrows(IllegalStateException.class, () -> b.lease("after"));
+        }
+    }
+
+    /**
      * holder(): "a supplier that throws or returns null gives a fixed text naming that: this
      * never throws" (an Error from the supplier too).
      */
