@@ -86,15 +86,25 @@ public final class Attachment implements AutoCloseable {
      */
     public VirtualMemoryBuffer buffer() { return buffer; }
 
+    /** The name this attachment was attached under (as given to {@link SharingClient#attach}). */
     public String name() { return name; }
 
+    /** The lease the server granted for it (unique for the life of the server; PROTOCOL.md section 3). */
     public long leaseId() { return leaseId; }
 
-    /** True once the server sent a DROP for this lease: the owner withdrew the buffer. */
+    /**
+     * True once the server sent a DROP for this lease: the owner withdrew the buffer. Also
+     * after {@link #close()}, for a DROP that arrived while an alias or view of the buffer
+     * still kept the lease (its {@link DropNotice} carries a null attachment then).
+     */
     public boolean isDropped() { return dropped; }
 
     void markDropped() { dropped = true; }
 
+    /**
+     * True once {@link #close()} has closed this attachment's buffer (its lease may still be
+     * kept by aliases or views; {@link #isReleased()} says when it has ended).
+     */
     public boolean isClosed() { return closed; }
 
     /**

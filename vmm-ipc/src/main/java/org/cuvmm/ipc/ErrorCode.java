@@ -42,6 +42,7 @@ public enum ErrorCode {
         this.fatal = fatal;
     }
 
+    /** The number the ERROR frame carries for this code (PROTOCOL.md section 4). */
     public int code() { return code; }
 
     /** True when the stream cannot be trusted after this error: the connection is closed. */

@@ -162,7 +162,9 @@ public final class FdServerSocket implements Closeable {
         int group = (mode >> 3) & 7;
         int other = mode & 7;
         if ((mode & ~0777) != 0 || (mode & 0700) != 0600 || (group != 0 && group != 6) || (other != 0 && other != 6)) {
-            throw new IllegalArgumentException("socketFileMode: 0" + Integer.toOctalString(mode) + " (expected: 0600, "
+            // A negative mode in decimal: its octal form is its 32-bit pattern (037777777777 for -1).
+            throw new IllegalArgumentException("socketFileMode: " + (mode < 0 ? Integer.toString(mode)
+                    : "0" + Integer.toOctalString(mode)) + " (expected: 0600, "
                     + "0660, 0606 or 0666: the owner reads and writes; the group and others may be given read and "
                     + "write, which connect needs, or nothing; no execute, setuid, setgid or sticky bits)");
         }

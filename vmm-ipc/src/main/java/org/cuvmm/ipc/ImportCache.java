@@ -209,6 +209,7 @@ public final class ImportCache {
     /** The connection speaks version 1: {@link #isEnabled()} is false from now on. */
     void versionOne() { versionOne = true; }
 
+    /** A consistent snapshot of the cache's counts and bounds, taken under its lock ({@link Stats} says what each counts). */
     public Stats stats() {
         synchronized (lock) {
             int kept = 0;

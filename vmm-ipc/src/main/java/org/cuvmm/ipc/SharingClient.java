@@ -107,7 +107,7 @@ public final class SharingClient implements AutoCloseable {
      * is notified with a null attachment ({@link DropNotice}), not parked as unclaimed. Empty
      * in the usual round (the close unmaps, nothing is put).
      */
-    private final LongMap<Boolean> closedButHeld = new LongMap<>();
+    private final LongMap<Attachment> closedButHeld = new LongMap<>();
     /** Guards the look-up of a DROP's attachment against its registration ({@link #register}). */
     private final Object dropClaims = new Object();
     private final CopyOnWriteArrayList<Consumer<DropNotice>> dropListeners = new CopyOnWriteArrayList<>();
@@ -439,7 +439,11 @@ public final class SharingClient implements AutoCloseable {
      *     {@code RLIMIT_NOFILE}): the cache's idle entries, each holding an fd and a mapping,
      *     are given back and the attach is tried once more (version 1 keeps nothing: the
      *     failure stands)
-     * @throws IOException the connection failed or the server did not answer in time
+     * @throws IOException the connection failed or the server did not answer in time; this
+     *     client is closed ("the client is closed"), or was closed while the attach ran (what it
+     *     had imported is closed and its lease released); or this thread was interrupted while
+     *     it waited for the reply (a plain IOException saying so, the interrupt flag kept; a
+     *     lease granted meanwhile is released)
      * @throws IllegalStateException when {@code resource} is closed (refused before any request)
      * @throws IllegalArgumentException for a name that is empty or over 255 bytes of UTF-8, or
      *     a resource whose handle type is not POSIX_FD (refused before any request; the
@@ -692,8 +696,11 @@ public final class SharingClient implements AutoCloseable {
         return v == 0 ? Protocol.VERSION : v;
     }
 
-    /** The attachments not yet closed. */
-    public java.util.List<Attachment> attachments() { return attachments.values(); }
+    /**
+     * The attachments not yet closed: a snapshot taken now, unmodifiable (as the server's
+     * {@code publishedNames()}); later attaches and closes do not change it.
+     */
+    public java.util.List<Attachment> attachments() { return java.util.Collections.unmodifiableList(attachments.values()); }
 
     void forget(Attachment a) { attachments.remove(a.leaseId()); }
 
@@ -706,7 +713,7 @@ public final class SharingClient implements AutoCloseable {
     void forgetKeepingLease(Attachment a) {
         long id = a.leaseId();
         synchronized (dropClaims) {
-            closedButHeld.put(id, Boolean.TRUE);
+            closedButHeld.put(id, a);
             attachments.remove(id);
         }
         if (a.isReleased()) closedButHeld.remove(id);
@@ -1258,9 +1265,11 @@ public final class SharingClient implements AutoCloseable {
 
     private void dropped(Messages.Drop d) {
         Attachment a;
+        Attachment closedHolding; // closed, while an alias or view keeps its lease
         synchronized (dropClaims) {
             a = attachments.get(d.leaseId());
-            if (a == null && !closedButHeld.containsKey(d.leaseId())) {
+            closedHolding = a == null ? closedButHeld.get(d.leaseId()) : null;
+            if (a == null && closedHolding == null) {
                 // Its attach() has not registered it yet, or it was closed (or never granted).
                 // Bounded, the oldest out first: a stale DROP goes before a recent one, which
                 // may be an in-flight attach's (a clear() lost that one too).
@@ -1272,8 +1281,10 @@ public final class SharingClient implements AutoCloseable {
                 return;
             }
         }
-        // a null: closed, while an alias or view keeps the lease (DropNotice: attachment null)
+        // a null: closed, while an alias or view keeps the lease (DropNotice: attachment null);
+        // that attachment's isDropped() says so all the same (an independent probe read false).
         if (a != null) a.markDropped();
+        else closedHolding.markDropped();
         DropNotice notice = new DropNotice(d.leaseId(), d.name(), a);
         if (dropListeners.isEmpty()) return;
         // On this thread when the event thread is gone: the DROP arrived, but attach() claimed

@@ -590,9 +590,9 @@ public final class SharingServer implements AutoCloseable {
      * Stops accepting, deletes the socket file, closes every connection (their leases end
      * with reason SERVER_CLOSED; frames without fds already queued, such as the DROPs of an
      * {@link #unpublish} just before, are sent first, unless the client stops reading for
-     * {@value #CLOSE_FLUSH_MILLIS} ms; a DROP still parked because its client's queue was
+     * 1 s; a DROP still parked because its client's queue was
      * full is not) and waits for the connection threads, at most
-     * {@value #CLOSE_WAIT_MILLIS} ms in all however many connections there are (one deadline
+     * 10 s in all however many connections there are (one deadline
      * shared by every wait). Published buffers are not closed (they are the caller's).
      * Idempotent; a call made while another thread is closing waits (bounded the same way)
      * for that close to finish, so that once any {@code close()} returns the leases have

@@ -146,6 +146,37 @@ class SharingClientJavadocContractTest {
     }
 
     /**
+     * Attachment.isDropped: "Also after close(), for a DROP that arrived while an alias or view
+     * of the buffer still kept the lease (its DropNotice carries a null attachment then)" (an
+     * independent probe read false there). attachments(): "a snapshot taken now, unmodifiable".
+     */
+    @Test
+    void aDropForAClosedAttachmentWhoseAliasKeepsTheLeaseIsStillSeenOnIt() throws Exception {
+        try (VirtualMemoryResource r = VirtualMemoryResource.create(0); VirtualMemoryBuffer buf = r.allocate(r.granularity());
+             SharingServer s = SharingServer.builder(sock).build(); SharingClient c = SharingClient.connect(sock)) {
+            s.publish("b", buf);
+            java.util.concurrent.CompletableFuture<DropNotice> notice = new java.util.concurrent.CompletableFuture<>();
+            c.addDropListener(notice::complete);
+            Attachment a = c.attach("b", r);
+            List<Attachment> snapshot = c.attachments();
+            assertEquals(List.of(a), snapshot);
+            assertThrows(UnsupportedOperationException.class, snapshot::clear);
+            VirtualMemoryBuffer alias = r.modifyAllocation(a.buffer(), a.buffer().size());
+            a.close();
+            assertTrue(a.isClosed());
+            assertFalse(a.isReleased(), "the alias keeps the lease");
+            assertFalse(a.isDropped());
+            s.unpublish("b");
+            DropNotice n = notice.get(10, java.util.concurrent.TimeUnit.SECONDS);
+            assertEquals(a.leaseId(), n.leaseId());
+            assertEquals(null, n.attachment(), "closed: the notice carries no attachment");
+            assertTrue(a.isDropped(), "the closed attachment whose lease was dropped says so");
+            alias.close();
+            await("the lease released", 5, a::isReleased);
+        }
+    }
+
+    /**
      * Attachment.isReleased: "True once nothing in this process maps the memory any more, so
      * the lease is being (or has been) given back"; Attachment.close: "If the connection has
      * ended, the server already freed the lease and only the buffer is closed. Idempotent."

@@ -204,6 +204,10 @@ class SocketOptionsTest {
             assertTrue(e.getMessage().startsWith("socketFileMode: 0" + Integer.toOctalString(bad) + " (expected: 0600, "
                     + "0660, 0606 or 0666"), e.getMessage());
         }
+        // A negative mode reads as the number given, not as its 32-bit octal pattern (037777777777).
+        IllegalArgumentException e = assertThrows(IllegalArgumentException.class,
+                () -> SharingServer.builder(sock).socketFileMode(-1));
+        assertTrue(e.getMessage().startsWith("socketFileMode: -1 (expected: 0600, "), e.getMessage());
     }
 
     @Test
