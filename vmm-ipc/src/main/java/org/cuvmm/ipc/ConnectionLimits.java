@@ -19,9 +19,13 @@ import org.cuvmm.internal.Checks;
  */
 public record ConnectionLimits(int maxConnections, int maxLeasesPerConnection, Duration handshakeTimeout,
                                Duration idleTimeout) {
+    /** Default of {@code maxConnections}. */
     public static final int DEFAULT_MAX_CONNECTIONS = 256;
+    /** Default of {@code maxLeasesPerConnection}. */
     public static final int DEFAULT_MAX_LEASES = 1024;
+    /** Default of {@code handshakeTimeout}. */
     public static final Duration DEFAULT_HANDSHAKE_TIMEOUT = Duration.ofSeconds(10);
+    /** Default of {@code idleTimeout}. */
     public static final Duration DEFAULT_IDLE_TIMEOUT = Duration.ofMinutes(5);
 
     /** The defaults. */

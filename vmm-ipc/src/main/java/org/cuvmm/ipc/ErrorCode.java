@@ -2,18 +2,34 @@ package org.cuvmm.ipc;
 
 /** Error codes of the ERROR frame (docs/PROTOCOL.md section 4). */
 public enum ErrorCode {
+    /** The first 4 bytes of a header are not the magic; fatal. */
     BAD_MAGIC(1, true),
+    /** The header's version is not one the receiver speaks (the payload was skipped by its length). */
     BAD_VERSION(2, false),
+    /** The type is not one of the header version's frame types. */
     UNKNOWN_TYPE(3, false),
+    /** The stream ended in the middle of a frame; fatal. */
     TRUNCATED(4, true),
+    /** The frame's length is above 65536; fatal. */
     TOO_LARGE(5, true),
+    /** fds arrived with a frame type that carries none (and the kernel dropped none of them). */
     UNEXPECTED_FDS(6, false),
+    /**
+     * A DESCRIPTOR arrived with another number of fds than it names, more than 253 fds arrived
+     * (then fatal), or the kernel dropped fds ({@code MSG_CTRUNC}).
+     */
     FD_COUNT_MISMATCH(7, false),
+    /** No buffer is published under the ATTACH's name (the message lists those that are), or it was withdrawn meanwhile. */
     UNKNOWN_NAME(8, false),
+    /** RELEASE of a lease id this connection does not hold. */
     UNKNOWN_LEASE(9, false),
+    /** The peer's uid is not on the server's allow-list; sent, then the connection is closed. */
     NOT_ALLOWED(10, true),
+    /** The server could not do it (the buffer could not be leased or exported, say); the message says why. */
     INTERNAL(11, false),
+    /** The payload does not parse (lengths, UTF-8, empty names, sizes that are 0 or overflow). */
     BAD_PAYLOAD(12, false),
+    /** A known type sent in the wrong direction or at the wrong time (before HELLO, a second HELLO). */
     UNEXPECTED_FRAME(13, false),
     /** A request (HELLO, ATTACH, RELEASE) with request id 0, which is reserved for frames that answer nothing. */
     BAD_REQUEST_ID(14, false),

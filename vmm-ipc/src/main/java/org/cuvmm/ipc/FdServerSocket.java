@@ -372,8 +372,10 @@ public final class FdServerSocket implements Closeable {
     }
 
     /** The socket file's absolute path. */
+    /** The socket file's path, as bound. */
     public Path path() { return path; }
 
+    /** False once {@link #close()} has begun. */
     public boolean isOpen() { return !guard.isClosed(); }
 
     /**

@@ -1033,6 +1033,7 @@ public final class FdSocket implements Closeable {
         }
     }
 
+    /** False once {@link #close()} has begun. */
     public boolean isOpen() { return !guard.isClosed(); }
 
     /**

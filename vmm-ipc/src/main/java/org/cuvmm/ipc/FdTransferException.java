@@ -35,6 +35,7 @@ public final class FdTransferException extends IOException {
         this.streamInStep = streamInStep;
     }
 
+    /** Why the transfer failed. */
     public Reason reason() { return reason; }
 
     /** The bytes that were received with the fds (never null). */

@@ -2,14 +2,21 @@ package org.cuvmm.ipc;
 
 /** The frame types of the protocol, who may send each and since which version. */
 public enum FrameType {
+    /** Client to server, first: the protocol version and the client's name. */
     HELLO(1, true, false),
+    /** The answer to HELLO: the version this connection speaks. */
     HELLO_OK(2, false, true),
+    /** Asks for the buffer published under a name. */
     ATTACH(3, true, false),
-    /** Carries one fd per chunk. */
+    /** The answer to ATTACH: the lease and the chunks; version 1 carries one fd per chunk, version 2 one per chunk new to the connection. */
     DESCRIPTOR(4, false, true),
+    /** Gives a lease back: the client no longer maps the memory. */
     RELEASE(5, true, false),
+    /** The answer to RELEASE. */
     RELEASED(6, false, true),
+    /** Unsolicited: the owner withdrew the buffer of this lease (release it when done). */
     DROP(7, false, true),
+    /** A refusal or a protocol error, with a code and a message; never answered. */
     ERROR(8, true, true),
     /** Version 2: the client holds none of these ids any more (no mapping, no fd). */
     FORGET(9, true, false, 2),
@@ -50,6 +57,7 @@ public enum FrameType {
     /** The first protocol version that has this type (on a version-1 connection types 9 to 11 are unknown). */
     public int sinceVersion() { return sinceVersion; }
 
+    /** The number the header's type field carries for this type (PROTOCOL.md section 2). */
     public int code() { return code; }
 
     /** True when a client may send this type. */

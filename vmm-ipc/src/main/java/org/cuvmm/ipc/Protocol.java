@@ -17,6 +17,7 @@ public final class Protocol {
     public static final int MAX_IDS_PER_FRAME = 8190;
     /** DESCRIPTOR v2 chunk flag: this chunk's fd is attached to the frame. */
     public static final int CHUNK_FLAG_FD = 1;
+    /** Bytes of a frame header (PROTOCOL.md section 2). */
     public static final int HEADER_SIZE = 16;
     /** Largest payload (bytes). */
     public static final int MAX_PAYLOAD = 65536;

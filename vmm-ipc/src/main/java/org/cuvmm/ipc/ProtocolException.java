@@ -43,8 +43,10 @@ public final class ProtocolException extends IOException {
         this.leaseId = leaseId;
     }
 
+    /** The code the ERROR frame answering this carries. */
     public ErrorCode code() { return code; }
 
+    /** True when the stream cannot be trusted after this: the connection is closed. */
     public boolean fatal() { return fatal; }
 
     /** The request id of the offending frame (0 when its header could not be trusted). */
