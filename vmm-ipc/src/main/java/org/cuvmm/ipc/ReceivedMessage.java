@@ -25,6 +25,7 @@ public final class ReceivedMessage implements AutoCloseable {
     /** The bytes received (the message's own array). */
     public byte[] data() { return data; }
 
+    /** How many bytes were received ({@code data().length}). */
     public int length() { return data.length; }
 
     /** True when the stream ended before the requested number of bytes arrived. */
