@@ -96,6 +96,7 @@ public final class AllocationReleaseNotices {
             remove(this);
         }
 
+        /** True once {@link #close()} ran (no later id is delivered, but one already being delivered). */
         public boolean isClosed() { return closed; }
 
         @Override
