@@ -7,7 +7,7 @@ import java.lang.ref.Reference;
 import org.cuvmm.internal.AcquireState;
 import org.cuvmm.internal.Checks;
 import org.cuvmm.internal.NativeCalls;
-import org.cuvmm.internal.jni.JavaCppSettings;
+import org.cuvmm.internal.NativeFirstLoad;
 import org.cuvmm.internal.jni.NativeApi;
 import org.cuvmm.internal.jni.NativeStatus;
 
@@ -53,10 +53,6 @@ import org.cuvmm.internal.jni.NativeStatus;
  * <p>Thread-safe; {@code close()} is idempotent.
  */
 public final class BufferDescriptor implements AutoCloseable {
-    static {
-        JavaCppSettings.apply(); // fromFds can be the first native call of a process
-    }
-
     private final int[] fds;
     private final long[] sizes;
     /** fromFds: the caller's fds these are duplicates of (for messages); null otherwise. */
@@ -133,7 +129,8 @@ public final class BufferDescriptor implements AutoCloseable {
      *     null (the message names it)
      * @throws IllegalArgumentException naming the argument and value for any other bad input,
      *     including an int that is not an open fd; nothing stays open
-     * @throws CudaException when duplicating fails (for example at the fd limit)
+     * @throws CudaException when duplicating fails (for example at the fd limit), or when this
+     *     is the process's first native call at the fd limit (as {@link Driver#get()})
      */
     public static BufferDescriptor fromFds(int[] fds, long[] sizes, HandleType handleType, long size) {
         checkArguments(fds, sizes, handleType, size);
@@ -180,6 +177,8 @@ public final class BufferDescriptor implements AutoCloseable {
      *     descriptor closes each of its ints once: closing one number twice would close
      *     whatever file another thread opened under it in between), and on the host driver for
      *     the driver's own memfd of a live allocation (not the caller's to close)
+     * @throws CudaException {@code CUDA_ERROR_OUT_OF_MEMORY} when this is the process's first
+     *     native call and the process is at its file descriptor limit (as {@link Driver#get()})
      */
     public static BufferDescriptor adoptFds(int[] fds, long[] sizes, HandleType handleType, long size) {
         checkArguments(fds, sizes, handleType, size);
@@ -230,6 +229,7 @@ public final class BufferDescriptor implements AutoCloseable {
         if (size < 0 || size > total) {
             throw new IllegalArgumentException("size: " + size + " (expected: 0 to " + total + ", the sum of sizes)");
         }
+        NativeFirstLoad.ensure(); // fromFds and adoptFds can make a process's first native call
         for (int i = 0; i < fds.length; i++) {
             if (!NativeApi.fd_valid(fds[i])) {
                 throw new IllegalArgumentException("fds[" + i + "]: " + fds[i] + " (expected: an open file descriptor "

@@ -6,7 +6,7 @@ import java.util.List;
 import java.util.Locale;
 
 import org.cuvmm.internal.NativeCalls;
-import org.cuvmm.internal.jni.JavaCppSettings;
+import org.cuvmm.internal.NativeFirstLoad;
 import org.cuvmm.internal.jni.NativeApi;
 import org.cuvmm.internal.jni.NativeDeviceInfo;
 import org.cuvmm.internal.jni.NativeStatus;
@@ -36,10 +36,6 @@ import org.cuvmm.internal.jni.NativeStatus;
  * which {@code cuvmm info} prints.
  */
 public final class Driver {
-    static {
-        JavaCppSettings.apply(); // before any Pointer class initializes
-    }
-
     private static volatile Driver instance;
 
     private final DriverKind kind;
@@ -60,7 +56,9 @@ public final class Driver {
      * The driver of this process, selected from the configuration on first call.
      *
      * @throws CudaException when {@code cuvmm.driver=cuda} and the NVIDIA driver cannot be
-     *     loaded (the message says why)
+     *     loaded (the message says why); {@code CUDA_ERROR_OUT_OF_MEMORY} when the first call
+     *     finds the process at its file descriptor limit (cuvmm's native library is not loaded
+     *     with fewer than 8 fds free; the message names RLIMIT_NOFILE; a later call tries again)
      */
     public static Driver get() {
         Driver d = instance;
@@ -73,7 +71,8 @@ public final class Driver {
      * come before anything else uses the driver; selecting the kind already running returns it.
      *
      * @throws IllegalArgumentException for an unknown mode or bad host settings
-     * @throws CudaException when cuda is forced and cannot load, or another kind already runs
+     * @throws CudaException when cuda is forced and cannot load, or another kind already runs;
+     *     at the file descriptor limit as {@link #get()}
      */
     public static synchronized Driver select(String mode) {
         int modeCode;
@@ -99,6 +98,9 @@ public final class Driver {
                     + hostStreamDelay + " (expected: 0 or more microseconds)");
         }
         String library = setting("cuvmm.cuda.library", "CUVMM_CUDA_LIBRARY", "");
+        // Before the first class that loads native code: none may initialize (and break for
+        // good) at the fd limit.
+        NativeFirstLoad.ensure();
         NativeStatus st = NativeCalls.status();
         int kindCode = NativeApi.select_driver(modeCode, hostDevices, hostGranularity, hostStreamDelay, library, st);
         NativeCalls.check(st);

@@ -91,7 +91,8 @@ public final class FdServerSocket implements Closeable {
      * @throws IOException when a live server answers at {@code path}, the path exists and is
      *     not a socket, its directory does not exist or is not a directory, this process may
      *     not create a file there ("Permission denied"), or binding fails (each message names
-     *     the path, says which and what to do)
+     *     the path, says which and what to do); also as {@link FdSocket#connect} for the
+     *     first socket of this JVM at the open-file limit
      */
     public static FdServerSocket bind(Path path) throws IOException {
         return bind(path, DEFAULT_FILE_MODE, null, DEFAULT_BACKLOG);
@@ -113,7 +114,7 @@ public final class FdServerSocket implements Closeable {
         checkBacklog(backlog);
         Path target = FdSocket.checkPath(path).toAbsolutePath().normalize();
         FdSocket.checkPath(target);
-        NativeIo.posix();
+        NativeIo.load();
         Path dir = target.getParent();
         java.nio.file.attribute.BasicFileAttributes dirAttributes;
         try {

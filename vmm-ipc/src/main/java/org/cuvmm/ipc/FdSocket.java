@@ -182,11 +182,16 @@ public final class FdSocket implements Closeable {
      * Connects to the Unix-domain socket at {@code path}.
      *
      * @throws IllegalArgumentException when the path is longer than a socket path may be
-     * @throws IOException when nothing listens there (the message names the path)
+     * @throws IOException when nothing listens there (the message names the path), or when
+     *     the first socket of this JVM finds the process at its open-file limit (the native
+     *     layer's first load wants 8 free fds; the message names RLIMIT_NOFILE; a later call
+     *     tries again)
+     * @throws UnsupportedOperationException when the native layer (jnr-posix, jnr-ffi, jffi)
+     *     cannot load; the message says what to check
      */
     public static FdSocket connect(Path path) throws IOException {
         File file = checkPath(path).toFile();
-        NativeIo.posix();
+        NativeIo.load();
         UnixSocketChannel ch = UnixSocketChannel.open();
         try {
             ch.connect(new UnixSocketAddress(file));
@@ -218,9 +223,15 @@ public final class FdSocket implements Closeable {
         return "(expected: the socket file of a running cuvmm server)";
     }
 
-    /** A connected pair, for tests and for handing one end to a child process. */
+    /**
+     * A connected pair, for tests and for handing one end to a child process.
+     *
+     * @throws IOException when {@code socketpair} fails (no fds), or as {@link #connect} for
+     *     the first socket of this JVM at the open-file limit
+     * @throws UnsupportedOperationException as {@link #connect}
+     */
     public static FdSocket[] pair() throws IOException {
-        NativeIo.posix();
+        NativeIo.load();
         UnixSocketChannel[] p = UnixSocketChannel.pair();
         return new FdSocket[] {new FdSocket(p[0]), new FdSocket(p[1])};
     }

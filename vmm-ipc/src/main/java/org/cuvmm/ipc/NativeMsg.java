@@ -94,6 +94,11 @@ final class NativeMsg {
         }
     }
 
+    /** Binds the libc calls now ({@link NativeIo#load}), not at the first message. */
+    static void bind() {
+        if (Bound.RUNTIME == null) throw new AssertionError();
+    }
+
     static int align(int n) { return (n + 7) & ~7; }
 
     final ByteBuffer data;

@@ -301,7 +301,9 @@ public final class SharingClient implements AutoCloseable {
          *
          * @throws SharingException when the server refuses (e.g. NOT_ALLOWED: this uid is not on
          *     its allow-list; BAD_VERSION: a forced version it does not speak)
-         * @throws IOException when nothing listens at the path
+         * @throws IOException when nothing listens at the path; also when this is the JVM's
+         *     first socket and the process is at its open-file limit (the message names
+         *     RLIMIT_NOFILE; a later call tries again, see {@link FdSocket#connect})
          * @throws IllegalArgumentException when the system property {@code
          *     cuvmm.ipc.deferConsumption} is neither {@code true} nor {@code false}
          */

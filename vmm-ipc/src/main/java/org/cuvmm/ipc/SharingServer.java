@@ -340,7 +340,8 @@ public final class SharingServer implements AutoCloseable {
          *     that gives the group no access (0600, 0606)
          * @throws IllegalStateException with {@link #registerMBean(boolean) registerMBean(true)},
          *     when a bean is already registered under the name (nothing is left bound)
-         * @throws IOException when a live server answers at the path, or binding fails
+         * @throws IOException when a live server answers at the path, or binding fails (also
+         *     for the JVM's first socket at the open-file limit, see {@link FdSocket#connect})
          * @throws IllegalArgumentException when the system property {@code
          *     cuvmm.ipc.deferConsumption} is neither {@code true} nor {@code false} (checked
          *     here; a value set to something else later makes connections read plainly)

@@ -1,0 +1,89 @@
+package org.cuvmm.ipc;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.io.File;
+import java.io.FileInputStream;
+import java.io.IOException;
+import java.nio.file.Path;
+import java.util.ArrayList;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+
+import org.junit.jupiter.api.Test;
+
+/**
+ * The first socket of a JVM made while the process is at its open-file limit (a child JVM that
+ * has not touched jnr yet, whose limit bash lowers to 256 and which then opens {@code
+ * /dev/null} until it gets no more fds, then frees two). An independent fault probe found the
+ * first {@code SharingClient} build there failing with {@code NoClassDefFoundError} (jnr-ffi's
+ * static holder died listing {@code /etc/ld.so.conf.d}) and every later socket of that JVM
+ * failing the same way after the fds were freed. Now the first attempt is an IOException that
+ * names RLIMIT_NOFILE, and once fds are free the same JVM makes sockets and passes an fd.
+ */
+class FirstSocketAtFdLimitTest {
+
+    /** Child: tries a socket pair with two fds free, then again with all of them free. */
+    public static final class Child {
+        public static void main(String[] args) throws Exception {
+            ErrorPathClasses.load(); // this module's classes come from a directory: load them while fds are free
+            List<FileInputStream> hog = new ArrayList<>();
+            try {
+                while (true) hog.add(new FileInputStream("/dev/null"));
+            } catch (IOException full) {
+                System.out.println("HOGGED " + hog.size() + " (" + full.getMessage() + ")");
+            }
+            for (int i = 0; i < 2; i++) hog.remove(hog.size() - 1).close();
+            try {
+                FdSocket[] p = FdSocket.pair();
+                System.out.println("FIRST MADE A PAIR");
+                p[0].close();
+                p[1].close();
+            } catch (Throwable t) {
+                System.out.println("FIRST " + t.getClass().getName() + ": " + t.getMessage());
+            }
+            for (FileInputStream f : hog) f.close();
+            try {
+                FdSocket[] p = FdSocket.pair();
+                try (FileInputStream carried = new FileInputStream("/dev/null")) {
+                    p[0].send(new byte[] {42}, new int[] {fdOf(carried)});
+                    try (ReceivedMessage m = p[1].receive(1)) {
+                        System.out.println("SECOND RECEIVED " + m.data()[0] + " WITH " + m.fds().length + " FD");
+                    }
+                } finally {
+                    p[0].close();
+                    p[1].close();
+                }
+            } catch (Throwable t) {
+                System.out.println("SECOND " + t.getClass().getName() + ": " + t.getMessage());
+            }
+            System.out.flush();
+        }
+
+        private static int fdOf(FileInputStream in) throws Exception {
+            java.lang.reflect.Field f = java.io.FileDescriptor.class.getDeclaredField("fd");
+            f.setAccessible(true);
+            return f.getInt(in.getFD());
+        }
+    }
+
+    @Test
+    void theFirstSocketAtTheLimitIsARetryableIOExceptionAndTheJvmRecovers() throws Exception {
+        File log = File.createTempFile("cuvmm-first-socket", ".log");
+        try {
+            Process p = IpcTestSupport.startChild(Child.class, log,
+                    List.of("bash", "-c", "ulimit -n 256 && exec \"$0\" \"$@\""),
+                    List.of("--add-opens=java.base/java.io=ALL-UNNAMED"));
+            assertTrue(p.waitFor(60, TimeUnit.SECONDS), "child did not finish: " + IpcTestSupport.read(log));
+            String out = IpcTestSupport.read(log);
+            assertEquals(0, p.exitValue(), out);
+            assertTrue(out.contains("HOGGED "), out);
+            assertTrue(out.contains("FIRST java.io.IOException: cannot load cuvmm-ipc's native layer")
+                    && out.contains("RLIMIT_NOFILE") && out.contains("ulimit -n") && out.contains("try again"), out);
+            assertTrue(out.contains("SECOND RECEIVED 42 WITH 1 FD"), out);
+        } finally {
+            log.delete();
+        }
+    }
+}
