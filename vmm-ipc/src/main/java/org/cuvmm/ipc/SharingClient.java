@@ -1184,10 +1184,18 @@ public final class SharingClient implements AutoCloseable {
         }
     }
 
-    /** What the request whose reply was the bad frame {@code e} fails with. */
+    /**
+     * What the request whose reply was the bad frame {@code e} fails with: the code of the
+     * client's rejection, or null when the frame was sound and its fds were lost here (the
+     * kernel dropped them at this process's fd limit: a local failure, as SharingException's
+     * {@code code()} documents).
+     */
     private static SharingException refusal(ProtocolException e) {
-        return new SharingException(e.code(), (e.fdsDroppedHere ? "the fds of the server's reply could not be received "
-                + "here: " : "the server sent a bad frame: ") + e.getMessage(), e);
+        if (e.fdsDroppedHere) {
+            return new SharingException(null, "the fds of the server's reply could not be received here: "
+                    + e.getMessage(), e);
+        }
+        return new SharingException(e.code(), "the server sent a bad frame: " + e.getMessage(), e);
     }
 
     private int nextId() {

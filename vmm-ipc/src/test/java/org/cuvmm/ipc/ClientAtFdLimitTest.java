@@ -26,6 +26,8 @@ import org.junit.jupiter.api.Test;
  * connection lost for good, 4 runs of 4. Then, with its attachments closed, every attach that
  * failed succeeds: version 2's import cache gives back the fds and mappings it keeps idle when
  * an attach runs out of fds (the same probe: 0 of 46 retries succeeded, the cache holding them).
+ * Every such failure is a local one, {@link SharingException#code()} null, whether the kernel
+ * dropped the reply's fds ({@code MSG_CTRUNC}) or the import found no fd.
  */
 class ClientAtFdLimitTest {
     private static final int BUFFERS = 60;
@@ -55,6 +57,7 @@ class ClientAtFdLimitTest {
                     } catch (SharingException e) {
                         failed.add(i);
                         if (failed.size() == 1) System.out.println("FIRST FAILURE " + e.getMessage());
+                        System.out.println("FAILURE code=" + e.code() + " " + e.getMessage());
                     } catch (Throwable t) {
                         System.out.println("UNEXPECTED " + t);
                         t.printStackTrace(System.out);
@@ -105,6 +108,11 @@ class ClientAtFdLimitTest {
                                 || out.contains("Exception in thread"), "v" + version + ":\n" + out);
                         assertTrue(out.contains("FIRST FAILURE") && out.contains("RLIMIT_NOFILE"),
                                 "some attach ran out of fds and said so (v" + version + "):\n" + out);
+                        // Out of fds here is a local failure, whichever step found it (the kernel
+                        // dropping the reply's fds, or the import): code() null, as documented; the
+                        // dropped fds read FD_COUNT_MISMATCH before (an independent probe).
+                        assertFalse(java.util.regex.Pattern.compile("FAILURE code=(?!null )").matcher(out).find(),
+                                "every failure here has code null (v" + version + "):\n" + out);
                         assertTrue(out.contains("CONNECTED true") && out.contains("AFTER CLOSE CONNECTED true"),
                                 "the connection survived (v" + version + "):\n" + out);
                         java.util.regex.Matcher m = java.util.regex.Pattern.compile("RETRIED (\\d+) OF (\\d+)").matcher(out);
