@@ -123,6 +123,13 @@ public final class SharingServer implements AutoCloseable {
      */
     static volatile Runnable afterDescriptorQueued;
     private final Thread acceptThread;
+    /**
+     * The accept thread's reserve fd ({@link #openAcceptReserve}), opened by the constructor so
+     * that a process that reaches its fd limit right after {@code build()} returns still has
+     * it; the accept thread owns it from its start (its loop closes it when it ends). Closed
+     * by {@code build()} when the thread never started.
+     */
+    private final java.io.FileInputStream initialAcceptReserve;
     private final int maxIdsPerConnection;
     private final int maxProtocolVersion;
     /**
@@ -149,6 +156,7 @@ public final class SharingServer implements AutoCloseable {
         this.maxProtocolVersion = b.maxProtocolVersion;
         this.acceptThread = new Thread(this::acceptLoop, "cuvmm-ipc-accept " + socket.path());
         acceptThread.setDaemon(true);
+        this.initialAcceptReserve = openAcceptReserve();
     }
 
     /** A builder for a server listening at {@code socketPath}. */
@@ -366,6 +374,7 @@ public final class SharingServer implements AutoCloseable {
             } catch (RuntimeException | Error e) {
                 // Nothing accepted yet: releases the socket, its file and the bean (the caller
                 // never gets this server, so nothing else could close it).
+                if (server.acceptThread.getState() == Thread.State.NEW) closeQuietly(server.initialAcceptReserve);
                 server.close();
                 throw e;
             }
@@ -672,36 +681,117 @@ public final class SharingServer implements AutoCloseable {
 
     private void acceptLoop() {
         AcceptFailures failures = new AcceptFailures();
-        while (!closed.get()) {
-            FdSocket s = null;
-            try {
+        java.io.FileInputStream reserve = initialAcceptReserve;
+        try {
+            while (!closed.get()) {
+                FdSocket s = null;
                 try {
-                    s = listenSocket.accept();
-                } catch (ClosedChannelException e) {
-                    break;
-                } catch (IOException e) {
+                    try {
+                        s = listenSocket.accept();
+                    } catch (ClosedChannelException e) {
+                        break;
+                    } catch (IOException e) {
+                        if (closed.get()) break;
+                        if (reserve != null && isFdLimit(e)) {
+                            // Linux's accept fails with EMFILE before it takes a connection off
+                            // the queue: without this the client's HELLO waited unanswered for
+                            // its whole timeout (an independent probe).
+                            closeQuietly(reserve);
+                            reserve = null;
+                            refuseOneAtFdLimit(failures);
+                            reserve = openAcceptReserve();
+                            continue;
+                        }
+                        if (reserve == null) reserve = openAcceptReserve();
+                        // EMFILE and friends: do not spin, and do not flood the log either (a server at
+                        // its fd limit failed every 50 ms: about 1,200 lines a minute).
+                        String line = failures.lineFor(String.valueOf(e.getMessage()));
+                        if (line != null) log(System.Logger.Level.WARNING, "accept on " + listenSocket.path()
+                                + " failed: " + line, null);
+                        sleepQuietly(50);
+                        continue;
+                    }
+                    admit(s);
+                } catch (Throwable t) {
+                    // Anything else (an Error from a class or a resource that cannot load at the fd
+                    // limit, a connection's threads that cannot start): this is the only thread that
+                    // accepts, so it ends only with the server (an independent probe saw it die for
+                    // good on an Error). Throttled as accept failures are.
+                    if (s != null) s.close();
                     if (closed.get()) break;
-                    // EMFILE and friends: do not spin, and do not flood the log either (a server at
-                    // its fd limit failed every 50 ms: about 1,200 lines a minute).
-                    String line = failures.lineFor(String.valueOf(e.getMessage()));
-                    if (line != null) log(System.Logger.Level.WARNING, "accept on " + listenSocket.path() + " failed: "
-                            + line, null);
+                    String line = failures.lineFor(String.valueOf(t));
+                    if (line != null) log(System.Logger.Level.ERROR, "accepting a connection on " + listenSocket.path()
+                            + " failed (the server goes on accepting): " + line, t);
                     sleepQuietly(50);
-                    continue;
                 }
-                admit(s);
-            } catch (Throwable t) {
-                // Anything else (an Error from a class or a resource that cannot load at the fd
-                // limit, a connection's threads that cannot start): this is the only thread that
-                // accepts, so it ends only with the server (an independent probe saw it die for
-                // good on an Error). Throttled as accept failures are.
-                if (s != null) s.close();
-                if (closed.get()) break;
-                String line = failures.lineFor(String.valueOf(t));
-                if (line != null) log(System.Logger.Level.ERROR, "accepting a connection on " + listenSocket.path()
-                        + " failed (the server goes on accepting): " + line, t);
-                sleepQuietly(50);
             }
+        } finally {
+            closeQuietly(reserve);
+        }
+    }
+
+    /**
+     * The accept thread's reserve: one fd ({@code /dev/null}) it holds to give up at the fd
+     * limit, so that it can still take one connection off the queue and refuse it
+     * ({@link #refuseOneAtFdLimit}). Null when none can be opened now (the loop tries again
+     * after each failed accept).
+     */
+    private static java.io.FileInputStream openAcceptReserve() {
+        try {
+            return new java.io.FileInputStream("/dev/null");
+        } catch (IOException | RuntimeException e) {
+            return null;
+        }
+    }
+
+    private static void closeQuietly(java.io.Closeable c) {
+        if (c == null) return;
+        try {
+            c.close();
+        } catch (IOException ignored) {
+            // /dev/null: its close does not fail, and the fd is released either way
+        }
+    }
+
+    /** Whether accept failed for want of an fd ({@code EMFILE}, or {@code ENFILE} system-wide). */
+    private static boolean isFdLimit(IOException e) {
+        return String.valueOf(e.getMessage()).contains("Too many open files");
+    }
+
+    /**
+     * At the fd limit, with the reserve given up: waits for the next connection (the reserve's
+     * fd number is free for it), sends it ERROR {@code TOO_MANY_CONNECTIONS} (request id 0)
+     * naming the limit, and closes it, without reading its HELLO, as the connection limit's
+     * refusal does. Its listeners hear {@code refused}.
+     */
+    private void refuseOneAtFdLimit(AcceptFailures failures) {
+        FdSocket s;
+        try {
+            s = listenSocket.accept();
+        } catch (IOException e) {
+            if (closed.get()) return;
+            String line = failures.lineFor(String.valueOf(e.getMessage()));
+            if (line != null) log(System.Logger.Level.WARNING, "accept on " + listenSocket.path() + " failed: " + line,
+                    null);
+            sleepQuietly(50);
+            return;
+        }
+        String why = "the server is at its open-file limit (" + NativeIo.openFileLimitText() + ") and cannot take "
+                + "another connection; try again later (the server's owner can raise the limit, ulimit -n, or close "
+                + "connections)";
+        PeerCredentials peer;
+        try {
+            peer = s.peerCredentials();
+        } catch (IOException e) {
+            peer = null;
+        }
+        refuse(s, ErrorCode.TOO_MANY_CONNECTIONS, why);
+        String line = failures.lineFor("refused a connection: at the open-file limit");
+        if (line != null) log(System.Logger.Level.WARNING, "accept on " + listenSocket.path() + ": " + line + " ("
+                + NativeIo.openFileLimitText() + ")", null);
+        if (peer != null) {
+            PeerCredentials p = peer;
+            fire(l -> l.refused(p, why));
         }
     }
 

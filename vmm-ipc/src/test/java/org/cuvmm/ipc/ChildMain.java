@@ -23,6 +23,7 @@ public final class ChildMain {
                 case "hold" -> hold(Path.of(args[1]), args[2]);
                 case "hello" -> hello(Path.of(args[1]));
                 case "exportAtLimit" -> exportAtLimit(Path.of(args[1]));
+                case "serveAtLimit" -> serveAtLimit(Path.of(args[1]));
                 default -> throw new IllegalArgumentException(args[0]);
             }
         } catch (Throwable t) {
@@ -228,6 +229,45 @@ public final class ChildMain {
                 System.out.println("attached again below the limit");
             }
             server.unpublish("b");
+        }
+    }
+
+    /**
+     * A server at its open-file limit (AcceptAtFdLimitTest): serves at {@code sock}, lowers
+     * the limit so that no fd number is free ("AT LIMIT"; an accept already waiting holds the
+     * fd number it will give its connection, so one more connection may still be served),
+     * waits for a line on stdin while the
+     * parent connects, restores it ("BELOW LIMIT"), waits for another line while the parent
+     * connects again, and prints the refusals its listener heard.
+     */
+    private static void serveAtLimit(Path sock) throws Exception {
+        java.util.List<String> refusals = new java.util.concurrent.CopyOnWriteArrayList<>();
+        java.io.BufferedReader in = new java.io.BufferedReader(new java.io.InputStreamReader(System.in));
+        try (VirtualMemoryResource resource = VirtualMemoryResource.create(0); // the driver loaded while fds are free
+             SharingServer server = SharingServer.builder(sock).listener(new SharingListener() {
+                @Override
+                public void refused(PeerCredentials peer, String reason) {
+                    refusals.add(reason);
+                }
+            }).build()) {
+            jnr.posix.RLimit r = NativeIo.posix().getrlimit(RLIMIT_NOFILE);
+            long[] old = {r.rlimCur(), r.rlimMax()};
+            int limit = 0;
+            while (IpcTestSupport.isOpen(limit)) limit++; // no fd number free below it
+            if (NativeIo.posix().setrlimit(RLIMIT_NOFILE, limit, old[1]) != 0) {
+                throw new IllegalStateException("setrlimit failed: errno " + NativeIo.posix().errno());
+            }
+            try {
+                System.out.println("AT LIMIT " + limit);
+                System.out.flush();
+                in.readLine();
+            } finally {
+                NativeIo.posix().setrlimit(RLIMIT_NOFILE, old[0], old[1]);
+            }
+            System.out.println("BELOW LIMIT");
+            System.out.flush();
+            in.readLine();
+            System.out.println("REFUSALS " + refusals.size() + " " + refusals);
         }
     }
 }

@@ -57,7 +57,8 @@ class ClientAtFdLimitTest {
                     } catch (SharingException e) {
                         failed.add(i);
                         if (failed.size() == 1) System.out.println("FIRST FAILURE " + e.getMessage());
-                        System.out.println("FAILURE code=" + e.code() + " " + e.getMessage());
+                        String m = String.valueOf(e.getMessage());
+                        System.out.println("FAILURE code=" + e.code() + " " + m.substring(0, Math.min(80, m.length())));
                     } catch (Throwable t) {
                         System.out.println("UNEXPECTED " + t);
                         t.printStackTrace(System.out);
