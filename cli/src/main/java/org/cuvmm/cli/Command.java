@@ -13,7 +13,11 @@ public interface Command {
     int OK = 0;
     /** The command ran but something failed: a verification, a driver call. */
     int FAILED = 1;
-    /** The command line was wrong, or the command is not available in this version. */
+    /**
+     * The command line was wrong (nothing was run), or the command cannot run in this
+     * installation (bench outside a source tree). A server that cannot be reached is a
+     * failure ({@link #FAILED}), not this.
+     */
     int USAGE = 2;
 
     /** The word typed after {@code cuvmm}. */

@@ -52,7 +52,11 @@ final class HelpCommand implements Command {
         out.println("                                           from running at once on the calling thread");
         out.println("  pass properties through JAVA_OPTS with ./cuvmm, for example JAVA_OPTS=-Dcuvmm.driver=host");
         out.println();
-        out.println("exit status: 0 success, 1 a check or driver call failed, 2 usage error or not available;");
+        out.println("exit status: 0 success;");
+        out.println("             1 a failure while running: a check, a driver call, a socket or server (attach to a");
+        out.println("               path where no server listens, a file that is no socket, a server's refusal);");
+        out.println("             2 a usage error (an unknown command or option, a bad value: nothing was run), or a");
+        out.println("               command this installation cannot run (bench outside a cuvmm source tree);");
         out.println("             serve, attach or demo stopped by Ctrl-C or SIGTERM: 130 or 143 (serve and demo remove");
         out.println("             their socket files first, waiting a bounded time for that)");
         return OK;

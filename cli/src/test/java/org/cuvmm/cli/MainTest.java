@@ -165,6 +165,27 @@ class MainTest {
             // lower bound (native select_driver), and serve's status after a signal (ServeStopTest).
             assertTrue(r.out().contains("a power of two,\n") && r.out().contains("at least 4096"), r.out());
             assertTrue(r.out().contains("serve, attach or demo stopped by Ctrl-C or SIGTERM: 130 or 143"), r.out());
+            // Which status an unreachable server gets (a probe found "2 ... not available" read as it).
+            assertTrue(r.out().contains("1 a failure while running") && r.out().contains("where no server listens")
+                    && r.out().contains("2 a usage error"), r.out());
+        }
+    }
+
+    /** As help says: a path where no server listens, or a file that is no socket, is a failure (1), not usage (2). */
+    @Test
+    void attachToNoServerIsAFailureNotAUsageError() throws Exception {
+        java.nio.file.Path dir = java.nio.file.Files.createTempDirectory("cuvmm-cli-nosock");
+        try {
+            java.nio.file.Path plain = java.nio.file.Files.writeString(dir.resolve("plain"), "x");
+            for (java.nio.file.Path target : new java.nio.file.Path[] {dir.resolve("none.sock"), plain}) {
+                Result r = cuvmm("attach", "--socket", target.toString(), "--name", "x");
+                assertEquals(1, r.status(), target + ":\n" + r.err());
+                assertTrue(r.err().contains(target.toString()), r.err());
+            }
+        } finally {
+            try (java.util.stream.Stream<java.nio.file.Path> files = java.nio.file.Files.walk(dir)) {
+                files.sorted(java.util.Comparator.reverseOrder()).forEach(f -> f.toFile().delete());
+            }
         }
     }
 
