@@ -365,6 +365,7 @@ public final class SharingServer implements AutoCloseable {
             // Left at its default: this process's euid, and what alsoAllowUids added. Into a
             // copy: the builder keeps what its caller set, for a later build().
             Set<Integer> uids = new TreeSet<>(allowedUids);
+            NativeIo.load(); // before geteuid, jnr's first use: refused at the fd limit, not broken for good
             if (!uidsSet) uids.add(NativeIo.posix().geteuid());
             FdServerSocket s = FdServerSocket.bind(path, fileMode, fileGroup, backlog);
             SharingServer server = new SharingServer(this, s, uids);

@@ -20,7 +20,8 @@ import org.junit.jupiter.api.Test;
  * first {@code SharingClient} build there failing with {@code NoClassDefFoundError} (jnr-ffi's
  * static holder died listing {@code /etc/ld.so.conf.d}) and every later socket of that JVM
  * failing the same way after the fds were freed. Now the first attempt is an IOException that
- * names RLIMIT_NOFILE, and once fds are free the same JVM makes sockets and passes an fd.
+ * names RLIMIT_NOFILE, and once fds are free the same JVM makes sockets and passes an fd. A
+ * server's build, which asked jnr for the euid before it made a socket, is checked the same way.
  */
 class FirstSocketAtFdLimitTest {
 
@@ -35,6 +36,14 @@ class FirstSocketAtFdLimitTest {
                 System.out.println("HOGGED " + hog.size() + " (" + full.getMessage() + ")");
             }
             for (int i = 0; i < 2; i++) hog.remove(hog.size() - 1).close();
+            Path sock = Path.of(args[0]);
+            // A server first: its build asked jnr for the euid before any socket (an fd-limit
+            // load there broke jnr for good, past the check in the socket calls).
+            try (SharingServer server = SharingServer.builder(sock).build()) {
+                System.out.println("SERVER BUILT " + server);
+            } catch (Throwable t) {
+                System.out.println("SERVER " + t.getClass().getName() + ": " + t.getMessage());
+            }
             try {
                 FdSocket[] p = FdSocket.pair();
                 System.out.println("FIRST MADE A PAIR");
@@ -58,6 +67,11 @@ class FirstSocketAtFdLimitTest {
             } catch (Throwable t) {
                 System.out.println("SECOND " + t.getClass().getName() + ": " + t.getMessage());
             }
+            try (SharingServer server = SharingServer.builder(sock).build()) {
+                System.out.println("SERVER SERVES " + server.connectionCount());
+            } catch (Throwable t) {
+                System.out.println("SERVER AGAIN " + t.getClass().getName() + ": " + t.getMessage());
+            }
             System.out.flush();
         }
 
@@ -71,19 +85,23 @@ class FirstSocketAtFdLimitTest {
     @Test
     void theFirstSocketAtTheLimitIsARetryableIOExceptionAndTheJvmRecovers() throws Exception {
         File log = File.createTempFile("cuvmm-first-socket", ".log");
+        Path sock = IpcTestSupport.socketPath();
         try {
             Process p = IpcTestSupport.startChild(Child.class, log,
                     List.of("bash", "-c", "ulimit -n 256 && exec \"$0\" \"$@\""),
-                    List.of("--add-opens=java.base/java.io=ALL-UNNAMED"));
+                    List.of("--add-opens=java.base/java.io=ALL-UNNAMED"), sock.toString());
             assertTrue(p.waitFor(60, TimeUnit.SECONDS), "child did not finish: " + IpcTestSupport.read(log));
             String out = IpcTestSupport.read(log);
             assertEquals(0, p.exitValue(), out);
             assertTrue(out.contains("HOGGED "), out);
+            assertTrue(out.contains("SERVER java.io.IOException: cannot load cuvmm-ipc's native layer"), out);
+            assertTrue(out.contains("SERVER SERVES 0"), out);
             assertTrue(out.contains("FIRST java.io.IOException: cannot load cuvmm-ipc's native layer")
                     && out.contains("RLIMIT_NOFILE") && out.contains("ulimit -n") && out.contains("try again"), out);
             assertTrue(out.contains("SECOND RECEIVED 42 WITH 1 FD"), out);
         } finally {
             log.delete();
+            IpcTestSupport.deleteTree(sock.getParent());
         }
     }
 }
