@@ -36,6 +36,28 @@ public final class ChildMain {
         System.exit(0);
     }
 
+    /**
+     * Lowers this process's soft RLIMIT_NOFILE to the lowest value that leaves exactly {@code
+     * free} unused fd numbers below it; returns {old soft, old hard, the new soft limit} (give
+     * the first two back to setrlimit to restore it).
+     */
+    private static long[] lowerFdLimit(int free) {
+        jnr.posix.RLimit r = NativeIo.posix().getrlimit(RLIMIT_NOFILE);
+        long[] old = {r.rlimCur(), r.rlimMax(), 0};
+        int limit = 0;
+        for (int seen = 0; seen < free; limit++) {
+            if (!IpcTestSupport.isOpen(limit)) seen++;
+        }
+        if (free == 0) {
+            while (IpcTestSupport.isOpen(limit)) limit++;
+        }
+        if (NativeIo.posix().setrlimit(RLIMIT_NOFILE, limit, old[1]) != 0) {
+            throw new IllegalStateException("setrlimit failed: errno " + NativeIo.posix().errno());
+        }
+        old[2] = limit;
+        return old;
+    }
+
     /** Receives 20 fds with room for only a few: the kernel sets MSG_CTRUNC. */
     private static void ctrunc(Path sock) throws Exception {
         try (FdSocket s = FdSocket.connect(sock)) {
@@ -43,20 +65,9 @@ public final class ChildMain {
             Class.forName(FdTransferException.Reason.class.getName());
             Class.forName(FdTransferException.class.getName());
             Map<String, Integer> base = IpcTestSupport.fdSnapshot();
-            long[] old = {0, 0};
-            jnr.posix.RLimit r = NativeIo.posix().getrlimit(RLIMIT_NOFILE);
-            old[0] = r.rlimCur();
-            old[1] = r.rlimMax();
             // The lowest limit that leaves exactly 3 free fd numbers below it.
-            int limit = 0;
-            int free = 0;
-            while (free < 3) {
-                if (!IpcTestSupport.isOpen(limit)) free++;
-                limit++;
-            }
-            if (NativeIo.posix().setrlimit(RLIMIT_NOFILE, limit, old[1]) != 0) {
-                throw new IllegalStateException("setrlimit failed: errno " + NativeIo.posix().errno());
-            }
+            long[] old = lowerFdLimit(3);
+            long limit = old[2];
             FdTransferException.Reason reason = null;
             int closed = -1;
             try {
@@ -109,17 +120,8 @@ public final class ChildMain {
                 }
             }
             Map<String, Integer> base = IpcTestSupport.fdSnapshot();
-            jnr.posix.RLimit r = NativeIo.posix().getrlimit(RLIMIT_NOFILE);
-            long[] old = {r.rlimCur(), r.rlimMax()};
-            int limit = 0;
-            int free = 0;
-            while (free < 3) {
-                if (!IpcTestSupport.isOpen(limit)) free++;
-                limit++;
-            }
-            if (NativeIo.posix().setrlimit(RLIMIT_NOFILE, limit, old[1]) != 0) {
-                throw new IllegalStateException("setrlimit failed: errno " + NativeIo.posix().errno());
-            }
+            long[] old = lowerFdLimit(3);
+            long limit = old[2];
             String result;
             try {
                 go.send(new byte[] {1}, null); // ready: the limit is low
@@ -205,13 +207,7 @@ public final class ChildMain {
             server.publish("b", buffer);
             try (SharingClient client = SharingClient.builder(sock).protocolVersion(1).build()) {
                 client.attach("b", resource).close(); // the attach path's classes, loaded while fds are free
-                jnr.posix.RLimit r = NativeIo.posix().getrlimit(RLIMIT_NOFILE);
-                long[] old = {r.rlimCur(), r.rlimMax()};
-                int limit = 0;
-                while (IpcTestSupport.isOpen(limit)) limit++; // no fd number free below it
-                if (NativeIo.posix().setrlimit(RLIMIT_NOFILE, limit, old[1]) != 0) {
-                    throw new IllegalStateException("setrlimit failed: errno " + NativeIo.posix().errno());
-                }
+                long[] old = lowerFdLimit(0); // no fd number free below it
                 String result;
                 try {
                     try (Attachment a = client.attach("b", resource)) {
@@ -250,13 +246,8 @@ public final class ChildMain {
                     refusals.add(reason);
                 }
             }).build()) {
-            jnr.posix.RLimit r = NativeIo.posix().getrlimit(RLIMIT_NOFILE);
-            long[] old = {r.rlimCur(), r.rlimMax()};
-            int limit = 0;
-            while (IpcTestSupport.isOpen(limit)) limit++; // no fd number free below it
-            if (NativeIo.posix().setrlimit(RLIMIT_NOFILE, limit, old[1]) != 0) {
-                throw new IllegalStateException("setrlimit failed: errno " + NativeIo.posix().errno());
-            }
+            long[] old = lowerFdLimit(0); // no fd number free below it
+            long limit = old[2];
             try {
                 System.out.println("AT LIMIT " + limit);
                 System.out.flush();
