@@ -29,16 +29,7 @@ public final class CachedConsumerMain {
     private CachedConsumerMain() {}
 
     public static void main(String[] args) {
-        try {
-            run(Path.of(args[0]));
-        } catch (Throwable t) {
-            System.out.println("FAILED: " + t);
-            t.printStackTrace(System.out);
-            System.out.flush();
-            System.exit(2);
-        }
-        System.out.flush();
-        System.exit(0);
+        IpcTestSupport.runChildMain(() -> run(Path.of(args[0])));
     }
 
     private static void run(Path sock) throws Exception {

@@ -13,8 +13,8 @@ public final class ChildMain {
 
     private ChildMain() {}
 
-    public static void main(String[] args) throws Exception {
-        try {
+    public static void main(String[] args) {
+        IpcTestSupport.runChildMain(() -> {
             switch (args[0]) {
                 case "ctrunc" -> ctrunc(Path.of(args[1]));
                 case "ctruncAhead" -> ctruncAhead(Path.of(args[1]));
@@ -26,14 +26,7 @@ public final class ChildMain {
                 case "serveAtLimit" -> serveAtLimit(Path.of(args[1]));
                 default -> throw new IllegalArgumentException(args[0]);
             }
-        } catch (Throwable t) {
-            System.out.println("FAILED: " + t);
-            t.printStackTrace(System.out);
-            System.out.flush();
-            System.exit(2);
-        }
-        System.out.flush();
-        System.exit(0);
+        });
     }
 
     /**

@@ -1,5 +1,6 @@
 package org.cuvmm.ipc;
 
+import static org.cuvmm.ipc.IpcTestSupport.frame2;
 import static org.cuvmm.ipc.IpcTestSupport.assertFdsBack;
 import static org.cuvmm.ipc.IpcTestSupport.await;
 import static org.cuvmm.ipc.IpcTestSupport.concat;
@@ -666,7 +667,4 @@ class ClientLeaderTest {
         }
     }
 
-    private static byte[] frame2(int type, int requestId, byte[] payload) {
-        return concat(header(Protocol.MAGIC, 2, type, requestId, payload.length), payload);
-    }
 }

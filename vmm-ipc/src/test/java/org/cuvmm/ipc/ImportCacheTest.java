@@ -1,8 +1,7 @@
 package org.cuvmm.ipc;
 
+import static org.cuvmm.ipc.IpcTestSupport.frame2;
 import static org.cuvmm.ipc.IpcTestSupport.await;
-import static org.cuvmm.ipc.IpcTestSupport.concat;
-import static org.cuvmm.ipc.IpcTestSupport.header;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
@@ -686,9 +685,6 @@ class ImportCacheTest {
         }
     }
 
-    private static byte[] frame2(int type, int requestId, byte[] payload) {
-        return concat(header(Protocol.MAGIC, 2, type, requestId, payload.length), payload);
-    }
 
     private void attachAndCheck(SharingClient c, String name, long seed) throws Exception {
         try (Attachment a = c.attach(name, resource)) {

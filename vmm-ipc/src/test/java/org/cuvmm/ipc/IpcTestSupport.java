@@ -1,6 +1,8 @@
 package org.cuvmm.ipc;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertSame;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
 import java.io.File;
@@ -177,6 +179,40 @@ final class IpcTestSupport {
         return concat(header(Protocol.MAGIC, Protocol.VERSION, type, requestId, payload.length), payload);
     }
 
+    /**
+     * The next frame of a version-2 connection (a raw client's read), failing the test after
+     * {@code seconds}, at the end of the stream, or on a frame the protocol forbids; {@code
+     * waitingFor} names what the test waits for.
+     */
+    static Frame nextFrame2(FdSocket s, int seconds, String waitingFor) throws IOException {
+        Frame f;
+        try {
+            f = FrameIO.readBefore(s, 2, 2, System.nanoTime() + TimeUnit.SECONDS.toNanos(seconds));
+        } catch (FrameIO.Stalled e) {
+            throw new AssertionError("no frame within " + seconds + " s waiting for " + waitingFor + ": "
+                    + e.getMessage(), e);
+        } catch (ProtocolException e) {
+            throw new AssertionError("waiting for " + waitingFor + ", the server sent a frame the protocol forbids "
+                    + "(an EVICT of more than 8190 ids, or naming an id twice, is one): " + e.getMessage(), e);
+        }
+        assertNotNull(f, "end of stream waiting for " + waitingFor);
+        return f;
+    }
+
+    /** A raw client's version-2 HELLO as request {@code requestId}; the reply must be HELLO_OK for version 2. */
+    static void hello2(FdSocket s, int requestId, String clientName, int seconds) throws IOException {
+        s.send(frame2(1, requestId, str(clientName)), null);
+        try (Frame f = nextFrame2(s, seconds, "HELLO_OK")) {
+            assertSame(FrameType.HELLO_OK, f.type, "got " + f);
+            assertEquals(2, ((Messages.HelloOk) f.message).version(), "a version-2 connection");
+        }
+    }
+
+    /** A frame whose header says version 2 (the version of a version-2 connection's frames). */
+    static byte[] frame2(int type, int requestId, byte[] payload) {
+        return concat(header(Protocol.MAGIC, 2, type, requestId, payload.length), payload);
+    }
+
     static byte[] concat(byte[]... parts) {
         int n = 0;
         for (byte[] p : parts) n += p.length;
@@ -237,6 +273,29 @@ final class IpcTestSupport {
             buffer.close();
             resource.close();
         }
+    }
+
+    /** The work of a child JVM's main ({@link #runChildMain}). */
+    @FunctionalInterface
+    interface ChildBody {
+        void run() throws Exception;
+    }
+
+    /**
+     * A child JVM's main: runs {@code body} and exits 0; a failure prints {@code "FAILED: "}
+     * with its stack trace on stdout (which the parent reads) and exits 2.
+     */
+    static void runChildMain(ChildBody body) {
+        try {
+            body.run();
+        } catch (Throwable t) {
+            System.out.println("FAILED: " + t);
+            t.printStackTrace(System.out);
+            System.out.flush();
+            System.exit(2);
+        }
+        System.out.flush();
+        System.exit(0);
     }
 
     /** Starts {@code main} in a child JVM with this JVM's class path and environment; output goes to {@code log}. */

@@ -26,16 +26,7 @@ public final class PooledConsumerMain {
     private PooledConsumerMain() {}
 
     public static void main(String[] args) {
-        try {
-            run(Path.of(args[0]), args[1], Long.parseLong(args[2]));
-        } catch (Throwable t) {
-            System.out.println("FAILED: " + t);
-            t.printStackTrace(System.out);
-            System.out.flush();
-            System.exit(2);
-        }
-        System.out.flush();
-        System.exit(0);
+        IpcTestSupport.runChildMain(() -> run(Path.of(args[0]), args[1], Long.parseLong(args[2])));
     }
 
     private static void run(Path sock, String name, long seed) throws Exception {

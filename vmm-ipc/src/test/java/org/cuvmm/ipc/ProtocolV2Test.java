@@ -1,7 +1,6 @@
 package org.cuvmm.ipc;
 
-import static org.cuvmm.ipc.IpcTestSupport.concat;
-import static org.cuvmm.ipc.IpcTestSupport.header;
+import static org.cuvmm.ipc.IpcTestSupport.frame2;
 import static org.cuvmm.ipc.IpcTestSupport.str;
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -40,9 +39,6 @@ class ProtocolV2Test {
     @AfterEach
     void tearDown() { IpcTestSupport.deleteTree(sock.getParent()); }
 
-    private static byte[] frame2(int type, int requestId, byte[] payload) {
-        return concat(header(Protocol.MAGIC, 2, type, requestId, payload.length), payload);
-    }
 
     private FdSocket helloV2() throws Exception {
         FdSocket s = FdSocket.connect(sock);

@@ -30,16 +30,8 @@ public final class SoakConsumerMain {
     static final AtomicLong dataErrors = new AtomicLong();
 
     public static void main(String[] args) {
-        try {
-            run(Path.of(args[0]), Integer.parseInt(args[1]), Integer.parseInt(args[2]), Integer.parseInt(args[3]));
-        } catch (Throwable t) {
-            System.out.println("FAILED: " + t);
-            t.printStackTrace(System.out);
-            System.out.flush();
-            System.exit(2);
-        }
-        System.out.flush();
-        System.exit(0);
+        IpcTestSupport.runChildMain(() -> run(Path.of(args[0]), Integer.parseInt(args[1]), Integer.parseInt(args[2]),
+                Integer.parseInt(args[3])));
     }
 
     static String stat(SharingClient client) throws Exception {
