@@ -58,7 +58,8 @@ public final class Driver {
      * @throws CudaException when {@code cuvmm.driver=cuda} and the NVIDIA driver cannot be
      *     loaded (the message says why); {@code CUDA_ERROR_OUT_OF_MEMORY} when the first call
      *     finds the process at its file descriptor limit (cuvmm's native library is not loaded
-     *     with fewer than 8 fds free; the message names RLIMIT_NOFILE; a later call tries again)
+     *     with fewer than 8 fds free, plus one per class-path jar not open yet; the message names
+     *     RLIMIT_NOFILE; a later call tries again)
      */
     public static Driver get() {
         Driver d = instance;

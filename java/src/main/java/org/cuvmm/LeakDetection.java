@@ -27,7 +27,15 @@ public final class LeakDetection {
         return t;
     });
 
-    private static final System.Logger LOG = System.getLogger("org.cuvmm");
+    /**
+     * The logger, looked up when a record is written, not when this class initializes: a
+     * public entry point's first use at the fd limit must not touch logging before the
+     * first-use check ({@code org.cuvmm.internal.FirstUse}), since logging's first use there
+     * breaks it, and {@code java.security}, for the life of the JVM (an independent probe).
+     */
+    private static System.Logger logger() {
+        return System.getLogger("org.cuvmm");
+    }
     private static final AtomicLong LEAKS = new AtomicLong();
     private static final int RECENT_LIMIT = 16;
     private static final Deque<String> RECENT = new ArrayDeque<>();
@@ -126,7 +134,7 @@ public final class LeakDetection {
         }
         LEAKS.incrementAndGet();
         try {
-            LOG.log(System.Logger.Level.WARNING, text);
+            logger().log(System.Logger.Level.WARNING, text);
         } catch (RuntimeException | Error e) {
             // Never throws: the caller releases the memory after this, and (for a buffer with
             // recorded stream work) waits for that work first; a logging failure (a handler that

@@ -18,12 +18,10 @@ import org.cuvmm.internal.ClassPreload;
  * separate jar, loads its own the same way ({@code ErrorPathClasses}). From a jar a class load
  * opens no file either way. Package-private.
  *
- * <p>Also the JDK's default logging: the first record {@code System.Logger} formats reads the
- * logging configuration and, for {@code java.util.logging.SimpleFormatter}'s date, the
- * time-zone database ({@code lib/tzdb.dat}). At the limit that open fails with an {@code
- * Error} the handler does not catch, and leaves {@code sun.util.calendar.ZoneInfoFile}
- * uninitialized for the rest of the process: no record could ever be written again (the same
- * probe, through a leak report). Both are read here, while files can be opened.
+ * <p>The JDK's own lazily read files (the logging configuration, the time-zone database the
+ * default formatter's date needs, {@code java.security}), which an earlier version read here,
+ * are read before the native load by {@link org.cuvmm.internal.FirstUse}: JavaCPP's load
+ * itself needed the time-zone data (an independent probe).
  */
 final class ReleasePathClasses {
     private ReleasePathClasses() {}
@@ -34,12 +32,6 @@ final class ReleasePathClasses {
     static {
         LOADED = ClassPreload.loadAll(ReleasePathClasses.class, "org/cuvmm/", "org/cuvmm/internal/",
                 "org/cuvmm/internal/jni/", "org/cuvmm/pool/");
-        try {
-            System.getLogger("org.cuvmm"); // the logging configuration (JUL's LogManager)
-            java.time.ZoneId.systemDefault().getRules();
-        } catch (RuntimeException | Error e) {
-            // No time-zone data here: the first log record will find out, as without cuvmm.
-        }
     }
 
     /** Runs the initializer above (once; later calls do nothing). */

@@ -25,7 +25,10 @@ import java.util.stream.Stream;
  * core's {@code ReleasePathClasses} and vmm-ipc's {@code ErrorPathClasses}.
  */
 public final class ClassPreload {
-    private static final System.Logger LOG = System.getLogger("org.cuvmm");
+    /** Looked up when a record is written: this class must not touch logging as it initializes (FirstUse). */
+    private static System.Logger logger() {
+        return System.getLogger("org.cuvmm");
+    }
 
     private ClassPreload() {}
 
@@ -66,7 +69,7 @@ public final class ClassPreload {
                 }
             }
         } catch (IOException | URISyntaxException | RuntimeException e) {
-            LOG.log(System.Logger.Level.DEBUG, "listing the classes of " + List.of(packagePaths) + " failed; they load "
+            logger().log(System.Logger.Level.DEBUG, "listing the classes of " + List.of(packagePaths) + " failed; they load "
                     + "as used", e);
         }
         ClassLoader loader = anchor.getClassLoader();
@@ -77,7 +80,7 @@ public final class ClassPreload {
                 Class.forName(name, false, loader);
                 loaded++;
             } catch (ClassNotFoundException | LinkageError | RuntimeException e) { // a sealing SecurityException too
-                LOG.log(System.Logger.Level.DEBUG, "preloading " + name + " failed", e);
+                logger().log(System.Logger.Level.DEBUG, "preloading " + name + " failed", e);
             }
         }
         return loaded;

@@ -184,7 +184,15 @@ import org.cuvmm.internal.NativeCalls;
 public final class VirtualMemoryPool implements AutoCloseable {
     /** The JMX domain of the pool beans. */
     public static final String JMX_DOMAIN = "org.cuvmm";
-    private static final System.Logger LOG = System.getLogger("org.cuvmm.pool");
+    /**
+     * The logger, looked up when a record is written, not when this class initializes: a
+     * public entry point's first use at the fd limit must not touch logging before the
+     * first-use check ({@code org.cuvmm.internal.FirstUse}), since logging's first use there
+     * breaks it, and {@code java.security}, for the life of the JVM (an independent probe).
+     */
+    private static System.Logger logger() {
+        return System.getLogger("org.cuvmm.pool");
+    }
     private static final AtomicInteger POOL_NUMBER = new AtomicInteger();
 
     private final String name;
@@ -524,7 +532,7 @@ public final class VirtualMemoryPool implements AutoCloseable {
             t.start();
             return true;
         } catch (OutOfMemoryError | RuntimeException e) {
-            LOG.log(System.Logger.Level.WARNING, "pool " + name + ": cannot start " + threadName + " (" + e + "); "
+            logger().log(System.Logger.Level.WARNING, "pool " + name + ": cannot start " + threadName + " (" + e + "); "
                     + otherwise, e);
             return false;
         }
@@ -535,7 +543,7 @@ public final class VirtualMemoryPool implements AutoCloseable {
         try {
             trim();
         } catch (RuntimeException e) {
-            LOG.log(System.Logger.Level.WARNING, "pool " + name + ": releasing its idle memory at close failed", e);
+            logger().log(System.Logger.Level.WARNING, "pool " + name + ": releasing its idle memory at close failed", e);
         }
         unregisterMBeans();
         watchLeaksAfterClose();
@@ -577,7 +585,7 @@ public final class VirtualMemoryPool implements AutoCloseable {
             } catch (InterruptedException e) {
                 Thread.currentThread().interrupt();
             } catch (RuntimeException e) {
-                LOG.log(System.Logger.Level.WARNING, "pool " + name + ": taking back a leaked buffer after close failed",
+                logger().log(System.Logger.Level.WARNING, "pool " + name + ": taking back a leaked buffer after close failed",
                         e);
             } finally {
                 if (watching) leakWatcher.set(false); // ended by an exception or Error: a later need starts another
@@ -631,14 +639,14 @@ public final class VirtualMemoryPool implements AutoCloseable {
             } catch (RuntimeException | LinkageError e) {
                 String names = registered.toString();
                 registered.clear(); // first: the log below may fail too
-                LOG.log(System.Logger.Level.WARNING, "pool " + name + ": unregistering " + names + " failed", e);
+                logger().log(System.Logger.Level.WARNING, "pool " + name + ": unregistering " + names + " failed", e);
                 return;
             }
             for (ObjectName objectName : registered) {
                 try {
                     server.unregisterMBean(objectName);
                 } catch (JMException | RuntimeException e) {
-                    LOG.log(System.Logger.Level.WARNING, "pool " + name + ": unregistering " + objectName + " failed",
+                    logger().log(System.Logger.Level.WARNING, "pool " + name + ": unregistering " + objectName + " failed",
                             e);
                 }
             }

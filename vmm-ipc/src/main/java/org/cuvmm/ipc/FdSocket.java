@@ -184,8 +184,8 @@ public final class FdSocket implements Closeable {
      * @throws IllegalArgumentException when the path is longer than a socket path may be
      * @throws IOException when nothing listens there (the message names the path), or when
      *     the first socket of this JVM finds the process at its open-file limit (the native
-     *     layer's first load wants 8 free fds; the message names RLIMIT_NOFILE; a later call
-     *     tries again)
+     *     layer's first load wants 8 free fds, plus one per class-path jar not open yet; the
+     *     message names RLIMIT_NOFILE; a later call tries again)
      * @throws UnsupportedOperationException when the native layer (jnr-posix, jnr-ffi, jffi)
      *     cannot load; the message says what to check
      */

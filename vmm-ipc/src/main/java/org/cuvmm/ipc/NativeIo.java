@@ -55,29 +55,22 @@ final class NativeIo {
         }
     }
 
-    /**
-     * File descriptors {@link #load} wants free before the first load: that load opens files
-     * (jnr-ffi lists {@code /etc/ld.so.conf.d} while initializing a static holder; jffi may
-     * unpack its stub library); it was seen to fail with two fds free and to succeed with three.
-     * Eight leave room for the other threads of a busy process.
-     */
-    static final int FIRST_LOAD_FREE_FDS = 8;
-
     /** Set once {@link #load} succeeded (then it does nothing). */
     private static volatile boolean loaded;
 
     /**
      * Loads the native layer once per JVM, before the first socket: jnr-posix's libc, {@link
-     * NativeMsg}'s {@code sendmsg}/{@code recvmsg} and {@code poll}. It first checks that
-     * {@value #FIRST_LOAD_FREE_FDS} fds can be opened. Why: jnr-ffi and jffi open files while
-     * they initialize static holders, and a class whose static initializer failed stays broken
-     * for the life of the JVM. A first connect at the open-file limit left every later socket
-     * failing with {@code NoClassDefFoundError}, after fds were freed too (an independent fault
-     * probe). Checked first, it is an IOException the caller can retry. Not airtight: another
-     * thread may take the fds between the check and the load.
+     * NativeMsg}'s {@code sendmsg}/{@code recvmsg} and {@code poll}, after the core's {@link
+     * org.cuvmm.internal.FirstUse#prepare}, which checks the free fds and opens what the JDK
+     * opens lazily. Why: jnr-ffi and jffi open files while they initialize static holders, and a
+     * class whose static initializer failed stays broken for the life of the JVM. A first
+     * connect at the open-file limit left every later socket failing with {@code
+     * NoClassDefFoundError}, after fds were freed too; and jars the JDK could not open then
+     * (jnr's, asm's) were dropped from the class path for good (independent fault probes).
+     * Checked first, it is an IOException the caller can retry.
      *
-     * @throws IOException when the fds are not free (the message names RLIMIT_NOFILE); nothing
-     *     was loaded, and a later call tries again
+     * @throws IOException when too few fds are free (the message names RLIMIT_NOFILE and the
+     *     count); nothing was loaded, and a later call tries again
      * @throws UnsupportedOperationException when the layer cannot load (not Linux, no jffi
      *     native jar, or an earlier failed load in this JVM: the message says which to check)
      */
@@ -85,7 +78,13 @@ final class NativeIo {
         if (loaded) return;
         synchronized (NativeIo.class) {
             if (loaded) return;
-            checkFreeFds();
+            String shortage = org.cuvmm.internal.FirstUse.prepare();
+            if (shortage != null) {
+                throw new java.io.IOException("cannot load cuvmm-ipc's native layer (jnr-posix, jnr-ffi, jffi) now: "
+                        + shortage + ": the process is at its open-file limit (RLIMIT_NOFILE). Close fds or raise "
+                        + "the limit (ulimit -n), then try again; nothing was loaded (a first load that ran out of fds "
+                        + "would leave it broken until the JVM restarts, so it is not tried)");
+            }
             try {
                 posix();
                 NativeMsg.bind();
@@ -97,18 +96,6 @@ final class NativeIo {
                         + "classes stay broken until the JVM restarts: restart it with fds to spare", e);
             }
             loaded = true;
-        }
-    }
-
-    /** Refuses the first load with fewer than {@link #FIRST_LOAD_FREE_FDS} fds free (see {@link #load}). */
-    private static void checkFreeFds() throws java.io.IOException {
-        int free = org.cuvmm.internal.FreeFds.openable(FIRST_LOAD_FREE_FDS);
-        if (free < FIRST_LOAD_FREE_FDS) {
-            throw new java.io.IOException("cannot load cuvmm-ipc's native layer (jnr-posix, jnr-ffi, jffi) now: "
-                    + "it wants " + FIRST_LOAD_FREE_FDS + " free file descriptors for its first load and only " + free
-                    + " could be opened: the process is at its open-file limit (RLIMIT_NOFILE). Close fds or raise "
-                    + "the limit (ulimit -n), then try again; nothing was loaded (a first load that ran out of fds "
-                    + "would leave it broken until the JVM restarts, so it is not tried)");
         }
     }
 

@@ -69,7 +69,15 @@ import org.cuvmm.internal.Checks;
  * lease of its own maps it and tells the server (FORGET).
  */
 public final class SharingClient implements AutoCloseable {
-    private static final System.Logger LOG = System.getLogger(SharingClient.class.getName());
+    /**
+     * The logger, looked up when a record is written, not when this class initializes: a
+     * public entry point's first use at the fd limit must not touch logging before the
+     * first-use check ({@code org.cuvmm.internal.FirstUse}), since logging's first use there
+     * breaks it, and {@code java.security}, for the life of the JVM (an independent probe).
+     */
+    private static System.Logger logger() {
+        return System.getLogger(SharingClient.class.getName());
+    }
     private static final int EVENT_THREAD_IDLE_S = 5;
     /**
      * The socket's receive slice ({@code SO_RCVTIMEO}): the longest single wait of a leading
@@ -645,7 +653,7 @@ public final class SharingClient implements AutoCloseable {
                     if (fr.type == FrameType.FORGOTTEN || fr.type == FrameType.ERROR) fr.close();
                     else dispose(fr);
                     if (fr.type == FrameType.ERROR) {
-                        LOG.log(System.Logger.Level.WARNING, "FORGET of " + java.util.Arrays.toString(ids)
+                        logger().log(System.Logger.Level.WARNING, "FORGET of " + java.util.Arrays.toString(ids)
                                 + " refused: " + ((Messages.Error) fr.message).message());
                     }
                 }
@@ -772,7 +780,7 @@ public final class SharingClient implements AutoCloseable {
         try {
             release(leaseId);
         } catch (IOException e) {
-            LOG.log(System.Logger.Level.DEBUG, "release of lease " + leaseId + " failed: " + e);
+            logger().log(System.Logger.Level.DEBUG, "release of lease " + leaseId + " failed: " + e);
         }
     }
 
@@ -1129,7 +1137,7 @@ public final class SharingClient implements AutoCloseable {
             if (code == null || code.fatal() || code == ErrorCode.FD_COUNT_MISMATCH) {
                 fail(e);
             } else {
-                LOG.log(System.Logger.Level.WARNING, e.getMessage());
+                logger().log(System.Logger.Level.WARNING, e.getMessage());
             }
             return;
         }
@@ -1217,7 +1225,7 @@ public final class SharingClient implements AutoCloseable {
             events.execute(() -> sendQuietly(m, requestId));
             return true;
         } catch (java.util.concurrent.RejectedExecutionException e) {
-            LOG.log(System.Logger.Level.DEBUG, m.type() + " not sent: the connection has ended");
+            logger().log(System.Logger.Level.DEBUG, m.type() + " not sent: the connection has ended");
             return false;
         }
     }
@@ -1254,7 +1262,7 @@ public final class SharingClient implements AutoCloseable {
         try {
             writeWithin(m, requestId, wireVersion(), deadlineAfter(System.nanoTime(), timeoutNanos), true);
         } catch (IOException | RuntimeException e) {
-            LOG.log(System.Logger.Level.DEBUG, "sending " + m.type() + " failed: " + e);
+            logger().log(System.Logger.Level.DEBUG, "sending " + m.type() + " failed: " + e);
         }
     }
 
@@ -1307,7 +1315,7 @@ public final class SharingClient implements AutoCloseable {
                 } catch (RuntimeException | Error e) {
                     // An Error too, as the server treats its listeners: the other listeners still
                     // hear this DROP (an AssertionError skipped them: an independent probe).
-                    LOG.log(System.Logger.Level.WARNING, "a DROP listener threw " + e, e);
+                    logger().log(System.Logger.Level.WARNING, "a DROP listener threw " + e, e);
                 }
             }
         });
@@ -1454,7 +1462,7 @@ public final class SharingClient implements AutoCloseable {
         if (unreleased.isEmpty() || failure != null) {
             shutdownNow();
         } else {
-            LOG.log(System.Logger.Level.DEBUG, () -> "close() of the client of " + path + ": " + unreleased.size()
+            logger().log(System.Logger.Level.DEBUG, () -> "close() of the client of " + path + ": " + unreleased.size()
                     + " lease(s) still mapped by aliases or views (or attachments that refused to close); the "
                     + "connection stays open until the last is released");
         }
@@ -1480,7 +1488,7 @@ public final class SharingClient implements AutoCloseable {
             try {
                 a.close();
             } catch (RuntimeException e) {
-                LOG.log(System.Logger.Level.DEBUG, "closeNow(): " + a + " stays open: " + e.getMessage());
+                logger().log(System.Logger.Level.DEBUG, "closeNow(): " + a + " stays open: " + e.getMessage());
             }
         }
     }

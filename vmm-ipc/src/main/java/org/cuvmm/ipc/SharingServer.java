@@ -77,7 +77,15 @@ import org.cuvmm.internal.Checks;
  * Thread-safe.
  */
 public final class SharingServer implements AutoCloseable {
-    private static final System.Logger LOG = System.getLogger(SharingServer.class.getName());
+    /**
+     * The logger, looked up when a record is written, not when this class initializes: a
+     * public entry point's first use at the fd limit must not touch logging before the
+     * first-use check ({@code org.cuvmm.internal.FirstUse}), since logging's first use there
+     * breaks it, and {@code java.security}, for the life of the JVM (an independent probe).
+     */
+    private static System.Logger logger() {
+        return System.getLogger(SharingServer.class.getName());
+    }
 
     private final FdServerSocket listenSocket;
     private final Set<Integer> allowedUids;
@@ -1231,8 +1239,8 @@ public final class SharingServer implements AutoCloseable {
         try {
             Runnable seam = beforeLog;
             if (seam != null) seam.run();
-            if (t == null) LOG.log(level, message);
-            else LOG.log(level, message, t);
+            if (t == null) logger().log(level, message);
+            else logger().log(level, message, t);
         } catch (Throwable logFailed) {
             try {
                 System.err.println("cuvmm-ipc " + level + ": " + message + (t == null ? "" : " (" + t + ")")
