@@ -134,7 +134,12 @@ public final class FdServerSocket implements Closeable {
             throw new IOException("cannot bind " + target + ": " + dir + " is not a directory (choose another path)");
         }
         removeStale(target);
-        UnixServerSocketChannel ch = UnixServerSocketChannel.open();
+        UnixServerSocketChannel ch;
+        try {
+            ch = UnixServerSocketChannel.open();
+        } catch (IOException e) {
+            throw NativeIo.explainedFdShortage("cannot bind " + target + ": no socket could be made", e);
+        }
         try {
             Path privateDir = dir.resolve(String.format(".cuvmm-%08x", RANDOM.nextInt()));
             Path privatePath = privateDir.resolve("s");

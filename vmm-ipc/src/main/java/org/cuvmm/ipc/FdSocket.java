@@ -192,7 +192,12 @@ public final class FdSocket implements Closeable {
     public static FdSocket connect(Path path) throws IOException {
         File file = checkPath(path).toFile();
         NativeIo.load();
-        UnixSocketChannel ch = UnixSocketChannel.open();
+        UnixSocketChannel ch;
+        try {
+            ch = UnixSocketChannel.open();
+        } catch (IOException e) {
+            throw NativeIo.explainedFdShortage("cannot connect to " + path + ": no socket could be made", e);
+        }
         try {
             ch.connect(new UnixSocketAddress(file));
         } catch (IOException e) {
@@ -232,7 +237,12 @@ public final class FdSocket implements Closeable {
      */
     public static FdSocket[] pair() throws IOException {
         NativeIo.load();
-        UnixSocketChannel[] p = UnixSocketChannel.pair();
+        UnixSocketChannel[] p;
+        try {
+            p = UnixSocketChannel.pair();
+        } catch (IOException e) {
+            throw NativeIo.explainedFdShortage("cannot make a socket pair", e);
+        }
         return new FdSocket[] {new FdSocket(p[0]), new FdSocket(p[1])};
     }
 

@@ -99,6 +99,18 @@ final class NativeIo {
         }
     }
 
+    /**
+     * {@code e} when it is not about the fd limit; else an IOException that says what could not
+     * be made for want of an fd, names the limit and what to do (jnr reports {@code EMFILE} as
+     * a bare "Too many open files", naming no path and no remedy: an independent probe).
+     */
+    static java.io.IOException explainedFdShortage(String what, java.io.IOException e) {
+        String m = String.valueOf(e.getMessage());
+        if (!m.contains("Too many open files")) return e;
+        return new java.io.IOException(what + ": " + m + ": the process is at its open-file limit ("
+                + openFileLimitText() + "); close fds or raise the limit (ulimit -n), then try again", e);
+    }
+
     static POSIX posix() {
         POSIX p = posix;
         if (p != null) return p;

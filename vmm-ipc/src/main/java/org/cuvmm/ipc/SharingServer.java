@@ -132,10 +132,11 @@ public final class SharingServer implements AutoCloseable {
     static volatile Runnable afterDescriptorQueued;
     private final Thread acceptThread;
     /**
-     * The accept thread's reserve fd ({@link #openAcceptReserve}), opened by the constructor so
-     * that a process that reaches its fd limit right after {@code build()} returns still has
-     * it; the accept thread owns it from its start (its loop closes it when it ends). Closed
-     * by {@code build()} when the thread never started.
+     * The accept thread's reserve fd ({@link #openAcceptReserve}), opened by {@code build()}
+     * before it binds, so that a process that reaches its fd limit right after {@code build()}
+     * returns still has it (null only where {@code /dev/null} cannot be opened for another
+     * reason); the accept thread owns it from its start (its loop closes it when it ends).
+     * Closed by {@code build()} when the thread never started.
      */
     private final java.io.FileInputStream initialAcceptReserve;
     private final int maxIdsPerConnection;
@@ -152,7 +153,8 @@ public final class SharingServer implements AutoCloseable {
     private final java.util.concurrent.atomic.AtomicReference<javax.management.ObjectName> registeredName =
             new java.util.concurrent.atomic.AtomicReference<>();
 
-    private SharingServer(Builder b, FdServerSocket socket, Set<Integer> allowedUids) {
+    private SharingServer(Builder b, FdServerSocket socket, Set<Integer> allowedUids,
+                          java.io.FileInputStream acceptReserve) {
         ErrorPathClasses.load(); // before any connection can need an ERROR at the fd limit
         this.listenSocket = socket;
         this.allowedUids = Collections.unmodifiableSet(new TreeSet<>(allowedUids));
@@ -164,7 +166,7 @@ public final class SharingServer implements AutoCloseable {
         this.maxProtocolVersion = b.maxProtocolVersion;
         this.acceptThread = new Thread(this::acceptLoop, "cuvmm-ipc-accept " + socket.path());
         acceptThread.setDaemon(true);
-        this.initialAcceptReserve = openAcceptReserve();
+        this.initialAcceptReserve = acceptReserve;
     }
 
     /** A builder for a server listening at {@code socketPath}. */
@@ -375,8 +377,24 @@ public final class SharingServer implements AutoCloseable {
             Set<Integer> uids = new TreeSet<>(allowedUids);
             NativeIo.load(); // before geteuid, jnr's first use: refused at the fd limit, not broken for good
             if (!uidsSet) uids.add(NativeIo.posix().geteuid());
-            FdServerSocket s = FdServerSocket.bind(path, fileMode, fileGroup, backlog);
-            SharingServer server = new SharingServer(this, s, uids);
+            // The accept reserve before the socket: a build that left none would serve until the
+            // limit and then leave connections unanswered (an independent probe, at 1 fd free).
+            java.io.FileInputStream reserve = openAcceptReserveForBuild(path);
+            FdServerSocket s;
+            SharingServer server;
+            try {
+                s = FdServerSocket.bind(path, fileMode, fileGroup, backlog);
+            } catch (IOException | RuntimeException | Error e) {
+                closeQuietly(reserve);
+                throw e;
+            }
+            try {
+                server = new SharingServer(this, s, uids, reserve);
+            } catch (RuntimeException | Error e) {
+                closeQuietly(reserve);
+                s.close();
+                throw e;
+            }
             try {
                 if (registerMBean) server.registerMBean();
                 server.acceptThread.start();
@@ -750,6 +768,21 @@ public final class SharingServer implements AutoCloseable {
             return new java.io.FileInputStream("/dev/null");
         } catch (IOException | RuntimeException e) {
             return null;
+        }
+    }
+
+    /**
+     * {@link #openAcceptReserve} for {@code build()}: at the fd limit the build fails here,
+     * before it binds, rather than serve without a reserve; null (no reserve, as before) only
+     * where {@code /dev/null} cannot be opened for another reason.
+     */
+    private static java.io.FileInputStream openAcceptReserveForBuild(Path path) throws IOException {
+        try {
+            return new java.io.FileInputStream("/dev/null");
+        } catch (java.io.FileNotFoundException e) {
+            if (!String.valueOf(e.getMessage()).contains("Too many open files")) return null;
+            throw NativeIo.explainedFdShortage("cannot bind " + path + ": no file descriptor is free for the server's "
+                    + "accept reserve (the one fd it gives up at the limit to refuse a connection)", e);
         }
     }
 

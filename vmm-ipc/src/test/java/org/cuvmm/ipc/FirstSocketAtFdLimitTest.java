@@ -22,6 +22,8 @@ import org.junit.jupiter.api.Test;
  * failing the same way after the fds were freed. Now the first attempt is an IOException that
  * names RLIMIT_NOFILE, and once fds are free the same JVM makes sockets and passes an fd. A
  * server's build, which asked jnr for the euid before it made a socket, is checked the same way.
+ * Then, loaded, a server build and a socket pair with one fd free and with none each fail with
+ * an IOException that names the limit and what to do.
  */
 class FirstSocketAtFdLimitTest {
 
@@ -72,6 +74,32 @@ class FirstSocketAtFdLimitTest {
             } catch (Throwable t) {
                 System.out.println("SERVER AGAIN " + t.getClass().getName() + ": " + t.getMessage());
             }
+            // Loaded now. With one fd free a server took it for its socket and then had no accept
+            // reserve (its connections went unanswered at the limit); with none, jnr said only
+            // "Too many open files" (an independent probe).
+            for (int free : new int[] {1, 0}) {
+                hog.clear();
+                try {
+                    while (true) hog.add(new FileInputStream("/dev/null"));
+                } catch (IOException full) {
+                    // every fd taken
+                }
+                for (int i = 0; i < free; i++) hog.remove(hog.size() - 1).close();
+                try (SharingServer server = SharingServer.builder(sock).build()) {
+                    System.out.println("SERVER AT " + free + " FREE BUILT " + server);
+                } catch (Throwable t) {
+                    System.out.println("SERVER AT " + free + " FREE " + t.getClass().getName() + ": " + t.getMessage());
+                }
+                try {
+                    FdSocket[] p = FdSocket.pair();
+                    p[0].close();
+                    p[1].close();
+                    System.out.println("PAIR AT " + free + " FREE MADE");
+                } catch (Throwable t) {
+                    System.out.println("PAIR AT " + free + " FREE " + t.getClass().getName() + ": " + t.getMessage());
+                }
+                for (FileInputStream f : hog) f.close();
+            }
             System.out.flush();
         }
 
@@ -99,6 +127,15 @@ class FirstSocketAtFdLimitTest {
             assertTrue(out.contains("FIRST java.io.IOException: cannot load cuvmm-ipc's native layer")
                     && out.contains("RLIMIT_NOFILE") && out.contains("ulimit -n") && out.contains("try again"), out);
             assertTrue(out.contains("SECOND RECEIVED 42 WITH 1 FD"), out);
+            for (int free : new int[] {1, 0}) {
+                for (String what : new String[] {"SERVER AT " + free + " FREE java.io.IOException: cannot bind ",
+                        "PAIR AT " + free + " FREE java.io.IOException: cannot make a socket pair: "}) {
+                    int at = out.indexOf(what);
+                    assertTrue(at >= 0, what + " in " + out);
+                    String line = out.substring(at, out.indexOf('\n', at));
+                    assertTrue(line.contains("open-file limit (RLIMIT_NOFILE") && line.contains("ulimit -n"), line);
+                }
+            }
         } finally {
             log.delete();
             IpcTestSupport.deleteTree(sock.getParent());
