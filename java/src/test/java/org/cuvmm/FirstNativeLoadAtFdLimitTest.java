@@ -86,6 +86,30 @@ class FirstNativeLoadAtFdLimitTest {
             } catch (Throwable t) {
                 System.out.println("SECOND " + t.getClass().getName() + ": " + t.getMessage());
             }
+            // A pool's MXBeans, the JVM's first platform MBean server: at the limit its native
+            // library could not load and JMX stayed disabled for the JVM (an independent probe).
+            try (VirtualMemoryResource r = VirtualMemoryResource.create(0)) {
+                hog.clear();
+                try {
+                    while (true) hog.add(new FileInputStream("/dev/null"));
+                } catch (IOException full) {
+                    // every fd taken
+                }
+                try (org.cuvmm.pool.VirtualMemoryPool pool = org.cuvmm.pool.VirtualMemoryPool.builder().resource(r)
+                        .registerMBeans(true).build()) {
+                    System.out.println("JMX AT LIMIT BUILT " + pool);
+                } catch (Throwable t) {
+                    System.out.println("JMX AT LIMIT " + t.getClass().getName() + ": " + t.getMessage());
+                }
+                for (FileInputStream f : hog) f.close();
+                try (org.cuvmm.pool.VirtualMemoryPool pool = org.cuvmm.pool.VirtualMemoryPool.builder().resource(r)
+                        .registerMBeans(true).build()) {
+                    System.out.println("JMX BELOW LIMIT " + java.lang.management.ManagementFactory
+                            .getPlatformMBeanServer().isRegistered(pool.objectName(org.cuvmm.pool.PoolLifetime.LOCAL)));
+                }
+            } catch (Throwable t) {
+                System.out.println("JMX " + t);
+            }
             // What the JDK reads lazily and loses for good when that read fails.
             try {
                 java.security.MessageDigest.getInstance("SHA-256");
@@ -148,6 +172,9 @@ class FirstNativeLoadAtFdLimitTest {
             assertTrue(out.contains("ulimit -n") && out.contains("try again"), out);
             assertTrue(out.contains("SECOND READ 42"), out);
             assertTrue(out.contains("JDK OK"), out);
+            assertTrue(out.contains("JMX AT LIMIT java.lang.IllegalStateException: registerMBeans: true, and the process "
+                    + "is at its open-file limit (RLIMIT_NOFILE)"), out);
+            assertTrue(out.contains("JMX BELOW LIMIT true"), out);
         } finally {
             try (java.util.stream.Stream<Path> files = Files.walk(dir)) {
                 files.sorted(java.util.Comparator.reverseOrder()).forEach(f -> f.toFile().delete());

@@ -44,6 +44,7 @@ public final class FirstUse {
     public static final int SPARE_FDS = 8;
 
     private static volatile boolean prepared;
+    private static volatile boolean managementReady;
 
     private FirstUse() {}
 
@@ -73,6 +74,29 @@ public final class FirstUse {
             }
             openWhatTheJdkOpensLazily();
             prepared = true;
+            return null;
+        }
+    }
+
+    /**
+     * Makes the JVM's platform MBean server now, unless done before, after checking {@link
+     * #SPARE_FDS} free fds: its first use loads the JDK's {@code libmanagement.so}, and a load
+     * that fails at the fd limit leaves {@code ManagementFactory} unusable for the life of the
+     * JVM, for cuvmm and everything else (an independent probe: a pool registering its beans at
+     * the limit). Returns null when ready, else what is short, in words for the caller's
+     * exception. Never throws for the fd limit.
+     */
+    public static String prepareManagement() {
+        if (managementReady) return null;
+        synchronized (FirstUse.class) {
+            if (managementReady) return null;
+            int free = FreeFds.openable(SPARE_FDS);
+            if (free < SPARE_FDS) {
+                return "only " + free + " of the " + SPARE_FDS + " file descriptors that loading the JDK's management "
+                        + "library asks for could be opened";
+            }
+            java.lang.management.ManagementFactory.getPlatformMBeanServer();
+            managementReady = true;
             return null;
         }
     }

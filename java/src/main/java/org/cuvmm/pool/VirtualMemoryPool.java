@@ -723,7 +723,9 @@ public final class VirtualMemoryPool implements AutoCloseable {
          * @throws IllegalArgumentException when the name is blank, a cap is negative, or the
          *     sample rate is negative
          * @throws IllegalStateException when the resource is closed, or the beans are to be
-         *     registered and another pool already registered this name
+         *     registered and another pool already registered this name, or the JVM's first
+         *     platform MBean server would be made at the open-file limit (the message names
+         *     RLIMIT_NOFILE; a later build tries again)
          */
         public VirtualMemoryPool build() {
             if (resource == null) {
@@ -747,6 +749,16 @@ public final class VirtualMemoryPool implements AutoCloseable {
             if (leakSampleRate < 0) {
                 throw new IllegalArgumentException("leakSampleRate: " + leakSampleRate + " (expected: 1 to record the "
                         + "allocation site of every buffer, N of one in N, 0 of none)");
+            }
+            if (registerMBeans) {
+                // Before the pool exists: nothing to undo (FirstUse.prepareManagement says why).
+                String shortage = org.cuvmm.internal.FirstUse.prepareManagement();
+                if (shortage != null) {
+                    throw new IllegalStateException("registerMBeans: true, and the process is at its open-file limit "
+                            + "(RLIMIT_NOFILE): " + shortage + "; close fds or raise the limit (ulimit -n), or build "
+                            + "with registerMBeans(false). Nothing was made or registered, and the JDK's management "
+                            + "library was not loaded (a load that ran out of fds would disable JMX for the JVM)");
+                }
             }
             VirtualMemoryPool pool = new VirtualMemoryPool(this);
             if (registerMBeans) pool.registerMBeans();

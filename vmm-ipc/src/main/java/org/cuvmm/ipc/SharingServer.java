@@ -359,7 +359,9 @@ public final class SharingServer implements AutoCloseable {
          * @throws IllegalStateException with {@link #registerMBean(boolean) registerMBean(true)},
          *     when a bean is already registered under the name (nothing is left bound)
          * @throws IOException when a live server answers at the path, or binding fails (also
-         *     for the JVM's first socket at the open-file limit, see {@link FdSocket#connect})
+         *     for the JVM's first socket at the open-file limit, see {@link FdSocket#connect};
+         *     and with {@link #registerMBean(boolean) registerMBean(true)} when the JVM's first
+         *     platform MBean server would be made at that limit)
          * @throws IllegalArgumentException when the system property {@code
          *     cuvmm.ipc.deferConsumption} is neither {@code true} nor {@code false} (checked
          *     here; a value set to something else later makes connections read plainly)
@@ -377,6 +379,17 @@ public final class SharingServer implements AutoCloseable {
             Set<Integer> uids = new TreeSet<>(allowedUids);
             NativeIo.load(); // before geteuid, jnr's first use: refused at the fd limit, not broken for good
             if (!uidsSet) uids.add(NativeIo.posix().geteuid());
+            if (registerMBean) {
+                // Before anything is made: nothing to undo (FirstUse.prepareManagement says why).
+                String shortage = org.cuvmm.internal.FirstUse.prepareManagement();
+                if (shortage != null) {
+                    throw new IOException("cannot build the server at " + path + " with registerMBean(true): the "
+                            + "process is at its open-file limit (RLIMIT_NOFILE): " + shortage + "; close fds or "
+                            + "raise the limit (ulimit -n), or build with registerMBean(false). Nothing was bound or "
+                            + "registered, and the JDK's management library was not loaded (a load that ran out of "
+                            + "fds would disable JMX for the JVM)");
+                }
+            }
             // The accept reserve before the socket: a build that left none would serve until the
             // limit and then leave connections unanswered (an independent probe, at 1 fd free).
             java.io.FileInputStream reserve = openAcceptReserveForBuild(path);
