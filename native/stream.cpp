@@ -1,5 +1,6 @@
 // Streams, events, pinned host memory and the host-function trampoline (stream.hpp).
 #include "cuvmm/stream.hpp"
+#include "cuvmm/fd_utils.hpp"
 
 #include <chrono>
 #include <cstdio>
@@ -142,7 +143,13 @@ std::shared_ptr<const PinnedHost> PinnedHost::allocate(size_t bytes) {
 
 std::shared_ptr<const PinnedHost> PinnedHost::register_memory(void* address, size_t bytes) {
     DeviceContextScope context(0);
-    CUVMM_CALL(cuMemHostRegister, Step{"registering host memory"}, address, bytes, CU_MEMHOSTREGISTER_PORTABLE);
+    CUresult rc = CUVMM_CALL_NOTHROW(cuMemHostRegister, address, bytes, CU_MEMHOSTREGISTER_PORTABLE);
+    if (rc != CUDA_SUCCESS) {
+        // OPERATING_SYSTEM: the host driver could not read /proc/self/maps, which at the fd
+        // limit says why (any other code has another cause).
+        throw DriverError(rc, "cuMemHostRegister", Step{"registering host memory"}.describe(),
+                          rc == CUDA_ERROR_OPERATING_SYSTEM ? fd_limit_hint() : "");
+    }
     try {
         return std::shared_ptr<const PinnedHost>(new PinnedHost(address, bytes, true));
     } catch (...) {

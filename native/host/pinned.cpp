@@ -56,13 +56,15 @@ bool remove_when_idle(uintptr_t base, bool allocated, size_t* size) {
     return true;
 }
 
-// True when every page of [p, p+n) is mapped readable and writable in this process, read
-// from /proc/self/maps (contiguous entries covering the range). A GPU driver pins the pages
-// and fails on memory it cannot pin; the host driver must refuse it at the call, or a queued
-// copy would fault on the worker (SIGSEGV) later. n > 0, no wrap (checked by the caller).
-bool mapped_read_write(uintptr_t p, size_t n) {
+// 1 when every page of [p, p+n) is mapped readable and writable in this process, read from
+// /proc/self/maps (contiguous entries covering the range); 0 when not; -1 when it cannot
+// tell (/proc/self/maps would not open: at the fd limit, EMFILE, errno kept). A GPU driver
+// pins the pages and fails on memory it cannot pin; the host driver must refuse it at the
+// call, or a queued copy would fault on the worker (SIGSEGV) later. n > 0, no wrap (checked
+// by the caller).
+int mapped_read_write(uintptr_t p, size_t n) {
     std::FILE* f = std::fopen("/proc/self/maps", "re");
-    if (f == nullptr) return false;
+    if (f == nullptr) return -1;
     uintptr_t need = p;  // first address not yet known to be covered
     const uintptr_t end = p + n;
     char* line = nullptr;  // getline: whole lines, however long the path
@@ -77,7 +79,7 @@ bool mapped_read_write(uintptr_t p, size_t n) {
     }
     std::free(line);
     std::fclose(f);
-    return need >= end;
+    return need >= end ? 1 : 0;
 }
 
 }  // namespace
@@ -150,7 +152,12 @@ CUresult CUDAAPI cuMemHostRegister(void* p, size_t bytesize, unsigned int Flags)
         Shared lock(g_state->mutex);
         if (overlaps_reservation(*g_state, v, bytesize)) return CUDA_ERROR_INVALID_VALUE;  // device VA, not host memory
     }
-    if (!mapped_read_write(v, bytesize)) return CUDA_ERROR_INVALID_VALUE;  // unmapped or not RW: cannot be pinned
+    // Unmapped or not RW: cannot be pinned. Not known (no fd to read the maps): an OS failure,
+    // not the caller's bad value (an independent probe at the fd limit was told its memory was
+    // refused as the driver's own).
+    int mapped = mapped_read_write(v, bytesize);
+    if (mapped < 0) return CUDA_ERROR_OPERATING_SYSTEM;
+    if (mapped == 0) return CUDA_ERROR_INVALID_VALUE;
     Queues& q = queues();
     std::lock_guard<std::mutex> lock(q.mutex);
     if (overlaps(q, v, bytesize)) return CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED;

@@ -5,7 +5,10 @@
 
 #include "host/stream_queue.hpp"
 
+#include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <new>
 
@@ -290,6 +293,22 @@ void test_register_checks_memory() {
     CHECK(munmap(c + 2 * page, page) == 0);
     EXPECT_RC(CUDA_ERROR_INVALID_VALUE, T.cuMemHostRegister(c + page, 2 * page, 0));  // runs into a hole
     munmap(c, 4 * page);
+    // At the fd limit /proc/self/maps cannot be opened: OPERATING_SYSTEM (an OS call failed),
+    // not INVALID_VALUE, which blamed the caller's memory (an independent probe). The limit is
+    // lowered to the lowest free descriptor, so every new fd fails with EMFILE.
+    rlimit old{};
+    CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
+    int probe = fcntl(0, F_DUPFD_CLOEXEC, 0);
+    CHECK(probe >= 0);
+    close(probe);
+    rlimit low = old;
+    low.rlim_cur = static_cast<rlim_t>(probe);
+    CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+    CUresult at_limit = T.cuMemHostRegister(mem.data(), 4096, 0);
+    setrlimit(RLIMIT_NOFILE, &old);
+    EXPECT_RC(CUDA_ERROR_OPERATING_SYSTEM, at_limit);
+    OK(T.cuMemHostRegister(mem.data(), 4096, 0));  // below the limit again: registered
+    OK(T.cuMemHostUnregister(mem.data()));
 }
 
 // The last cuDevicePrimaryCtxRelease resets the context: the streams and events created in

@@ -133,7 +133,9 @@ public final class PinnedHostBuffer implements AutoCloseable {
      * @throws IllegalArgumentException when {@code buffer} is not direct, is a file mapping, or
      *     has no bytes remaining
      * @throws CudaException when the driver refuses (for example the memory is registered already:
-     *     {@code CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED})
+     *     {@code CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED}; on the host driver, {@code
+     *     CUDA_ERROR_OPERATING_SYSTEM} when it cannot read {@code /proc/self/maps} to check the
+     *     memory, which at the fd limit the message says)
      */
     public static PinnedHostBuffer register(ByteBuffer buffer) {
         Checks.notNull("buffer", buffer);
