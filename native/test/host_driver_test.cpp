@@ -5,6 +5,7 @@
 // check and last "N passed, M failed"; exits non-zero on any failure.
 #include "cuvmm/cuda_errors.hpp"
 #include "cuvmm/driver_table.hpp"
+#include "fd_limit_test_util.hpp"
 
 #include <dirent.h>
 #include <fcntl.h>
@@ -1195,21 +1196,15 @@ void test_fd_exhaustion() {
     OK(T.cuMemExportToShareableHandle(&fd, h, kPosix, 0));
 
     // Lower RLIMIT_NOFILE to the lowest free descriptor: every new fd now fails EMFILE.
-    rlimit old{};
-    CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
-    int probe = fcntl(0, F_DUPFD_CLOEXEC, 0);
-    CHECK(probe >= 0);
-    close(probe);
-    rlimit low = old;
-    low.rlim_cur = static_cast<rlim_t>(probe);
-    CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+    cuvmm_test::AtFdLimit limit;
+    CHECK(limit.lowered());
     int fd2 = -1;
     CUresult r_export = T.cuMemExportToShareableHandle(&fd2, h, kPosix, 0);
     CUmemGenericAllocationHandle imp = 0;
     CUresult r_import = T.cuMemImportFromShareableHandle(&imp, os_handle(fd), kPosix);
     CUmemGenericAllocationHandle h2 = 0;
     CUresult r_create = T.cuMemCreate(&h2, G, &p, 0);
-    setrlimit(RLIMIT_NOFILE, &old);
+    limit.restore();
     EXPECT_RC(CUDA_ERROR_OPERATING_SYSTEM, r_export);
     CHECK(fd2 == -1);
     EXPECT_RC(CUDA_ERROR_OPERATING_SYSTEM, r_import);

@@ -5,10 +5,9 @@
 
 #include "host/stream_queue.hpp"
 
-#include <fcntl.h>
+#include "fd_limit_test_util.hpp"
+
 #include <sys/mman.h>
-#include <sys/resource.h>
-#include <unistd.h>
 
 #include <new>
 
@@ -296,16 +295,10 @@ void test_register_checks_memory() {
     // At the fd limit /proc/self/maps cannot be opened: OPERATING_SYSTEM (an OS call failed),
     // not INVALID_VALUE, which blamed the caller's memory (an independent probe). The limit is
     // lowered to the lowest free descriptor, so every new fd fails with EMFILE.
-    rlimit old{};
-    CHECK(getrlimit(RLIMIT_NOFILE, &old) == 0);
-    int probe = fcntl(0, F_DUPFD_CLOEXEC, 0);
-    CHECK(probe >= 0);
-    close(probe);
-    rlimit low = old;
-    low.rlim_cur = static_cast<rlim_t>(probe);
-    CHECK(setrlimit(RLIMIT_NOFILE, &low) == 0);
+    cuvmm_test::AtFdLimit limit;
+    CHECK(limit.lowered());
     CUresult at_limit = T.cuMemHostRegister(mem.data(), 4096, 0);
-    setrlimit(RLIMIT_NOFILE, &old);
+    limit.restore();
     EXPECT_RC(CUDA_ERROR_OPERATING_SYSTEM, at_limit);
     OK(T.cuMemHostRegister(mem.data(), 4096, 0));  // below the limit again: registered
     OK(T.cuMemHostUnregister(mem.data()));
