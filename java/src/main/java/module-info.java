@@ -8,7 +8,7 @@
  * are not exported to anyone else. {@code org.cuvmm.internal} is exported to cuvmm's own
  * {@code org.cuvmm.ipc} only, for the one message both modules share
  * ({@code ErrorMessages}), the class preloading both use ({@code ClassPreload}) and the
- * free-fd count before a first native load ({@code FreeFds});
+ * first-use check before a native load ({@code FirstUse});
  * {@code org.cuvmm.internal.jni} to no module.
  * {@code org.cuvmm.internal.jni} is opened to JavaCPP only, which loads its JNI library and
  * reads its {@code @Platform} classes by reflection.
@@ -23,7 +23,7 @@ module org.cuvmm {
 
     exports org.cuvmm;
     exports org.cuvmm.pool;
-    exports org.cuvmm.internal to org.cuvmm.ipc; // ErrorMessages, ClassPreload, FreeFds
+    exports org.cuvmm.internal to org.cuvmm.ipc; // ErrorMessages, ClassPreload, FirstUse
 
     opens org.cuvmm.internal.jni to org.bytedeco.javacpp;
 }

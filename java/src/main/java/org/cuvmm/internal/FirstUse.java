@@ -102,11 +102,12 @@ public final class FirstUse {
     }
 
     /**
-     * Class-path jars that no fd of this process has open, or -1 when {@code /proc/self/fd}
-     * cannot be listed (at the limit). The class path is {@code java.class.path}'s files and,
-     * recursively, the jars their manifests' {@code Class-Path} names (a {@code java -jar}
-     * launch, or Maven Surefire's booter jar, lists nothing else); reading a manifest opens its
-     * jar for a moment, one at a time. The JDK keeps a jar open once it has opened it. Public
+     * Class-path and module-path jars that no fd of this process has open, or -1 when {@code
+     * /proc/self/fd} cannot be listed (at the limit). The class path is {@code
+     * java.class.path}'s files and, recursively, the jars their manifests' {@code Class-Path}
+     * names (a {@code java -jar} launch, or Maven Surefire's booter jar, lists nothing else);
+     * the module path is {@code jdk.module.path}'s jars and the jars in its directories.
+     * Reading a manifest opens its jar for a moment, one at a time. The JDK keeps a jar open once it has opened it. Public
      * for tests.
      */
     public static int unopenedClassPathJars() {
@@ -123,6 +124,18 @@ public final class FirstUse {
         Deque<File> todo = new ArrayDeque<>();
         for (String entry : System.getProperty("java.class.path", "").split(File.pathSeparator)) {
             if (!entry.isEmpty()) todo.add(new File(entry));
+        }
+        // The module path too: the resource lookup below searches every module, opening its
+        // jar (a review: on the module path java.class.path may be empty, and the count was 0).
+        for (String entry : System.getProperty("jdk.module.path", "").split(File.pathSeparator)) {
+            if (entry.isEmpty()) continue;
+            File f = new File(entry);
+            if (f.isFile()) {
+                todo.add(f);
+            } else {
+                File[] jars = f.listFiles((d, name) -> name.endsWith(".jar")); // a directory of modules
+                if (jars != null) todo.addAll(java.util.Arrays.asList(jars));
+            }
         }
         Set<String> seen = new HashSet<>();
         int unopened = 0;

@@ -1,5 +1,6 @@
 package org.cuvmm.internal;
 
+import java.io.File;
 import java.io.FileInputStream;
 import java.io.FileNotFoundException;
 import java.io.IOException;
@@ -28,8 +29,9 @@ public final class FreeFds {
             for (; n < wanted; n++) held[n] = new FileInputStream("/dev/null");
             return n;
         } catch (FileNotFoundException e) {
-            // "Too many open files" is EMFILE (this process) or ENFILE ("... in system").
-            return String.valueOf(e.getMessage()).contains("Too many open files") ? n : wanted;
+            // /dev/null is there, so the open failed for want of an fd (EMFILE, or ENFILE system-
+            // wide): told by that, not by the message, whose strerror text follows the locale.
+            return new File("/dev/null").exists() ? n : wanted;
         } finally {
             for (int i = 0; i < n; i++) {
                 try {

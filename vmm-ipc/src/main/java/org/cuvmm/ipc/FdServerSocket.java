@@ -61,7 +61,21 @@ public final class FdServerSocket implements Closeable {
     private static final int S_IFMT = 0170000;
     private static final int S_IFSOCK = 0140000;
     private static final Object UMASK_LOCK = new Object();
-    private static final SecureRandom RANDOM = new SecureRandom();
+    /**
+     * The private directories' names: made by {@link NativeIo#load} (after the first-use
+     * check), not as this class initializes. A {@code SecureRandom} made at the fd limit broke
+     * the JDK's security providers for the JVM (a review: {@code FdServerSocket.bind} can be a
+     * process's first call), and its first draw opens {@code /dev/urandom}.
+     */
+    static final class Names {
+        static final SecureRandom RANDOM = new SecureRandom();
+
+        static {
+            RANDOM.nextInt(); // the seed source opened now, while fds are free
+        }
+
+        private Names() {}
+    }
     /** What to do after a refusal by the file system (a bind's messages end with one). */
     private static final String WRITE_HINT = " (expected: a directory this process may write to; choose another "
             + "path, or run as a user who may)";
@@ -141,7 +155,7 @@ public final class FdServerSocket implements Closeable {
             throw NativeIo.explainedFdShortage("cannot bind " + target + ": no socket could be made", e);
         }
         try {
-            Path privateDir = dir.resolve(String.format(".cuvmm-%08x", RANDOM.nextInt()));
+            Path privateDir = dir.resolve(String.format(".cuvmm-%08x", Names.RANDOM.nextInt()));
             Path privatePath = privateDir.resolve("s");
             if (privatePath.toString().getBytes(StandardCharsets.UTF_8).length <= FdSocket.MAX_PATH_BYTES) {
                 bindViaPrivateDirectory(ch, privateDir, privatePath, target, fileMode, group, backlog);

@@ -89,6 +89,7 @@ final class NativeIo {
                 posix();
                 NativeMsg.bind();
                 loadPollLibc();
+                FdServerSocket.Names.RANDOM.hashCode(); // made while fds are free (FdServerSocket.Names)
             } catch (LinkageError e) {
                 throw new UnsupportedOperationException("cuvmm-ipc's native layer (jnr-posix, jnr-ffi, jffi) failed to "
                         + "load: " + e + ". Check that the jffi native jar (com.github.jnr:jffi:native) is on the class "

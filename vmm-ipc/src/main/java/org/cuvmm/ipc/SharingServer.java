@@ -724,6 +724,9 @@ public final class SharingServer implements AutoCloseable {
         java.io.FileInputStream reserve = initialAcceptReserve;
         try {
             while (!closed.get()) {
+                // A reserve lost (taken back by the refusal, or not reopened because another
+                // thread took the fd) is opened again as soon as an fd is free.
+                if (reserve == null) reserve = openAcceptReserve();
                 FdSocket s = null;
                 try {
                     try {
@@ -734,22 +737,32 @@ public final class SharingServer implements AutoCloseable {
                         if (closed.get()) break;
                         if (reserve != null && isFdLimit(e)) {
                             // Linux's accept fails with EMFILE before it takes a connection off
-                            // the queue: without this the client's HELLO waited unanswered for
-                            // its whole timeout (an independent probe).
+                            // the queue (whether one waits or not): without this the client's
+                            // HELLO waited unanswered for its whole timeout (an independent probe).
                             closeQuietly(reserve);
                             reserve = null;
-                            refuseOneAtFdLimit(failures);
+                            s = acceptWithReserveGivenUp(failures);
+                            if (s == null) continue;
+                            // Still at the limit only if the reserve cannot be had back now: the
+                            // wait for this connection may have been long, and fds freed or the
+                            // limit raised meanwhile (a review: a server that met the limit once
+                            // refused the next connection, whenever it came).
                             reserve = openAcceptReserve();
+                            if (reserve == null) {
+                                FdSocket refused = s;
+                                s = null;
+                                refuseAtFdLimit(refused, failures);
+                                continue;
+                            }
+                        } else {
+                            // EMFILE and friends: do not spin, and do not flood the log either (a
+                            // server at its fd limit failed every 50 ms: about 1,200 lines a minute).
+                            String line = failures.lineFor(String.valueOf(e.getMessage()));
+                            if (line != null) log(System.Logger.Level.WARNING, "accept on " + listenSocket.path()
+                                    + " failed: " + line, null);
+                            sleepQuietly(50);
                             continue;
                         }
-                        if (reserve == null) reserve = openAcceptReserve();
-                        // EMFILE and friends: do not spin, and do not flood the log either (a server at
-                        // its fd limit failed every 50 ms: about 1,200 lines a minute).
-                        String line = failures.lineFor(String.valueOf(e.getMessage()));
-                        if (line != null) log(System.Logger.Level.WARNING, "accept on " + listenSocket.path()
-                                + " failed: " + line, null);
-                        sleepQuietly(50);
-                        continue;
                     }
                     admit(s);
                 } catch (Throwable t) {
@@ -773,7 +786,7 @@ public final class SharingServer implements AutoCloseable {
     /**
      * The accept thread's reserve: one fd ({@code /dev/null}) it holds to give up at the fd
      * limit, so that it can still take one connection off the queue and refuse it
-     * ({@link #refuseOneAtFdLimit}). Null when none can be opened now (the loop tries again
+     * ({@link #refuseAtFdLimit}). Null when none can be opened now (the loop tries again
      * after each failed accept).
      */
     private static java.io.FileInputStream openAcceptReserve() {
@@ -793,7 +806,9 @@ public final class SharingServer implements AutoCloseable {
         try {
             return new java.io.FileInputStream("/dev/null");
         } catch (java.io.FileNotFoundException e) {
-            if (!String.valueOf(e.getMessage()).contains("Too many open files")) return null;
+            // /dev/null is there, so the open failed for want of an fd (not matched by words:
+            // strerror's text follows the locale).
+            if (!new java.io.File("/dev/null").exists()) return null;
             throw NativeIo.explainedFdShortage("cannot bind " + path + ": no file descriptor is free for the server's "
                     + "accept reserve (the one fd it gives up at the limit to refuse a connection)", e);
         }
@@ -815,32 +830,39 @@ public final class SharingServer implements AutoCloseable {
 
     /**
      * At the fd limit, with the reserve given up: waits for the next connection (the reserve's
-     * fd number is free for it), sends it ERROR {@code TOO_MANY_CONNECTIONS} (request id 0)
-     * naming the limit, and closes it, without reading its HELLO, as the connection limit's
-     * refusal does. Its listeners hear {@code refused}.
+     * fd number is free for it). Null when the accept failed (logged, throttled; the loop goes
+     * on) or the server closed.
      */
-    private void refuseOneAtFdLimit(AcceptFailures failures) {
-        FdSocket s;
+    private FdSocket acceptWithReserveGivenUp(AcceptFailures failures) {
         try {
-            s = listenSocket.accept();
+            return listenSocket.accept();
         } catch (IOException e) {
-            if (closed.get()) return;
+            if (closed.get()) return null;
             String line = failures.lineFor(String.valueOf(e.getMessage()));
             if (line != null) log(System.Logger.Level.WARNING, "accept on " + listenSocket.path() + " failed: " + line,
                     null);
             sleepQuietly(50);
-            return;
+            return null;
         }
+    }
+
+    /**
+     * Sends connection {@code s}, accepted at the fd limit, ERROR {@code TOO_MANY_CONNECTIONS}
+     * (request id 0) naming the limit, and closes it, without reading its HELLO, as the
+     * connection limit's refusal does; closed whatever fails. Its listeners hear {@code refused}.
+     */
+    private void refuseAtFdLimit(FdSocket s, AcceptFailures failures) {
         String why = "the server is at its open-file limit (" + NativeIo.openFileLimitText() + ") and cannot take "
                 + "another connection; try again later (the server's owner can raise the limit, ulimit -n, or close "
                 + "connections)";
-        PeerCredentials peer;
+        PeerCredentials peer = null;
         try {
             peer = s.peerCredentials();
-        } catch (IOException e) {
-            peer = null;
+        } catch (IOException | RuntimeException e) {
+            // refused all the same; its listeners just do not hear of it
+        } finally {
+            refuse(s, ErrorCode.TOO_MANY_CONNECTIONS, why); // closes s
         }
-        refuse(s, ErrorCode.TOO_MANY_CONNECTIONS, why);
         String line = failures.lineFor("refused a connection: at the open-file limit");
         if (line != null) log(System.Logger.Level.WARNING, "accept on " + listenSocket.path() + ": " + line + " ("
                 + NativeIo.openFileLimitText() + ")", null);

@@ -19,7 +19,8 @@ import org.junit.jupiter.api.Test;
  * instead of leaving it in the listen queue: Linux's accept fails with EMFILE before it takes
  * a connection off the queue, and an independent probe's client waited out its whole timeout
  * ("no reply to HELLO"). The server holds one fd in reserve and gives it up for the refusal;
- * once the limit is raised it serves the next client.
+ * once the limit is raised it serves the next client, though its accept thread was already
+ * waiting for it with the reserve given up.
  */
 class AcceptAtFdLimitTest {
     @Test
@@ -57,6 +58,12 @@ class AcceptAtFdLimitTest {
             } finally {
                 if (servedFirst != null) servedFirst.close();
             }
+            // Let the accept thread go back to waiting, its reserve given up again, before the
+            // limit is raised: a server that met the limit once then refused the next
+            // connection, whenever it came (a review; this order made it fail).
+            IpcTestSupport.await("the child's refusal: " + IpcTestSupport.read(log), 30,
+                    () -> IpcTestSupport.read(log).contains("REFUSED "));
+            Thread.sleep(500);
             toChild.write("go\n".getBytes(StandardCharsets.UTF_8));
             toChild.flush();
             IpcTestSupport.await("the child below its limit: " + IpcTestSupport.read(log), 30,

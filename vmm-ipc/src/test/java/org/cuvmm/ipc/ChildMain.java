@@ -24,6 +24,7 @@ public final class ChildMain {
                 case "hello" -> hello(Path.of(args[1]));
                 case "exportAtLimit" -> exportAtLimit(Path.of(args[1]));
                 case "serveAtLimit" -> serveAtLimit(Path.of(args[1]));
+                case "attachDropped" -> attachDropped(Path.of(args[1]));
                 default -> throw new IllegalArgumentException(args[0]);
             }
         });
@@ -237,6 +238,8 @@ public final class ChildMain {
                 @Override
                 public void refused(PeerCredentials peer, String reason) {
                     refusals.add(reason);
+                    System.out.println("REFUSED " + reason);
+                    System.out.flush();
                 }
             }).build()) {
             long[] old = lowerFdLimit(0); // no fd number free below it
@@ -252,6 +255,32 @@ public final class ChildMain {
             System.out.flush();
             in.readLine();
             System.out.println("REFUSALS " + refusals.size() + " " + refusals);
+        }
+    }
+
+    /**
+     * A version-1 client attaches "b" with no fd number free (ClientAtFdLimitTest): the kernel
+     * drops the DESCRIPTOR's fd. Prints the failure's code and message ("AT LIMIT"), then
+     * attaches again below the limit.
+     */
+    private static void attachDropped(Path sock) throws Exception {
+        try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
+             SharingClient client = SharingClient.builder(sock).protocolVersion(1).build()) {
+            client.attach("b", resource).close(); // the attach path's classes, loaded while fds are free
+            long[] old = lowerFdLimit(0);
+            String result;
+            try {
+                try (Attachment a = client.attach("b", resource)) {
+                    result = "attached at the limit: " + a;
+                } catch (SharingException e) {
+                    result = "code=" + e.code() + " " + e.getMessage();
+                }
+            } finally {
+                NativeIo.posix().setrlimit(RLIMIT_NOFILE, old[0], old[1]);
+            }
+            System.out.println("AT LIMIT " + result);
+            client.attach("b", resource).close();
+            System.out.println("BELOW LIMIT attached, connected " + client.isConnected());
         }
     }
 }

@@ -133,4 +133,34 @@ class ClientAtFdLimitTest {
             IpcTestSupport.deleteTree(sock.getParent());
         }
     }
+
+    /**
+     * A reply whose fds the kernel dropped here (MSG_CTRUNC: the client, a child JVM on version
+     * 1, has no fd number free when the DESCRIPTOR arrives) fails its attach with a {@link
+     * SharingException} whose code is null, a local failure, as documented (it read
+     * FD_COUNT_MISMATCH: an independent probe), and the connection survives. Deterministic,
+     * where the test above meets such drops only in some runs (a review).
+     */
+    @Test
+    void fdsTheKernelDroppedHereAreALocalFailure() throws Exception {
+        Path sock = IpcTestSupport.socketPath();
+        File log = File.createTempFile("cuvmm-client-dropped", ".log");
+        try (VirtualMemoryResource resource = VirtualMemoryResource.create(0);
+             VirtualMemoryBuffer buffer = resource.allocate(resource.granularity());
+             SharingServer server = SharingServer.builder(sock).build()) {
+            server.publish("b", buffer);
+            Process p = IpcTestSupport.startChild(ChildMain.class, log, List.of(), List.of(), "attachDropped",
+                    sock.toString());
+            assertTrue(p.waitFor(60, TimeUnit.SECONDS), "child finished:\n" + IpcTestSupport.read(log));
+            String out = IpcTestSupport.read(log);
+            assertEquals(0, p.exitValue(), out);
+            assertTrue(out.contains("AT LIMIT code=null the fds of the server's reply could not be received here: "
+                    + "DESCRIPTOR: the kernel dropped file descriptors (MSG_CTRUNC)"), out);
+            assertTrue(out.contains("BELOW LIMIT attached"), out);
+            server.unpublish("b");
+        } finally {
+            log.delete();
+            IpcTestSupport.deleteTree(sock.getParent());
+        }
+    }
 }
